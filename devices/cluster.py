@@ -1,0 +1,183 @@
+"""A cluster bound to a simulation: compute devices, memory pools and routed copies.
+
+:class:`ClusterConfig` is the scenario's ``cluster:`` block (validated, catalogue names
+checked). :class:`Cluster` builds the :class:`~devices.topology.Topology`, one
+:class:`~devices.compute.ComputeDevice` and one :class:`~devices.memory.MemoryPool` per
+device, and SimPy links for every edge. Workloads borrow devices from it by name.
+Device names are ``<node>/<device>`` (``<device><i>`` when ``count > 1``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import simpy
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
+
+from devices.compute import ComputeDevice
+from devices.memory import MemoryPool
+from devices.topology import Topology, TopologyLinks, from_dict
+from simulator import registry
+from simulator.engine import Simulation
+
+SWITCH_TYPES = ("switch", "nvswitch")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeviceConfig(_Strict):
+    """Devices of one kind on a node: a catalogue type, a count and optional overrides."""
+
+    type: str
+    count: PositiveInt = 1
+    memory_bytes: PositiveInt | None = None
+    streams: PositiveInt = 1
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, v: str) -> str:
+        if v not in SWITCH_TYPES and v not in registry.device_types:
+            valid = ", ".join(registry.device_types.names() + list(SWITCH_TYPES))
+            raise ValueError(f"unknown device type {v!r}; valid: {valid}")
+        return v
+
+
+class LinkConfig(_Strict):
+    """A link type from the catalogue joining two devices (or device groups) of a node."""
+
+    type: str
+    between: tuple[str, str]
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, v: str) -> str:
+        if v not in registry.link_types:
+            raise ValueError(f"unknown link type {v!r}; valid: {', '.join(registry.link_types.names())}")
+        return v
+
+
+class NodeConfig(_Strict):
+    """One machine: its devices by short name and its internal links."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    devices: dict[str, DeviceConfig] = Field(min_length=1)
+    links: list[LinkConfig] = Field(default_factory=list)
+    network_attach: str | None = None
+
+
+class NetworkConfig(_Strict):
+    """The scale-out fabric: every node's ``attach`` device links to one switch."""
+
+    type: str
+    attach: str = "cpu"
+    switch: str = "fabric"
+
+    _known_type = field_validator("type")(LinkConfig._known_type.__func__)  # type: ignore[attr-defined]
+
+
+class ClusterConfig(_Strict):
+    """The ``cluster:`` block of a scenario."""
+
+    nodes: list[NodeConfig] = Field(min_length=1)
+    network: NetworkConfig | None = None
+
+    @field_validator("nodes")
+    @classmethod
+    def _unique_names(cls, nodes: list[NodeConfig]) -> list[NodeConfig]:
+        names = [n.name for n in nodes]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"node names must be unique; repeated: {dup}")
+        return nodes
+
+    def topology(self) -> Topology:
+        """The cluster's topology graph (raises ValueError on a bad link reference)."""
+        return from_dict(self.model_dump(exclude_none=True), link_specs=registry.link_types.get)
+
+
+class Cluster:
+    """Devices, memory pools and links of one simulation, indexed by name and kind."""
+
+    def __init__(self, sim: Simulation, config: ClusterConfig) -> None:
+        self.sim = sim
+        self.config = config
+        self.topology = config.topology()
+        self.links = TopologyLinks(sim, self.topology)
+        self._devices: dict[str, ComputeDevice] = {}
+        self._memory: dict[str, MemoryPool] = {}
+        self._by_kind: dict[str, list[str]] = {}
+        self._host: dict[str, str] = {}
+        overrides = _device_overrides(config)
+        for entry in self.topology.devices():
+            spec = registry.device_types.get(entry.type_name)
+            cfg = overrides[entry.name]
+            dev = ComputeDevice(sim, spec, entry.name, node=entry.node, streams=cfg.streams)
+            self._devices[entry.name] = dev
+            capacity = cfg.memory_bytes or spec.memory_bytes
+            self._memory[entry.name] = MemoryPool(sim, f"{entry.name}:mem", capacity)
+            self._by_kind.setdefault(spec.kind, []).append(entry.name)
+            if spec.kind == "cpu":
+                self._host.setdefault(entry.node, entry.name)
+
+    def device(self, name: str) -> ComputeDevice:
+        """The compute device ``name`` (KeyError lists the devices)."""
+        try:
+            return self._devices[name]
+        except KeyError:
+            raise KeyError(f"no device {name!r}; cluster has {sorted(self._devices)}") from None
+
+    def devices(self) -> list[ComputeDevice]:
+        """Every compute device, in configuration order."""
+        return list(self._devices.values())
+
+    def device_names(self, kinds: Iterable[str] | None = None) -> list[str]:
+        """Device names (optionally of the given kinds), in configuration order."""
+        if kinds is None:
+            return list(self._devices)
+        wanted = set(kinds)
+        return [n for n, d in self._devices.items() if d.spec.kind in wanted]
+
+    def memory(self, name: str) -> MemoryPool:
+        """The memory pool of device ``name`` (HBM of a GPU, DRAM of a CPU)."""
+        self.device(name)
+        return self._memory[name]
+
+    def host_of(self, name: str) -> str | None:
+        """The CPU of the node that holds device ``name`` (None if the node has none)."""
+        node = self.device(name).node
+        host = self._host.get(node)
+        return host if host != name else None
+
+    def copy_time_s(self, src: str, dst: str, nbytes: int) -> float:
+        """Uncontended time of a copy along the topology path."""
+        return self.topology.copy_time_s(src, dst, nbytes)
+
+    def copy(self, src: str, dst: str, nbytes: int, name: str = "") -> simpy.Event:
+        """Start a copy now; the event fires when the bytes have arrived."""
+        return self.links.transfer(src, dst, int(nbytes), name)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """One row per device: name, node, type, kind, memory bytes."""
+        return [
+            {
+                "device": n,
+                "node": d.node,
+                "type": d.spec.name,
+                "kind": d.spec.kind,
+                "memory_bytes": self._memory[n].capacity_bytes,
+            }
+            for n, d in self._devices.items()
+        ]
+
+
+def _device_overrides(config: ClusterConfig) -> dict[str, DeviceConfig]:
+    out = {}
+    for node in config.nodes:
+        for short, dev in node.devices.items():
+            names = [short] if dev.count == 1 else [f"{short}{i}" for i in range(dev.count)]
+            for n in names:
+                out[f"{node.name}/{n}"] = dev
+    return out

@@ -1,0 +1,85 @@
+"""The simulation kernel: a SimPy environment, named random streams and a recorder.
+
+Every piece of a run's state hangs off one :class:`Simulation`; nothing is global, so
+two simulations in one process are independent. Devices, links and workloads receive
+the simulation and borrow its environment, random streams and recorder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import simpy
+
+from simulator.recorder import Recorder
+from simulator.rng import RandomStreams
+
+
+class InvariantViolation(RuntimeError):
+    """A run broke one of its own invariants (lost work, memory over capacity, ...)."""
+
+
+class Simulation:
+    """One run: owns the ``simpy.Environment``, the random streams and the recorder.
+
+    Same-instant ordering contract: callbacks registered with :meth:`at_end_of_instant`
+    run after every event already scheduled for the current time, so a scheduling pass
+    sees all arrivals and completions of that instant (one coalesced pass per instant).
+    """
+
+    def __init__(self, seed: int = 0, *, record_spans: bool = True) -> None:
+        self.env = simpy.Environment()
+        self.seed = seed
+        self.rng = RandomStreams(seed)
+        self.recorder = Recorder(record_spans=record_spans)
+        self._checks: list[Callable[[], None]] = []
+        self._end_of_instant: dict[Any, simpy.Event] = {}
+
+    @property
+    def now(self) -> float:
+        """Current simulated time in seconds."""
+        return float(self.env.now)
+
+    def stream(self, name: str) -> np.random.Generator:
+        """Alias of ``sim.rng(name)``."""
+        return self.rng(name)
+
+    def add_invariant(self, check: Callable[[], None]) -> None:
+        """Register a check run by :meth:`check_invariants` (raises on violation)."""
+        self._checks.append(check)
+
+    def check_invariants(self) -> None:
+        """Run every registered invariant check."""
+        for check in self._checks:
+            check()
+
+    def at_end_of_instant(self, key: Any, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once, after all events already queued for ``now``.
+
+        Calls with the same ``key`` in one instant coalesce into a single call. The
+        callback is queued at the lowest priority behind a zero-delay hop, so events
+        triggered at this instant (arrivals, completions) are processed first.
+        """
+        if key in self._end_of_instant:
+            return
+        hop = self.env.event()
+        self._end_of_instant[key] = hop
+
+        def after_hop(_: simpy.Event) -> None:
+            last = simpy.Timeout(self.env, 0)  # scheduled behind everything at `now`
+            last.callbacks.append(fire)
+
+        def fire(_: simpy.Event) -> None:
+            del self._end_of_instant[key]
+            callback()
+
+        hop.callbacks.append(after_hop)
+        hop.succeed()
+
+    def run(self, until: float | simpy.Event | None = None) -> None:
+        """Advance until ``until`` (a time in seconds, an event, or no events remain)."""
+        if isinstance(until, int | float) and until < self.now:
+            raise InvariantViolation(f"run(until={until}) is before now={self.now}")
+        self.env.run(until=until)

@@ -1,0 +1,52 @@
+"""Errors a user can cause, reported as one line naming the file and the field."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+
+class ScenarioError(Exception):
+    """Bad input in a scenario file: ``FILE: field.path: message``."""
+
+    def __init__(self, file: str, field: str, message: str) -> None:
+        self.file = file
+        self.field = field
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"{self.field}: " if self.field else ""
+        return f"{self.file}: {where}{self.message}"
+
+
+def dotted(loc: Sequence[int | str]) -> str:
+    """A pydantic error location as a dotted path (list indices as ``[i]``)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def from_validation(file: str, prefix: str, err: ValidationError) -> ScenarioError:
+    """The first error of a pydantic ValidationError as a ScenarioError."""
+    first = err.errors()[0]
+    loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
+    field = ".".join(p for p in (prefix, dotted(loc)) if p).replace(".[", "[")
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif first["type"] == "missing":
+        msg = "required field is missing"
+    elif first["type"] == "union_tag_invalid":
+        ctx = first.get("ctx", {})
+        msg = f"unknown kind {ctx.get('tag')!r}; valid: {ctx.get('expected_tags')}"
+    msg = msg.replace("Value error, ", "")
+    more = len(err.errors()) - 1
+    if more:
+        msg += f" (and {more} more error{'s' if more > 1 else ''})"
+    return ScenarioError(file, field, msg)

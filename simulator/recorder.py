@@ -1,0 +1,140 @@
+"""The recorder: named tables appended column by column, spans and counters for timelines.
+
+Tables are the simulation's tidy output (one row per request, per copy, per job...).
+Appending is a handful of ``list.append`` calls, cheap enough for hot paths; pandas is
+only touched when the run ends. Spans (start, end, track, name, args) and counters
+(time, track, value) feed the Chrome trace; each track belongs to a group (a node, or
+``links``/``memory``) so the trace shows one row per device, link and memory pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+
+class Table:
+    """A table whose rows are appended one at a time and stored column-wise."""
+
+    __slots__ = ("_cols", "columns", "name")
+
+    def __init__(self, name: str, columns: Sequence[str]) -> None:
+        if len(set(columns)) != len(columns):
+            raise ValueError(f"table {name!r}: duplicate column names in {list(columns)}")
+        self.name = name
+        self.columns = tuple(columns)
+        self._cols: list[list[Any]] = [[] for _ in self.columns]
+
+    def append(self, *values: Any) -> None:
+        """Append one row, values in column order."""
+        if len(values) != len(self._cols):
+            raise ValueError(
+                f"table {self.name!r}: got {len(values)} values for columns {self.columns}"
+            )
+        for col, v in zip(self._cols, values, strict=True):
+            col.append(v)
+
+    def add(self, **values: Any) -> None:
+        """Append one row given by column name (slower than :meth:`append`)."""
+        missing = set(self.columns) ^ set(values)
+        if missing:
+            raise ValueError(f"table {self.name!r}: columns do not match: {sorted(missing)}")
+        self.append(*(values[c] for c in self.columns))
+
+    def __len__(self) -> int:
+        return len(self._cols[0]) if self._cols else 0
+
+    def to_frame(self) -> pd.DataFrame:
+        """The table as a DataFrame (columns in declaration order)."""
+        return pd.DataFrame({c: v for c, v in zip(self.columns, self._cols, strict=True)})
+
+
+@dataclass(frozen=True)
+class Track:
+    """One timeline row of the trace: a device, a link, a memory pool..."""
+
+    name: str
+    group: str
+    kind: str
+
+
+@dataclass
+class Spans:
+    """Spans and counter samples, stored column-wise."""
+
+    start_s: list[float] = field(default_factory=list)
+    end_s: list[float] = field(default_factory=list)
+    track: list[str] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    args: list[dict[str, Any] | None] = field(default_factory=list)
+    counter_time_s: list[float] = field(default_factory=list)
+    counter_track: list[str] = field(default_factory=list)
+    counter_value: list[float] = field(default_factory=list)
+
+
+class Recorder:
+    """Owns every table, track, span and counter of one simulation."""
+
+    def __init__(self, record_spans: bool = True) -> None:
+        self.record_spans = record_spans
+        self._tables: dict[str, Table] = {}
+        self.tracks: dict[str, Track] = {}
+        self.spans = Spans()
+
+    def table(self, name: str, columns: Sequence[str]) -> Table:
+        """The table ``name``, created with ``columns`` on first use."""
+        tbl = self._tables.get(name)
+        if tbl is None:
+            tbl = self._tables[name] = Table(name, columns)
+        elif tbl.columns != tuple(columns):
+            raise ValueError(f"table {name!r} exists with columns {tbl.columns}")
+        return tbl
+
+    def track(self, name: str, group: str = "cluster", kind: str = "device") -> str:
+        """Declare a timeline track (idempotent); returns its name."""
+        if name not in self.tracks:
+            self.tracks[name] = Track(name, group, kind)
+        return name
+
+    def span(
+        self,
+        track: str,
+        name: str,
+        start_s: float,
+        end_s: float,
+        args: dict[str, Any] | None = None,
+    ) -> None:
+        """Record that ``track`` was busy with ``name`` over [start_s, end_s]."""
+        if not self.record_spans:
+            return
+        if end_s < start_s:
+            raise ValueError(f"span {name!r} on {track!r} ends before it starts")
+        s = self.spans
+        s.start_s.append(start_s)
+        s.end_s.append(end_s)
+        s.track.append(track)
+        s.name.append(name)
+        s.args.append(args)
+
+    def counter(self, track: str, time_s: float, value: float) -> None:
+        """Record the value of a counter track (memory in use, queue length) at a time."""
+        if not self.record_spans:
+            return
+        s = self.spans
+        s.counter_time_s.append(time_s)
+        s.counter_track.append(track)
+        s.counter_value.append(value)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table as a DataFrame, by name (sorted)."""
+        return {n: self._tables[n].to_frame() for n in sorted(self._tables)}
+
+    def spans_frame(self) -> pd.DataFrame:
+        """The spans as a DataFrame (start_s, end_s, track, name)."""
+        s = self.spans
+        return pd.DataFrame(
+            {"start_s": s.start_s, "end_s": s.end_s, "track": s.track, "name": s.name}
+        )

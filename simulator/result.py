@@ -1,0 +1,68 @@
+"""The outcome of one run: the resolved scenario, a one-row summary, tables, spans."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import yaml
+
+from simulator.atomic import atomic_dir, atomic_write_text
+from simulator.recorder import Recorder
+from simulator.trace import trace_json
+
+
+@dataclass
+class Result:
+    """What a run produced. ``summary`` is one row; ``tables`` are tidy DataFrames."""
+
+    scenario: dict[str, Any]
+    summary_row: dict[str, Any]
+    tables: dict[str, pd.DataFrame]
+    recorder: Recorder
+    metrics: dict[str, str] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """The summary metrics as a one-row DataFrame."""
+        return pd.DataFrame([self.summary_row])
+
+    @property
+    def spans(self) -> pd.DataFrame:
+        """Timeline spans (start_s, end_s, track, name)."""
+        return self.recorder.spans_frame()
+
+    def __getitem__(self, metric: str) -> Any:
+        return self.summary_row[metric]
+
+    def to_dir(self, path: str | Path, fmt: Literal["csv", "parquet"] = "csv") -> Path:
+        """Write summary, tables, the resolved scenario and metric definitions atomically.
+
+        Layout: ``summary.<fmt>``, ``tables/<name>.<fmt>``, ``scenario.yaml``,
+        ``metrics.json``. The directory appears complete or not at all.
+        """
+        with atomic_dir(path) as tmp:
+            write_frame(self.summary, tmp / f"summary.{fmt}", fmt)
+            (tmp / "tables").mkdir()
+            for name, frame in self.tables.items():
+                write_frame(frame, tmp / "tables" / f"{name}.{fmt}", fmt)
+            (tmp / "scenario.yaml").write_text(yaml.safe_dump(self.scenario, sort_keys=False))
+            (tmp / "metrics.json").write_text(json.dumps(self.metrics, indent=2))
+        return Path(path)
+
+    def trace(self, path: str | Path) -> Path:
+        """Write the Chrome trace JSON (Perfetto: ui.perfetto.dev, Open trace file)."""
+        atomic_write_text(path, trace_json(self.recorder))
+        return Path(path)
+
+
+def write_frame(frame: pd.DataFrame, path: Path, fmt: str) -> None:
+    """Write one DataFrame as CSV (full float precision) or Parquet."""
+    if fmt == "parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False, float_format="%.17g")

@@ -1,0 +1,118 @@
+"""Run a scenario: build the cluster, policies and workload, simulate, summarise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from simulator.engine import InvariantViolation, Simulation
+from simulator.errors import ScenarioError
+from simulator.result import Result
+from simulator.scenario import Scenario, load_scenario
+
+PROGRESS_TICKS = 200
+
+
+def as_scenario(
+    scenario: Scenario | str | Path,
+    overrides: dict[str, Any] | None = None,
+    seed: int | None = None,
+) -> Scenario:
+    """A validated scenario from a path or an existing scenario, with overrides applied."""
+    over = dict(overrides or {})
+    if seed is not None:
+        over["seed"] = seed
+    if isinstance(scenario, Scenario):
+        return scenario.with_overrides(over) if over else scenario
+    return load_scenario(scenario, over)
+
+
+def run(
+    scenario: Scenario | str | Path,
+    *,
+    seed: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    progress: bool = False,
+    **dunder_overrides: Any,
+) -> Result:
+    """Run one scenario and return its :class:`Result`.
+
+    ``overrides`` maps dotted paths to values (``{"workload.num_requests": 100}``);
+    keyword arguments do the same with ``__`` for dots (``workload__num_requests=100``).
+    """
+    over = dict(overrides or {})
+    over.update({k.replace("__", "."): v for k, v in dunder_overrides.items()})
+    sc = as_scenario(scenario, over, seed)
+    return simulate(sc, progress=progress)
+
+
+def build(sc: Scenario, sim: Simulation) -> Any:
+    """Construct cluster, policies and workload for ``sc`` inside ``sim``."""
+    from devices.cluster import Cluster
+
+    try:
+        cluster = Cluster(sim, sc.cluster)
+    except (KeyError, ValueError) as e:
+        raise ScenarioError(sc.file, "cluster", str(e).strip("'\"")) from None
+    policies = {
+        point: choice.cls(choice.params, rng=sim.rng(f"policy.{point}"))
+        for point, choice in sc.policies.items()
+    }
+    try:
+        return sc.workload_cls(sim, cluster, sc.workload, policies, sc.base_dir)
+    except (KeyError, ValueError, OSError) as e:
+        raise ScenarioError(sc.file, "workload", str(e).strip("'\"")) from None
+
+
+def simulate(sc: Scenario, *, progress: bool = False) -> Result:
+    """Simulate a validated scenario."""
+    t0 = time.perf_counter()
+    sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
+    workload = build(sc, sim)
+    workload.start()
+    bar = _progress(sim, workload.horizon_s()) if progress else None
+    stop = workload.done
+    if sc.until_s is not None:
+        stop = sim.env.any_of([workload.done, sim.env.timeout(sc.until_s)])
+    try:
+        sim.run(until=stop)
+    except RuntimeError as e:
+        if stop.triggered:
+            raise
+        raise InvariantViolation(f"the workload stalled at t={sim.now:.6g} s: {e}") from None
+    if bar is not None:
+        bar.close()
+    end_s = sim.now
+    if workload.done.triggered:
+        workload.check()
+    sim.check_invariants()
+    summary: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed}
+    summary.update(workload.summary(end_s))
+    return Result(
+        scenario=sc.resolved(),
+        summary_row=summary,
+        tables=sim.recorder.tables(),
+        recorder=sim.recorder,
+        metrics=dict(type(workload).metrics),
+        wall_s=time.perf_counter() - t0,
+    )
+
+
+def _progress(sim: Simulation, horizon_s: float | None) -> Any:
+    """A tqdm bar over simulated time, advanced by a ticking process (stderr only)."""
+    if not horizon_s or horizon_s <= 0:
+        return None
+    from tqdm import tqdm
+
+    bar = tqdm(total=round(horizon_s, 3), unit="sim-s", file=sys.stderr, leave=False)
+    step = horizon_s / PROGRESS_TICKS
+
+    def tick() -> Any:
+        for _ in range(PROGRESS_TICKS):
+            yield sim.env.timeout(step)
+            bar.update(round(step, 6))
+
+    sim.env.process(tick())
+    return bar

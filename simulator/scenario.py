@@ -1,0 +1,256 @@
+"""Scenario files: YAML validated by pydantic into a typed :class:`Scenario`.
+
+A scenario names the cluster (devices and links by catalogue name), the workload (by
+kind, with that kind's typed parameters), a policy per decision point (by name, with
+typed parameters), outputs, and optionally a ``sweep:`` grid. Every problem is raised
+as one :class:`ScenarioError` naming the file and the field path.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
+
+from simulator import registry
+from simulator.errors import ScenarioError, from_validation
+from simulator.plugins import load_plugins
+
+
+class OutputsConfig(BaseModel):
+    """Where and how results are written."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format: Literal["csv", "parquet"] = "csv"
+    spans: bool = True
+
+
+class ScenarioModel(BaseModel):
+    """Top level of a scenario file (the workload and policies are validated by kind)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    description: str = ""
+    seed: NonNegativeInt = 0
+    until_s: float | None = Field(default=None, gt=0)
+    cluster: dict[str, Any]
+    workload: dict[str, Any]
+    policies: dict[str, Any] = Field(default_factory=dict)
+    outputs: OutputsConfig = OutputsConfig()
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """The policy chosen at one decision point, with validated parameters."""
+
+    point: str
+    name: str
+    cls: Any
+    params: Any
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario, ready to run."""
+
+    file: str
+    base_dir: Path
+    raw: dict[str, Any]
+    name: str
+    seed: int
+    until_s: float | None
+    cluster: Any
+    workload_cls: Any
+    workload: Any
+    policies: dict[str, PolicyChoice]
+    outputs: OutputsConfig
+    sweep: dict[str, list[Any]] = field(default_factory=dict)
+
+    def resolved(self) -> dict[str, Any]:
+        """The scenario with every default filled in (what was actually run)."""
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "until_s": self.until_s,
+            "cluster": self.cluster.model_dump(mode="json"),
+            "workload": self.workload.model_dump(mode="json"),
+            "policies": {
+                p: {"name": c.name, **c.params.model_dump(mode="json")}
+                for p, c in sorted(self.policies.items())
+            },
+            "outputs": self.outputs.model_dump(mode="json"),
+        }
+
+    def with_overrides(self, overrides: dict[str, Any]) -> Scenario:
+        """A new scenario with dotted-path values replaced (validated again)."""
+        raw = copy.deepcopy(self.raw)
+        for path, value in overrides.items():
+            set_dotted(raw, path, value, self.file)
+        return from_dict(raw, file=self.file, base_dir=self.base_dir)
+
+
+def set_dotted(raw: dict[str, Any], path: str, value: Any, file: str) -> None:
+    """Set ``raw[a][b][c] = value`` for ``path = "a.b.c"`` (creating dicts as needed).
+
+    A string policy (``policies.dispatch: fifo``) is widened to ``{name: fifo}`` when a
+    parameter below it is set.
+    """
+    parts = path.split(".")
+    node: Any = raw
+    for i, key in enumerate(parts[:-1]):
+        nxt = node.get(key) if isinstance(node, dict) else None
+        if nxt is None:
+            nxt = node[key] = {}
+        elif isinstance(nxt, str) and parts[0] == "policies" and i == 1:
+            nxt = node[key] = {"name": nxt}
+        elif not isinstance(nxt, dict):
+            raise ScenarioError(file, ".".join(parts[: i + 1]), "cannot set a field below a value")
+        node = nxt
+    if not isinstance(node, dict):
+        raise ScenarioError(file, path, "cannot set a field below a value")
+    node[parts[-1]] = value
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Parse a YAML mapping; syntax errors become one line with the position."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ScenarioError(str(path), "", f"cannot read file: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ScenarioError(str(path), "", f"{where}YAML syntax error: {problem}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(str(path), "", "a scenario must be a YAML mapping")
+    return data
+
+
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read, override and validate a scenario file."""
+    p = Path(path)
+    raw = read_yaml(p)
+    for dotted_path, value in (overrides or {}).items():
+        set_dotted(raw, dotted_path, value, str(p))
+    return from_dict(raw, file=str(p), base_dir=p.resolve().parent)
+
+
+def from_dict(raw: dict[str, Any], file: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Validate a scenario given as a dict (``file`` names it in errors)."""
+    load_plugins()
+    base = base_dir or Path.cwd()
+    try:
+        top = ScenarioModel.model_validate(raw)
+    except ValidationError as e:
+        raise from_validation(file, "", e) from None
+    cluster = _validate_cluster(file, top.cluster)
+    wl_cls, workload = _validate_workload(file, top.workload, base)
+    policies = _validate_policies(file, wl_cls, top.policies)
+    _validate_sweep(file, top.sweep)
+    return Scenario(
+        file=file,
+        base_dir=base,
+        raw=copy.deepcopy(raw),
+        name=top.name,
+        seed=top.seed,
+        until_s=top.until_s,
+        cluster=cluster,
+        workload_cls=wl_cls,
+        workload=workload,
+        policies=policies,
+        outputs=top.outputs,
+        sweep=top.sweep,
+    )
+
+
+def _validate_cluster(file: str, raw: dict[str, Any]) -> Any:
+    from devices.cluster import ClusterConfig
+
+    try:
+        return ClusterConfig.model_validate(raw)
+    except ValidationError as e:
+        raise from_validation(file, "cluster", e) from None
+
+
+def _validate_workload(file: str, raw: dict[str, Any], base: Path) -> tuple[Any, Any]:
+    kind = raw.get("kind")
+    if kind is None:
+        raise ScenarioError(file, "workload.kind", "required field is missing")
+    try:
+        cls = registry.workloads.get(str(kind))
+    except registry.UnknownName as e:
+        raise ScenarioError(file, "workload.kind", str(e)) from None
+    try:
+        params = cls.Params.model_validate(raw)
+    except ValidationError as e:
+        raise from_validation(file, "workload", e) from None
+    _check_paths(file, "workload", params.model_dump(), base)
+    return cls, params
+
+
+def _check_paths(file: str, prefix: str, data: Any, base: Path) -> None:
+    """Every field called ``path`` or ``*_path`` must name a readable file."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            where = f"{prefix}.{key}"
+            if (key == "path" or key.endswith("_path")) and isinstance(value, str):
+                target = base / value
+                try:
+                    with open(target, "rb"):
+                        pass
+                except OSError as e:
+                    raise ScenarioError(
+                        file, where, f"cannot read {value!r}: {e.strerror}"
+                    ) from None
+            else:
+                _check_paths(file, where, value, base)
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            _check_paths(file, f"{prefix}[{i}]", value, base)
+
+
+def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str, PolicyChoice]:
+    points: dict[str, str] = wl_cls.decision_points
+    for point in raw:
+        if point not in points:
+            valid = ", ".join(sorted(points)) or "(none)"
+            raise ScenarioError(
+                file, f"policies.{point}", f"not a decision point of this workload; valid: {valid}"
+            )
+    out = {}
+    for point, default in points.items():
+        spec = raw.get(point, default)
+        where = f"policies.{point}"
+        if isinstance(spec, str):
+            name, params = spec, {}
+        elif isinstance(spec, dict) and isinstance(spec.get("name"), str):
+            params = {k: v for k, v in spec.items() if k != "name"}
+            name = spec["name"]
+        else:
+            raise ScenarioError(file, where, "must be a policy name or {name: ..., <params>}")
+        try:
+            cls = registry.policies.get(f"{wl_cls.domain}.{point}", name)
+        except registry.UnknownName as e:
+            raise ScenarioError(file, where, str(e)) from None
+        try:
+            validated = cls.Params.model_validate(params)
+        except ValidationError as e:
+            raise from_validation(file, where, e) from None
+        out[point] = PolicyChoice(point, name, cls, validated)
+    return out
+
+
+def _validate_sweep(file: str, sweep: dict[str, list[Any]]) -> None:
+    for path, values in sweep.items():
+        if not values:
+            raise ScenarioError(file, f"sweep.{path}", "needs at least one value")
+        if path.split(".")[0] not in ScenarioModel.model_fields or path.startswith("sweep"):
+            raise ScenarioError(file, f"sweep.{path}", "must be a dotted path into the scenario")

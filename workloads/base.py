@@ -1,0 +1,71 @@
+"""What every workload kind provides to the engine.
+
+A workload kind is a class registered in ``simulator.registry.workloads`` by name. It
+declares a pydantic ``Params`` model (the scenario's ``workload:`` block), its decision
+points with their default policies, and its summary metrics with written definitions.
+The runner builds the cluster, instantiates the policies the scenario names at those
+decision points, constructs the workload, calls :meth:`Workload.start`, runs the
+simulation until :attr:`Workload.done` fires (or ``until_s``), then asks for the summary.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import simpy
+from pydantic import BaseModel, ConfigDict
+
+from devices.cluster import Cluster
+from simulator.engine import Simulation
+
+
+class WorkloadParams(BaseModel):
+    """Base of every workload's parameter model: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: str
+
+
+class Workload(ABC):
+    """The mechanism of one kind of study: it generates events and asks its policies."""
+
+    Params: ClassVar[type[WorkloadParams]]
+    #: decision point (short name) -> default policy name
+    decision_points: ClassVar[dict[str, str]] = {}
+    #: summary metric -> written definition (collected into the metrics page)
+    metrics: ClassVar[dict[str, str]] = {}
+    #: domain prefix of this kind's decision points in the policy registry
+    domain: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        sim: Simulation,
+        cluster: Cluster,
+        params: Any,
+        policies: Mapping[str, Any],
+        base_dir: Path,
+    ) -> None:
+        self.sim = sim
+        self.cluster = cluster
+        self.params = params
+        self.policies = dict(policies)
+        self.base_dir = base_dir
+        self.done: simpy.Event = sim.env.event()
+
+    @abstractmethod
+    def start(self) -> None:
+        """Schedule the workload's first events (arrivals, set-up copies...)."""
+
+    @abstractmethod
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """One row of summary metrics (every key declared in :attr:`metrics`)."""
+
+    def horizon_s(self) -> float | None:
+        """A guess of the simulated end time, for progress bars (None if unknown)."""
+        return None
+
+    def check(self) -> None:  # noqa: B027 - optional hook
+        """Check the workload's own invariants at the end of a run (raise on violation)."""
