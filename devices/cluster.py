@@ -55,7 +55,9 @@ class LinkConfig(_Strict):
     @classmethod
     def _known_type(cls, v: str) -> str:
         if v not in registry.link_types:
-            raise ValueError(f"unknown link type {v!r}; valid: {', '.join(registry.link_types.names())}")
+            raise ValueError(
+                f"unknown link type {v!r}; valid: {', '.join(registry.link_types.names())}"
+            )
         return v
 
 

@@ -44,8 +44,8 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
 
 
 def sweep(scenario: Scenario | str | Path, **kwargs: Any) -> pd.DataFrame:
-    """Run a scenario's sweep grid; see :func:`simulator.sweep.sweep`."""
-    from simulator.sweep import sweep as _sweep
+    """Run a scenario's sweep grid; see :func:`simulator.sweeps.sweep`."""
+    from simulator.sweeps import sweep as _sweep
 
     return _sweep(scenario, **kwargs)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
@@ -75,7 +74,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from simulator.atomic import atomic_dir
     from simulator.result import write_frame
     from simulator.runner import as_scenario
-    from simulator.sweep import sweep
+    from simulator.sweeps import sweep
 
     sc = as_scenario(args.file, _parse_set(args.set), args.seed)
     table = sweep(sc, workers=args.workers, progress=not args.quiet and sys.stderr.isatty())
@@ -93,7 +92,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Validate a scenario (and every sweep point) without running it."""
     from simulator.runner import as_scenario
-    from simulator.sweep import grid
+    from simulator.sweeps import grid
 
     sc = as_scenario(args.file)
     points = grid(sc.sweep)

@@ -35,7 +35,8 @@ class Simulation:
         self.rng = RandomStreams(seed)
         self.recorder = Recorder(record_spans=record_spans)
         self._checks: list[Callable[[], None]] = []
-        self._end_of_instant: dict[Any, simpy.Event] = {}
+        self._end_of_instant: dict[Any, Callable[[], None]] = {}
+        self._pass_pending = False
 
     @property
     def now(self) -> float:
@@ -56,27 +57,31 @@ class Simulation:
             check()
 
     def at_end_of_instant(self, key: Any, callback: Callable[[], None]) -> None:
-        """Run ``callback`` once, after all events already queued for ``now``.
+        """Run ``callback`` once at the current time, after every other event of it.
 
-        Calls with the same ``key`` in one instant coalesce into a single call. The
-        callback is queued at the lowest priority behind a zero-delay hop, so events
-        triggered at this instant (arrivals, completions) are processed first.
+        Calls with the same ``key`` in one instant coalesce into one call; distinct keys
+        run in the order they were first registered. The passes run when the event queue
+        holds nothing else at ``now``, so a scheduling pass sees every arrival and
+        completion of its instant, including those triggered by zero-delay chains.
         """
         if key in self._end_of_instant:
             return
-        hop = self.env.event()
-        self._end_of_instant[key] = hop
+        self._end_of_instant[key] = callback
+        if not self._pass_pending:
+            self._defer_pass()
 
-        def after_hop(_: simpy.Event) -> None:
-            last = simpy.Timeout(self.env, 0)  # scheduled behind everything at `now`
-            last.callbacks.append(fire)
+    def _defer_pass(self) -> None:
+        self._pass_pending = True
+        simpy.Timeout(self.env, 0).callbacks.append(self._run_passes)
 
-        def fire(_: simpy.Event) -> None:
-            del self._end_of_instant[key]
+    def _run_passes(self, _: simpy.Event) -> None:
+        if self.env.peek() == self.env.now:
+            self._defer_pass()  # more work at this instant: go behind it
+            return
+        self._pass_pending = False
+        passes, self._end_of_instant = self._end_of_instant, {}
+        for callback in passes.values():
             callback()
-
-        hop.callbacks.append(after_hop)
-        hop.succeed()
 
     def run(self, until: float | simpy.Event | None = None) -> None:
         """Advance until ``until`` (a time in seconds, an event, or no events remain)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -32,10 +33,39 @@ def dotted(loc: Sequence[int | str]) -> str:
     return out
 
 
-def from_validation(file: str, prefix: str, err: ValidationError) -> ScenarioError:
-    """The first error of a pydantic ValidationError as a ScenarioError."""
+def user_loc(loc: Sequence[int | str], data: Any) -> list[int | str]:
+    """The error location as the user wrote it.
+
+    pydantic inserts union-member labels into locations (a discriminator value such as
+    ``poisson``, a type such as ``int``); walking the input drops every part that is not
+    a key or index of it. The last part is kept when it names a missing key.
+    """
+    out: list[int | str] = []
+    node = data
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(node, dict):
+            if part in node:
+                out.append(part)
+                node = node[part]
+            elif node.get("kind") != part and last:
+                out.append(part)  # a missing key
+            continue
+        if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            out.append(part)
+            node = node[part]
+    return out
+
+
+def from_validation(
+    file: str, prefix: str, err: ValidationError, data: Any = None
+) -> ScenarioError:
+    """The first error of a pydantic ValidationError as a ScenarioError.
+
+    ``data`` is the validated input, used to drop pydantic's union labels from the path.
+    """
     first = err.errors()[0]
-    loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
+    loc = user_loc(first["loc"], data) if data is not None else list(first["loc"])
     field = ".".join(p for p in (prefix, dotted(loc)) if p).replace(".[", "[")
     msg = first["msg"]
     if first["type"] == "extra_forbidden":

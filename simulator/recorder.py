@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 
@@ -46,6 +47,10 @@ class Table:
 
     def __len__(self) -> int:
         return len(self._cols[0]) if self._cols else 0
+
+    def column(self, name: str) -> np.ndarray:
+        """One column as a numpy array (no DataFrame built)."""
+        return np.asarray(self._cols[self.columns.index(name)])
 
     def to_frame(self) -> pd.DataFrame:
         """The table as a DataFrame (columns in declaration order)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,10 +22,14 @@ class Result:
 
     scenario: dict[str, Any]
     summary_row: dict[str, Any]
-    tables: dict[str, pd.DataFrame]
     recorder: Recorder
     metrics: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
+
+    @cached_property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every recorded table as a DataFrame, by name (built on first access)."""
+        return self.recorder.tables()
 
     @property
     def summary(self) -> pd.DataFrame:

@@ -93,7 +93,6 @@ def simulate(sc: Scenario, *, progress: bool = False) -> Result:
     return Result(
         scenario=sc.resolved(),
         summary_row=summary,
-        tables=sim.recorder.tables(),
         recorder=sim.recorder,
         metrics=dict(type(workload).metrics),
         wall_s=time.perf_counter() - t0,

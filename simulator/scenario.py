@@ -143,14 +143,16 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     return from_dict(raw, file=str(p), base_dir=p.resolve().parent)
 
 
-def from_dict(raw: dict[str, Any], file: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+def from_dict(
+    raw: dict[str, Any], file: str = "<scenario>", base_dir: Path | None = None
+) -> Scenario:
     """Validate a scenario given as a dict (``file`` names it in errors)."""
     load_plugins()
     base = base_dir or Path.cwd()
     try:
         top = ScenarioModel.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "", e) from None
+        raise from_validation(file, "", e, raw) from None
     cluster = _validate_cluster(file, top.cluster)
     wl_cls, workload = _validate_workload(file, top.workload, base)
     policies = _validate_policies(file, wl_cls, top.policies)
@@ -177,7 +179,7 @@ def _validate_cluster(file: str, raw: dict[str, Any]) -> Any:
     try:
         return ClusterConfig.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "cluster", e) from None
+        raise from_validation(file, "cluster", e, raw) from None
 
 
 def _validate_workload(file: str, raw: dict[str, Any], base: Path) -> tuple[Any, Any]:
@@ -191,7 +193,7 @@ def _validate_workload(file: str, raw: dict[str, Any], base: Path) -> tuple[Any,
     try:
         params = cls.Params.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "workload", e) from None
+        raise from_validation(file, "workload", e, raw) from None
     _check_paths(file, "workload", params.model_dump(), base)
     return cls, params
 
@@ -243,7 +245,7 @@ def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str,
         try:
             validated = cls.Params.model_validate(params)
         except ValidationError as e:
-            raise from_validation(file, where, e) from None
+            raise from_validation(file, where, e, params) from None
         out[point] = PolicyChoice(point, name, cls, validated)
     return out
 

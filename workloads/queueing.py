@@ -9,13 +9,16 @@ M/M/1-PS, which the test suite checks against Erlang C and 1/(mu - lambda).
 
 from __future__ import annotations
 
+import heapq
+from collections import deque
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveInt
 
 from devices.cluster import Cluster
+from schedulers.queueing.view import DispatchView, ServerView
 from simulator.engine import InvariantViolation, Simulation
 from simulator.registry import workloads
 from workloads.base import Workload, WorkloadParams
@@ -28,9 +31,51 @@ from workloads.queueing_demand import (
     build_requests,
 )
 from workloads.queueing_servers import FcfsServer, PsServer
-from schedulers.queueing.view import DispatchView, ServerView
 
 REQUEST_COLUMNS = ("request", "server", "arrival_s", "start_s", "end_s", "service_s", "flops")
+
+
+class IdleIndex:
+    """Idle servers indexed by device type: one min-heap of server indices per type.
+
+    A central-queue dispatcher sees, for each type with an idle server, only its
+    lowest-index idle server, so an arrival costs O(types), not O(servers).
+    """
+
+    def __init__(self, type_of: list[str]) -> None:
+        self._type_of = type_of
+        self._heaps: dict[str, list[int]] = {t: [] for t in dict.fromkeys(type_of)}
+        self._idle: set[int] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._idle)
+
+    def push(self, index: int) -> None:
+        """Mark server ``index`` idle."""
+        if index not in self._idle:
+            self._idle.add(index)
+            heapq.heappush(self._heaps[self._type_of[index]], index)
+
+    def discard(self, index: int) -> None:
+        """Mark server ``index`` not idle (set-up started)."""
+        if index in self._idle:
+            self._idle.remove(index)
+            heap = self._heaps[self._type_of[index]]
+            heap.remove(index)
+            heapq.heapify(heap)
+
+    def tops(self) -> list[int]:
+        """The lowest-index idle server of each type that has one (type order)."""
+        return [h[0] for h in self._heaps.values() if h]
+
+    def take(self, index: int) -> bool:
+        """Remove ``index`` if it is the top of its type's heap; False otherwise."""
+        heap = self._heaps[self._type_of[index]]
+        if not heap or heap[0] != index:
+            return False
+        heapq.heappop(heap)
+        self._idle.remove(index)
+        return True
 
 
 class QueueingParams(WorkloadParams):
@@ -53,8 +98,8 @@ class QueueingWorkload(Workload):
 
     Params = QueueingParams
     domain = "queueing"
-    decision_points = {"dispatch": "fifo"}
-    metrics = {
+    decision_points: ClassVar[dict[str, str]] = {"dispatch": "fifo"}
+    metrics: ClassVar[dict[str, str]] = {
         "requests": "number of requests completed after the warm-up cut",
         "mean_wait_s": "mean of start_s - arrival_s over post-warm-up requests",
         "p_wait": "fraction of post-warm-up requests with start_s > arrival_s",
@@ -83,7 +128,7 @@ class QueueingWorkload(Workload):
         if not names:
             raise ValueError("no servers: the cluster has no gpu/npu/server device")
         server_cls = PsServer if params.discipline == "ps" else FcfsServer
-        self.servers = [
+        self.servers: list[FcfsServer | PsServer] = [
             server_cls(i, cluster.device(n), self._done) for i, n in enumerate(names)
         ]
         rngs = {k: sim.rng(f"queueing.{k}") for k in ("arrivals", "demand")}
@@ -98,8 +143,14 @@ class QueueingWorkload(Workload):
                 b = self.batch
                 by_type[spec.name] = srv.device.op_times_s(b.flops, b.nbytes, b.dtype).tolist()
         self._service = [by_type[srv.device.spec.name] for srv in self.servers]
-        self._central: list[int] = []  # FIFO of waiting request ids (central queue)
-        self._central_head = 0
+        self._arrival = self.batch.arrival_s.tolist()
+        self._flops = self.batch.flops.tolist()
+        self._nbytes = self.batch.nbytes.tolist()
+        self._central: deque[int] = deque()  # waiting request ids (central queue)
+        self._idle = IdleIndex([s.device.spec.name for s in self.servers])
+        if self.dispatch.central_queue:
+            for srv in self.servers:
+                self._idle.push(srv.index)
         self._completed = 0
         self._arrived = 0
         self._rows = sim.recorder.table("requests", REQUEST_COLUMNS)
@@ -125,6 +176,7 @@ class QueueingWorkload(Workload):
         if host is None:
             return
         server.loaded = False
+        self._idle.discard(server.index)
         server.available_at_s = self.sim.now + self.cluster.copy_time_s(host, name, nbytes)
         ev = self.cluster.copy(host, name, nbytes, name="weights")
 
@@ -137,7 +189,7 @@ class QueueingWorkload(Workload):
 
     # ---- arrivals and dispatch ---------------------------------------------------
     def _schedule_arrival(self, i: int) -> None:
-        delay = max(0.0, float(self.batch.arrival_s[i]) - self.sim.now)
+        delay = max(0.0, self._arrival[i] - self.sim.env.now)
         ev = self.sim.env.timeout(delay)
         ev.callbacks.append(lambda _e: self._arrive(i))
 
@@ -145,13 +197,16 @@ class QueueingWorkload(Workload):
         self._arrived += 1
         if i + 1 < len(self.batch):
             self._schedule_arrival(i + 1)
-        if self.dispatch.central_queue:
-            if any(self._ready(s) for s in self.servers):
-                self._send(i, self.dispatch.choose(self._view(i)))
-            else:
-                self._central.append(i)
+        if not self.dispatch.central_queue:
+            self._send(i, self.dispatch.choose(self._view(i, self.servers)))
+        elif self._idle:
+            candidates = [self.servers[k] for k in self._idle.tops()]
+            index = self.dispatch.choose(self._view(i, candidates))
+            if not self._idle.take(index):
+                raise InvariantViolation(f"dispatch sent request {i} to non-idle server {index}")
+            self._send(i, index)
         else:
-            self._send(i, self.dispatch.choose(self._view(i)))
+            self._central.append(i)
 
     def _ready(self, server: FcfsServer | PsServer) -> bool:
         return server.loaded and not server.busy
@@ -159,51 +214,49 @@ class QueueingWorkload(Workload):
     def _service_s(self, i: int, server: FcfsServer | PsServer) -> float:
         return self._service[server.index][i]
 
-    def _view(self, i: int) -> DispatchView:
+    def _view(self, i: int, servers: list[FcfsServer | PsServer]) -> DispatchView:
         now = self.sim.now
-        servers = tuple(
+        views = tuple(
             ServerView(
-                index=s.index,
-                name=s.device.name,
-                device_type=s.device.spec.name,
-                idle=self._ready(s),
-                jobs=s.jobs,
-                backlog_s=s.backlog_s(now),
-                est_service_s=self._service_s(i, s),
+                s.index,
+                s.device.name,
+                s.device.spec.name,
+                s.loaded and not s.busy,
+                s.jobs,
+                s.backlog_s(now),
+                self._service[s.index][i],
             )
-            for s in self.servers
+            for s in servers
         )
-        b = self.batch
-        return DispatchView(now, i, float(b.flops[i]), float(b.nbytes[i]), servers)
+        return DispatchView(now, i, self._flops[i], self._nbytes[i], views)
 
     def _send(self, i: int, index: int) -> None:
         if not 0 <= index < len(self.servers):
             raise InvariantViolation(f"dispatch chose server {index} of {len(self.servers)}")
         server = self.servers[index]
-        if self.dispatch.central_queue and not self._ready(server):
-            raise InvariantViolation(f"dispatch sent request {i} to busy server {index}")
         server.submit(i, self._service_s(i, server))
 
     def _kick(self, server: FcfsServer | PsServer) -> None:
-        """A server became free or finished set-up: give it the oldest central request."""
+        """A server became free or finished set-up: give it the oldest central request,
+        or list it as idle."""
         if not self.dispatch.central_queue or not self._ready(server):
             return
-        if self._central_head < len(self._central):
-            i = self._central[self._central_head]
-            self._central_head += 1
+        if self._central:
+            i = self._central.popleft()
             server.submit(i, self._service_s(i, server))
+        else:
+            self._idle.push(server.index)
 
     # ---- completions -------------------------------------------------------------
     def _done(self, i: int, index: int, start_s: float, end_s: float) -> None:
-        b = self.batch
         server = self.servers[index]
         self._rows.append(
-            i, server.device.name, float(b.arrival_s[i]), start_s, end_s,
-            self._service_s(i, server), float(b.flops[i]),
+            i, server.device.name, self._arrival[i], start_s, end_s,
+            self._service[index][i], self._flops[i],
         )  # fmt: skip
         self._completed += 1
         self._kick(server)
-        if self._completed == len(b):
+        if self._completed == len(self._arrival):
             self.done.succeed()
 
     # ---- results -----------------------------------------------------------------
@@ -220,20 +273,23 @@ class QueueingWorkload(Workload):
 
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """Post-warm-up statistics (see :attr:`metrics`)."""
-        frame = self.sim.recorder.table("requests", REQUEST_COLUMNS).to_frame()
-        post = frame[frame["request"] >= self.params.warmup_requests]
-        wait = (post["start_s"] - post["arrival_s"]).to_numpy()
-        soj = (post["end_s"] - post["arrival_s"]).to_numpy()
+        rows = self._rows
+        post = rows.column("request") >= self.params.warmup_requests
+        arrival = rows.column("arrival_s")[post]
+        end = rows.column("end_s")[post]
+        wait = rows.column("start_s")[post] - arrival
+        soj = end - arrival
+        n = len(soj)
         busy = [s.device.busy_s for s in self.servers]
-        span = float(post["end_s"].max() - post["arrival_s"].min()) if len(post) else 0.0
+        span = float(end.max() - arrival.min()) if n else 0.0
         return {
-            "requests": len(post),
-            "mean_wait_s": float(wait.mean()) if len(post) else 0.0,
-            "p_wait": float((wait > 1e-12).mean()) if len(post) else 0.0,
-            "mean_sojourn_s": float(soj.mean()) if len(post) else 0.0,
-            "p50_sojourn_s": float(np.percentile(soj, 50)) if len(post) else 0.0,
-            "p99_sojourn_s": float(np.percentile(soj, 99)) if len(post) else 0.0,
-            "throughput_per_s": len(post) / span if span > 0 else 0.0,
+            "requests": n,
+            "mean_wait_s": float(wait.mean()) if n else 0.0,
+            "p_wait": float((wait > 1e-12).mean()) if n else 0.0,
+            "mean_sojourn_s": float(soj.mean()) if n else 0.0,
+            "p50_sojourn_s": float(np.percentile(soj, 50)) if n else 0.0,
+            "p99_sojourn_s": float(np.percentile(soj, 99)) if n else 0.0,
+            "throughput_per_s": n / span if span > 0 else 0.0,
             "mean_utilisation": float(np.mean(busy) / end_s) if end_s > 0 else 0.0,
             "setup_s": self.setup_s,
             "makespan_s": end_s,

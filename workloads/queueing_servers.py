@@ -11,8 +11,6 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 
-import simpy
-
 from devices.compute import ComputeDevice
 
 Done = Callable[[int, int, float, float], None]  # (request, server index, start_s, end_s)

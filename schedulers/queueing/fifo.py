@@ -31,5 +31,5 @@ class FifoDispatch:
 
     def choose(self, view: DispatchView) -> int:
         """The fastest idle server."""
-        best = min((s for s in view.servers if s.idle), key=lambda s: (s.est_service_s, s.index))
-        return best.index
+        best = min(view.servers, key=lambda s: (s.est_service_s, s.number))
+        return best.number

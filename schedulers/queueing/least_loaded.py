@@ -36,6 +36,6 @@ class LeastLoadedDispatch:
         add = self.params.count_service
         best = min(
             view.servers,
-            key=lambda s: (s.backlog_s + (s.est_service_s if add else 0.0), s.index),
+            key=lambda s: (s.backlog_s + (s.est_service_s if add else 0.0), s.number),
         )
-        return best.index
+        return best.number

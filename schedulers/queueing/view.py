@@ -1,16 +1,14 @@
-"""Read-only snapshots the queueing dispatcher hands to its policy."""
+"""Read-only snapshots the queueing dispatcher hands to its policy (immutable tuples)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True, slots=True)
-class ServerView:
+class ServerView(NamedTuple):
     """One server as the dispatcher sees it when a request arrives."""
 
-    index: int
+    number: int  # position in the pool: the value choose() returns
     name: str
     device_type: str
     idle: bool
@@ -19,8 +17,7 @@ class ServerView:
     est_service_s: float  # this request's service time here, alone on the device
 
 
-@dataclass(frozen=True, slots=True)
-class DispatchView:
+class DispatchView(NamedTuple):
     """A request's arrival: the time, its demand and every server's state."""
 
     now_s: float
@@ -35,7 +32,9 @@ class DispatchPolicy(Protocol):
 
     ``central_queue = True`` policies keep waiting requests in one FIFO queue that
     idle servers pull from; :meth:`choose` is then called only when some server is
-    idle and must return an idle one. Otherwise the request is pushed to the chosen
+    idle; its view then lists, for each device type with an idle server, the
+    lowest-index idle server of that type, and it must return one of them.
+    Otherwise the view lists every server and the request is pushed to the chosen
     server's own queue on arrival.
     """
 

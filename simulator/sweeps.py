@@ -20,7 +20,9 @@ from simulator.scenario import Scenario
 
 
 def grid(sweep: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Every combination of the swept values, first key varying slowest."""
+    """Every combination of the swept values, first key varying slowest ([] if none)."""
+    if not sweep:
+        return []
     keys = list(sweep)
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*sweep.values())]
 

@@ -1,0 +1,140 @@
+"""The kernel: random streams, same-instant ordering, the recorder, registries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.engine import Simulation
+from simulator.recorder import Recorder
+from simulator.registry import Registry, UnknownName
+from simulator.rng import RandomStreams, stable_hash
+
+
+def test_streams_are_independent_of_each_other() -> None:
+    a = RandomStreams(5)
+    first = a("arrivals").random(3)
+    b = RandomStreams(5)
+    b("something-else").random(100)  # using another stream first shifts nothing
+    assert np.array_equal(b("arrivals").random(3), first)
+
+
+def test_streams_depend_on_seed_and_name() -> None:
+    assert not np.array_equal(RandomStreams(1)("x").random(4), RandomStreams(2)("x").random(4))
+    assert not np.array_equal(RandomStreams(1)("x").random(4), RandomStreams(1)("y").random(4))
+
+
+def test_stable_hash_is_fixed() -> None:
+    # BLAKE2b-64 of "arrivals", the first 8 bytes read big-endian; fixed across processes.
+    import hashlib
+
+    digest = hashlib.blake2b(b"arrivals", digest_size=8).digest()
+    assert stable_hash("arrivals") == int.from_bytes(digest, "big")
+
+
+def test_negative_seed_rejected() -> None:
+    with pytest.raises(ValueError, match="seed"):
+        RandomStreams(-1)
+
+
+def test_end_of_instant_pass_runs_after_same_time_events() -> None:
+    """Arrivals and completions at t are processed before the scheduling pass at t,
+    even an arrival created by a zero-delay chain after the pass was requested."""
+    sim = Simulation()
+    env = sim.env
+    log: list[tuple[str, float]] = []
+
+    def schedule_pass() -> None:
+        sim.at_end_of_instant("sched", lambda: log.append(("pass", env.now)))
+
+    def arrival(name: str) -> None:
+        log.append((name, env.now))
+        schedule_pass()
+
+    def chain(_: object) -> None:
+        arrival("arrival-2")
+        env.timeout(0).callbacks.append(lambda _e: arrival("late-arrival"))
+
+    env.timeout(1.0).callbacks.append(lambda _e: arrival("arrival-1"))
+    env.timeout(1.0).callbacks.append(chain)
+    env.timeout(1.0).callbacks.append(lambda _e: arrival("completion"))
+    env.timeout(2.0).callbacks.append(lambda _e: arrival("arrival-3"))
+    sim.run()
+    assert log == [
+        ("arrival-1", 1.0),
+        ("arrival-2", 1.0),
+        ("completion", 1.0),
+        ("late-arrival", 1.0),
+        ("pass", 1.0),
+        ("arrival-3", 2.0),
+        ("pass", 2.0),
+    ]
+
+
+def test_two_pass_keys_run_once_each_in_order() -> None:
+    sim = Simulation()
+    log: list[str] = []
+    for _ in range(3):
+        sim.at_end_of_instant("a", lambda: log.append("a"))
+        sim.at_end_of_instant("b", lambda: log.append("b"))
+    sim.run()
+    assert log == ["a", "b"]
+
+
+def test_recorder_tables_are_column_wise() -> None:
+    rec = Recorder()
+    t = rec.table("jobs", ["id", "end_s"])
+    t.append(1, 0.5)
+    t.add(id=2, end_s=1.5)
+    frame = rec.tables()["jobs"]
+    assert frame["id"].tolist() == [1, 2]
+    assert frame["end_s"].tolist() == [0.5, 1.5]
+    with pytest.raises(ValueError, match="got 1 values"):
+        t.append(1)
+    with pytest.raises(ValueError, match="exists"):
+        rec.table("jobs", ["other"])
+
+
+def test_recorder_spans_and_off_switch() -> None:
+    rec = Recorder()
+    rec.track("gpu0", "node", "device")
+    rec.span("gpu0", "gemm", 0.0, 1.0)
+    with pytest.raises(ValueError, match="ends before"):
+        rec.span("gpu0", "bad", 2.0, 1.0)
+    assert rec.spans_frame().to_dict("list") == {
+        "start_s": [0.0],
+        "end_s": [1.0],
+        "track": ["gpu0"],
+        "name": ["gemm"],
+    }
+    off = Recorder(record_spans=False)
+    off.span("x", "y", 0.0, 1.0)
+    assert len(off.spans_frame()) == 0
+
+
+def test_registry_lookup_and_unknown_name() -> None:
+    reg: Registry[type] = Registry("widget")
+
+    @reg.register("b-widget")
+    class B:
+        """A second widget.
+
+        More text."""
+
+    reg.add("a-widget", int, doc="Integers.")
+    assert reg.names() == ["a-widget", "b-widget"]
+    assert reg.get("b-widget") is B
+    assert reg.entry("b-widget").doc == "A second widget."
+    with pytest.raises(UnknownName) as err:
+        reg.get("c-widget")
+    assert str(err.value) == "unknown widget 'c-widget'; valid: a-widget, b-widget"
+    with pytest.raises(ValueError, match="twice"):
+        reg.add("a-widget", str)
+
+
+def test_two_simulations_do_not_share_state() -> None:
+    a, b = Simulation(seed=3), Simulation(seed=3)
+    a.env.timeout(5.0)
+    a.run()
+    assert b.now == 0.0
+    assert np.array_equal(a.rng("s").random(2), b.rng("s").random(2))
