@@ -1,8 +1,11 @@
-"""Policies, one sub-package per domain and one module per policy.
+"""Policies: one sub-package per domain, one module per policy.
 
-Importing this package registers every policy in ``simulator.registry.policies``.
+Importing this package imports every module in it (``simulator.discovery``), which
+registers every policy in ``simulator.registry.policies``.
 """
 
-from schedulers import queueing
+import sys
 
-__all__ = ["queueing"]
+from simulator.discovery import import_submodules
+
+import_submodules(sys.modules[__name__])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -51,6 +52,15 @@ def first_line(doc: str | None) -> str:
     return ""
 
 
+def type_name(annotation: Any) -> str:
+    """A short readable name of a type annotation (module prefixes dropped)."""
+    text = str(annotation)
+    if isinstance(annotation, type) and not getattr(annotation, "__args__", None):
+        text = annotation.__name__
+    text = re.sub(r"<class '([\w.]+)'>", r"\1", text)
+    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", text)
+
+
 def describe_params(obj: Any) -> dict[str, str]:
     """Parameter name -> 'type = default' for a class with a pydantic/dataclass ``Params``,
     a pydantic model or dataclass itself, or a plain callable's signature."""
@@ -59,14 +69,14 @@ def describe_params(obj: Any) -> dict[str, str]:
     if fields is not None:
         out = {}
         for name, f in fields.items():
-            ann = getattr(f.annotation, "__name__", str(f.annotation))
+            ann = type_name(f.annotation)
             default = "required" if f.is_required() else repr(f.default)
             out[name] = f"{ann} = {default}"
         return out
     if dataclasses.is_dataclass(params) and isinstance(params, type):
         out = {}
         for f in dataclasses.fields(params):
-            ann = getattr(f.type, "__name__", str(f.type))
+            ann = type_name(f.type)
             if f.default is not dataclasses.MISSING:
                 out[f.name] = f"{ann} = {f.default!r}"
             else:
@@ -165,6 +175,6 @@ def signature_params(fn: Callable[..., Any]) -> dict[str, str]:
     """Parameters of a plain function as 'name -> annotation = default'."""
     out = {}
     for p in inspect.signature(fn).parameters.values():
-        ann = getattr(p.annotation, "__name__", str(p.annotation))
+        ann = type_name(p.annotation)
         out[p.name] = ann if p.default is p.empty else f"{ann} = {p.default!r}"
     return out

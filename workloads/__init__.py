@@ -1,11 +1,13 @@
 """Mechanisms: what the work is and how it runs physically, one module per workload kind.
 
-Importing this package registers every workload kind and model in the registries.
+Importing this package imports every module in it (``simulator.discovery``), which
+registers every workload kind, and registers the model catalogue.
 """
 
-from workloads import queueing
+import sys
+
+from simulator.discovery import import_submodules
 from workloads.models import register_models
 
 register_models()
-
-__all__ = ["queueing"]
+import_submodules(sys.modules[__name__])
