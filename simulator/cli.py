@@ -8,8 +8,10 @@ run broke one of its own invariants (a bug: please report it with the scenario).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
@@ -70,34 +72,48 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    """Run a scenario's sweep grid, print the table, write it if asked."""
-    from simulator.atomic import atomic_dir
+    """Run a scenario's sweep, streaming shards; exit code = number of failed runs."""
+    from simulator.atomic import atomic_write_text
     from simulator.result import write_frame
     from simulator.runner import as_scenario
     from simulator.sweeps import sweep
 
     sc = as_scenario(args.file, _parse_set(args.set), args.seed)
-    table = sweep(sc, workers=args.workers, progress=not args.quiet and sys.stderr.isatty())
+    out = args.resume or args.out
+    try:
+        table = sweep(
+            sc,
+            workers=args.workers,
+            executor=args.executor,
+            address=args.address,
+            out=out,
+            resume=bool(args.resume),
+            progress=not args.quiet and sys.stderr.isatty(),
+        )
+    except FileExistsError as e:
+        raise ScenarioError(str(out), "", f"{e} with --resume {out}") from None
+    failed = int(table["error"].notna().sum()) if "error" in table else 0
     if not args.quiet:
-        print(table.to_string(index=False))
-    if args.out:
+        shown = table.drop(columns=["traceback", "hetsim_version"], errors="ignore")
+        print(shown.to_string(index=False))
+    if out:
         fmt = args.format or sc.outputs.format
-        with atomic_dir(args.out) as tmp:
-            write_frame(table, tmp / f"sweep.{fmt}", fmt)
-            (tmp / "scenario.yaml").write_text(yaml.safe_dump(sc.raw, sort_keys=False))
-        print(f"results: {args.out}")
-    return 0
+        write_frame(table, Path(out) / f".sweep.{fmt}.tmp", fmt)
+        os.replace(Path(out) / f".sweep.{fmt}.tmp", Path(out) / f"sweep.{fmt}")
+        atomic_write_text(Path(out) / "scenario.yaml", yaml.safe_dump(sc.raw, sort_keys=False))
+        print(f"results: {out}")
+    if failed:
+        print(f"{failed} of {len(table)} runs failed (see the error column)", file=sys.stderr)
+    return min(failed, 125)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Validate a scenario (and every sweep point) without running it."""
     from simulator.runner import as_scenario
-    from simulator.sweeps import grid
+    from simulator.sweeps import plan
 
     sc = as_scenario(args.file)
-    points = grid(sc.sweep)
-    for point in points:
-        sc.with_overrides(point)
+    points = plan(sc) if sc.sweep else []
     cluster = sc.cluster
     ndev = sum(d.count for n in cluster.nodes for d in n.devices.values())
     extra = f", {len(points)} sweep points" if points else ""
@@ -162,9 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
     p_run.set_defaults(func=cmd_run)
 
-    p_sweep = sub.add_parser("sweep", help="run a scenario's sweep: grid")
+    p_sweep = sub.add_parser("sweep", help="run a scenario's sweep: design")
     scenario_args(p_sweep)
     p_sweep.add_argument("--workers", type=int, default=1, help="worker processes")
+    p_sweep.add_argument("--executor", choices=["local", "dask"], default="local")
+    p_sweep.add_argument("--address", help="dask scheduler address (default: a LocalCluster)")
+    p_sweep.add_argument("--resume", metavar="DIR", help="continue the sweep stored in DIR")
     p_sweep.set_defaults(func=cmd_sweep)
 
     p_val = sub.add_parser("validate", help="check a scenario without running it")

@@ -15,8 +15,7 @@ from types import ModuleType
 def import_submodules(package: ModuleType) -> list[str]:
     """Import every module under ``package`` (recursively, sorted); returns their names."""
     names = sorted(
-        info.name
-        for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")
+        info.name for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")
     )
     for name in names:
         importlib.import_module(name)

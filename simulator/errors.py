@@ -33,12 +33,12 @@ def dotted(loc: Sequence[int | str]) -> str:
     return out
 
 
-def user_loc(loc: Sequence[int | str], data: Any) -> list[int | str]:
+def user_loc(loc: Sequence[int | str], data: Any, missing: bool = False) -> list[int | str]:
     """The error location as the user wrote it.
 
     pydantic inserts union-member labels into locations (a discriminator value such as
     ``poisson``, a type such as ``int``); walking the input drops every part that is not
-    a key or index of it. The last part is kept when it names a missing key.
+    a key or index of it. With ``missing``, the last part (the missing key) is kept.
     """
     out: list[int | str] = []
     node = data
@@ -48,7 +48,7 @@ def user_loc(loc: Sequence[int | str], data: Any) -> list[int | str]:
             if part in node:
                 out.append(part)
                 node = node[part]
-            elif node.get("kind") != part and last:
+            elif missing and last:
                 out.append(part)  # a missing key
             continue
         if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
@@ -65,7 +65,8 @@ def from_validation(
     ``data`` is the validated input, used to drop pydantic's union labels from the path.
     """
     first = err.errors()[0]
-    loc = user_loc(first["loc"], data) if data is not None else list(first["loc"])
+    missing = first["type"] == "missing"
+    loc = user_loc(first["loc"], data, missing) if data is not None else list(first["loc"])
     field = ".".join(p for p in (prefix, dotted(loc)) if p).replace(".[", "[")
     msg = first["msg"]
     if first["type"] == "extra_forbidden":

@@ -41,7 +41,7 @@ class ScenarioModel(BaseModel):
     workload: dict[str, Any]
     policies: dict[str, Any] = Field(default_factory=dict)
     outputs: OutputsConfig = OutputsConfig()
-    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    sweep: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Scenario:
     workload: Any
     policies: dict[str, PolicyChoice]
     outputs: OutputsConfig
-    sweep: dict[str, list[Any]] = field(default_factory=dict)
+    sweep: dict[str, Any] = field(default_factory=dict)
 
     def resolved(self) -> dict[str, Any]:
         """The scenario with every default filled in (what was actually run)."""
@@ -250,9 +250,14 @@ def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str,
     return out
 
 
-def _validate_sweep(file: str, sweep: dict[str, list[Any]]) -> None:
-    for path, values in sweep.items():
-        if not values:
-            raise ScenarioError(file, f"sweep.{path}", "needs at least one value")
+def _validate_sweep(file: str, sweep: dict[str, Any]) -> None:
+    from simulator.sweep_design import parse_sweep
+
+    try:
+        spec = parse_sweep(sweep)
+    except ValidationError as e:
+        raise from_validation(file, "sweep", e, sweep) from None
+    for path in spec.parameters:
         if path.split(".")[0] not in ScenarioModel.model_fields or path.startswith("sweep"):
-            raise ScenarioError(file, f"sweep.{path}", "must be a dotted path into the scenario")
+            where = "sweep." + ("parameters." if "parameters" in sweep else "") + path
+            raise ScenarioError(file, where, "must be a dotted path into the scenario")

@@ -1,37 +1,73 @@
-"""Sweeps: a scenario's ``sweep:`` grid run point by point on worker processes.
+"""Sweeps: every point of a scenario's ``sweep:`` design, streamed to Parquet shards.
 
-Each point is the scenario with its dotted paths overridden; the result is one row per
-point holding every swept value beside every summary metric, in grid order whatever
-the number of workers (so a parallel sweep equals a serial one).
+Each point is the scenario with dotted paths overridden (see
+:mod:`simulator.sweep_design`). Its run key is a stable hash of the resolved scenario,
+so a point never runs twice. Each finished run writes one row (inputs, summary metrics,
+run key, seed, hetsim version, wall time, error and traceback if it failed) to its own
+Parquet shard, atomically; the sweep's table is the union of the shards. The parent
+keeps only keys and counters, so memory stays flat however long the sweep, and a sweep
+killed at any moment resumes by running only the points without a shard.
 """
 
 from __future__ import annotations
 
-import itertools
+import hashlib
+import json
+import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from simulator.runner import as_scenario, simulate
 from simulator.scenario import Scenario
+from simulator.sweep_design import parse_sweep, points
+
+Executor = Literal["local", "dask"]
+SHARDS = "shards"
 
 
-def grid(sweep: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Every combination of the swept values, first key varying slowest ([] if none)."""
-    if not sweep:
-        return []
-    keys = list(sweep)
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*sweep.values())]
+def run_key(sc: Scenario) -> str:
+    """Stable 16-hex-digit hash of the resolved scenario (seed included)."""
+    text = json.dumps(sc.resolved(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _run_point(scenario: Scenario, point: dict[str, Any]) -> dict[str, Any]:
-    result = simulate(scenario.with_overrides(point))
-    row = {k: _cell(v) for k, v in point.items()}
-    row.update(result.summary_row)
-    return row
+@dataclass(frozen=True)
+class Task:
+    """One point to run: its design position, overrides and run key."""
+
+    point: int
+    overrides: dict[str, Any]
+    key: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker reports back: no table data, just the key and status."""
+
+    key: str
+    failed: bool
+
+
+def plan(sc: Scenario) -> list[Task]:
+    """Validate every point of the design; one task per distinct run key."""
+    spec = parse_sweep(sc.sweep)
+    tasks, seen = [], set()
+    for i, over in enumerate(points(spec, sc.seed) or [{}]):
+        key = run_key(sc.with_overrides(over))
+        if key not in seen:
+            seen.add(key)
+            tasks.append(Task(i, over, key))
+    return tasks
 
 
 def _cell(value: Any) -> Any:
@@ -39,40 +75,163 @@ def _cell(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool) else repr(value)
 
 
+def run_task(sc: Scenario, task: Task, shard_dir: str) -> Outcome:
+    """Run one point and write its row to ``<shard_dir>/<key>.parquet`` atomically."""
+    from simulator import __version__
+
+    row: dict[str, Any] = {"point": task.point}
+    row.update({path: _cell(v) for path, v in task.overrides.items()})
+    t0 = time.perf_counter()
+    error = tb = None
+    try:
+        result = simulate(sc.with_overrides(task.overrides))
+        row.update(result.summary_row)
+    except Exception as e:  # a failed run is a row, not the end of the sweep
+        error, tb = f"{type(e).__name__}: {e}", traceback.format_exc()
+    row.update(
+        run_key=task.key,
+        hetsim_version=__version__,
+        wall_s=time.perf_counter() - t0,
+        error=error,
+        traceback=tb,
+    )
+    write_shard(Path(shard_dir), task.key, row)
+    return Outcome(task.key, error is not None)
+
+
+def write_shard(shard_dir: Path, key: str, row: dict[str, Any]) -> None:
+    """One row as a Parquet file, written to a temporary name then renamed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=shard_dir)
+    os.close(fd)
+    try:
+        pq.write_table(pa.Table.from_pylist([row]), tmp)
+        os.replace(tmp, shard_dir / f"{key}.parquet")
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def done_keys(shard_dir: Path) -> set[str]:
+    """Run keys that already have a complete shard."""
+    return {p.stem for p in shard_dir.glob("*.parquet") if not p.name.startswith(".")}
+
+
+def read_shards(shard_dir: Path, keys: Iterable[str]) -> pd.DataFrame:
+    """The union of the shards of ``keys``, one row each, in design order."""
+    tables = [pq.read_table(shard_dir / f"{k}.parquet") for k in keys]
+    if not tables:
+        return pd.DataFrame()
+    table = pa.concat_tables(tables, promote_options="permissive")
+    frame = table.to_pandas()
+    order = ["point", *[c for c in frame.columns if c != "point"]]
+    return frame[order].sort_values("point", kind="stable").reset_index(drop=True)
+
+
 def sweep(
     scenario: Scenario | str | Path,
     *,
     workers: int = 1,
+    executor: Executor = "local",
+    address: str | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
     progress: bool = False,
     overrides: dict[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Run every point of the scenario's ``sweep:`` grid; one row per point."""
+    """Run every point not yet done; return the sweep's table (one row per point).
+
+    ``out``: directory for the shards (a temporary one if None). An ``out`` that holds
+    shards needs ``resume=True``, which runs only the points without a shard.
+    ``executor``: ``local`` (a process pool of ``workers``; 1 runs in this process) or
+    ``dask`` (a LocalCluster of ``workers`` on loopback, or the scheduler at ``address``).
+    """
     sc = as_scenario(scenario, overrides)
-    points = grid(sc.sweep) or [{}]
-    for point in points:  # validate every point before running any
-        sc.with_overrides(point)
-    bar = _bar(len(points)) if progress else None
-    rows: list[dict[str, Any]]
-    if workers <= 1:
-        rows = []
-        for point in points:
-            rows.append(_run_point(sc, point))
-            if bar is not None:
-                bar.update()
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_run_point, sc, p) for p in points]
-            rows = []
-            for fut in futures:
-                rows.append(fut.result())
-                if bar is not None:
-                    bar.update()
-    if bar is not None:
+    tasks = plan(sc)
+    with tempfile.TemporaryDirectory(prefix="hetsim-sweep-") as scratch:
+        shard_dir = Path(out or scratch) / SHARDS
+        if shard_dir.exists() and any(shard_dir.glob("*.parquet")) and not resume:
+            raise FileExistsError(f"{shard_dir.parent} already holds a sweep; resume it")
+        shard_dir.mkdir(parents=True, exist_ok=True)
+        finished = done_keys(shard_dir)
+        todo = [t for t in tasks if t.key not in finished]
+        bar = _Progress(len(tasks), len(tasks) - len(todo), progress)
+        run = _run_dask if executor == "dask" else _run_local
+        run(sc, todo, str(shard_dir), workers, address, bar.update)
         bar.close()
-    return pd.DataFrame(rows)
+        return read_shards(shard_dir, [t.key for t in tasks])
 
 
-def _bar(total: int) -> Any:
-    from tqdm import tqdm
+def _run_local(
+    sc: Scenario,
+    todo: list[Task],
+    shard_dir: str,
+    workers: int,
+    address: str | None,
+    report: Callable[[Outcome], None],
+) -> None:
+    if workers <= 1:
+        for task in todo:
+            report(run_task(sc, task, shard_dir))
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    return tqdm(total=total, unit="run", file=sys.stderr)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_task, sc, t, shard_dir) for t in todo]
+        for fut in as_completed(futures):
+            report(fut.result())
+
+
+def _run_dask(
+    sc: Scenario,
+    todo: list[Task],
+    shard_dir: str,
+    workers: int,
+    address: str | None,
+    report: Callable[[Outcome], None],
+) -> None:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise ImportError("the dask executor needs: pip install 'hetsim[dask]'") from None
+    cluster = None
+    if address is None:
+        cluster = LocalCluster(
+            n_workers=max(1, workers),
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
+    client = Client(address or cluster)
+    try:
+        futures = client.map(run_task, [sc] * len(todo), todo, [shard_dir] * len(todo), pure=False)
+        for fut in as_completed(futures):
+            report(fut.result())
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+class _Progress:
+    """Counts done and failed runs; draws a tqdm bar (done/failed/remaining, ETA)."""
+
+    def __init__(self, total: int, already: int, show: bool) -> None:
+        self.failed = 0
+        self._bar = None
+        if show:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, initial=already, unit="run", file=sys.stderr)
+            self._bar.set_postfix(failed=0, remaining=total - already)
+
+    def update(self, outcome: Outcome) -> None:
+        self.failed += outcome.failed
+        if self._bar is not None:
+            self._bar.update()
+            remaining = int(self._bar.total or 0) - self._bar.n
+            self._bar.set_postfix(failed=self.failed, remaining=remaining)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

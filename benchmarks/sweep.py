@@ -1,0 +1,95 @@
+"""Sweep throughput and memory.
+
+1. 200 quickstart-size runs (the quickstart scenario with 200 requests, 200 seeds) on
+   one worker and on two: prints the speedup (target >= 1.8x on a 2-core machine).
+2. The same on a 2-worker Dask LocalCluster: per-run overhead against the local pool
+   (target <= 10%).
+3. A 10,000-point sweep of a tiny scenario: the parent process's peak RSS
+   (target < 300 MB).
+Usage: ``python benchmarks/sweep.py [--runs 200] [--points 10000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+import simulator
+from simulator.scenario import Scenario, from_dict, read_yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scenario(runs: int, requests: int, name: str = "quickstart.yaml") -> Scenario:
+    raw = read_yaml(ROOT / "scenarios" / name)
+    raw["workload"]["num_requests"] = requests
+    raw["workload"].pop("warmup_requests", None)
+    raw["outputs"] = {"spans": False}
+    raw["sweep"] = {"seed": list(range(runs))}
+    return from_dict(raw, file=name, base_dir=ROOT / "scenarios")
+
+
+def timed(sc: object, **kwargs: object) -> float:
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        table = simulator.sweep(sc, out=tmp, **kwargs)  # type: ignore[arg-type]
+    assert table["error"].isna().all()
+    return time.perf_counter() - t0
+
+
+def peak_rss_during(fn: object) -> tuple[float, float]:
+    """(wall s, peak RSS of this process in MB) while ``fn()`` runs."""
+    proc = psutil.Process()
+    peak = [proc.memory_info().rss]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    t0 = time.perf_counter()
+    fn()  # type: ignore[operator]
+    wall = time.perf_counter() - t0
+    stop.set()
+    thread.join()
+    return wall, peak[0] / 2**20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--points", type=int, default=10_000)
+    args = parser.parse_args()
+    sc = scenario(args.runs, 200)
+    one = timed(sc, workers=1)
+    two = timed(sc, workers=2)
+    dask = timed(sc, workers=2, executor="dask")
+    print(f"{args.runs} quickstart-size runs: 1 worker {one:.1f} s, 2 workers {two:.1f} s, "
+          f"speedup {one / two:.2f}x (target >= 1.8x)")  # fmt: skip
+    per_local = two / args.runs
+    per_dask = dask / args.runs
+    overhead = per_dask / per_local - 1
+    print(f"dask 2 workers {dask:.1f} s: per-run {per_dask * 1e3:.1f} ms vs local pool "
+          f"{per_local * 1e3:.1f} ms, overhead {overhead:+.1%} (target <= 10%)")  # fmt: skip
+    tiny = scenario(args.points, 5, "mmc.yaml")
+    rss0 = psutil.Process().memory_info().rss / 2**20
+
+    def big() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            simulator.sweep(tiny, out=tmp, workers=2)
+
+    wall, peak = peak_rss_during(big)
+    print(f"{args.points:,}-point tiny sweep: {wall:.0f} s, parent RSS {rss0:.0f} MB before, "
+          f"peak {peak:.0f} MB (target < 300 MB)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
