@@ -15,7 +15,9 @@ from typing import Any
 import simpy
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
+from devices.catalogue import fabric_spec as registry_fabric
 from devices.compute import ComputeDevice
+from devices.group import CommGroup
 from devices.memory import MemoryPool
 from devices.topology import Topology, TopologyLinks, from_dict
 from simulator import registry
@@ -160,6 +162,12 @@ class Cluster:
     def copy(self, src: str, dst: str, nbytes: int, name: str = "") -> simpy.Event:
         """Start a copy now; the event fires when the bytes have arrived."""
         return self.links.transfer(src, dst, int(nbytes), name)
+
+    def group(self, name: str, devices: list[str], fabric: str) -> CommGroup:
+        """A communicator over ``devices`` using the catalogue's collective ``fabric``."""
+        for d in devices:
+            self.device(d)
+        return CommGroup(self.sim, name, devices, registry_fabric(fabric))
 
     def describe(self) -> list[dict[str, Any]]:
         """One row per device: name, node, type, kind, memory bytes."""

@@ -79,7 +79,7 @@ class CollectiveFabric:
 
     name: str
     display_name: str
-    bandwidth_Bps: float  # noqa: N815 (units in names, DESIGN.md)
+    bandwidth_Bps: float
     algorithms: dict[str, AlgorithmFit] = field(default_factory=dict)
     mesh_links: int = 0
     source: str = ""

@@ -39,7 +39,7 @@ class EnclaveSpec:
     name: str
     granularity_bytes: int
     metadata_bytes_per_unit: float
-    crypto_throughput_Bps: float  # noqa: N815 (units in names, DESIGN.md)
+    crypto_throughput_Bps: float
     setup_latency_s: float
     reencrypt_on_cross: bool
     source: str = ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from simulator.engine import InvariantViolation, Simulation
 
 
-class OutOfMemory(Exception):  # noqa: N818 (the name DESIGN.md gives it)
+class OutOfMemory(Exception):
     """An allocation that does not fit in its pool; nothing was allocated."""
 
     def __init__(self, pool: str, tag: str, requested_bytes: int, free_bytes: int) -> None:

@@ -38,7 +38,7 @@ class NetLink:
     """One fair-shared link of the fabric (one direction)."""
 
     name: str
-    capacity_Bps: float  # noqa: N815 (units in names, DESIGN.md)
+    capacity_Bps: float
     latency_s: float = 0.0
 
 
@@ -56,7 +56,7 @@ class Flow:
     end_s: float = float("nan")
     remaining_bytes: float = 0.0
     delivered_bytes: float = 0.0
-    rate_Bps: float = 0.0  # noqa: N815
+    rate_Bps: float = 0.0
     rate_history: list[tuple[float, float]] = field(default_factory=list)  # (time_s, rate)
 
 

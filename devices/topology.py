@@ -35,6 +35,7 @@ import networkx as nx
 import simpy
 
 from devices.link import DuplexLink, Link, hold_links
+from devices.network import FlowNetwork
 from devices.spec import LinkSpec
 from simulator.engine import Simulation
 
@@ -153,60 +154,101 @@ class Topology:
         return Hop(u, v, data["name"], data["spec"])
 
 
+def segments(hops: list[Hop]) -> list[list[Hop]]:
+    """Split a route into maximal runs of hops with the same sharing discipline."""
+    out: list[list[Hop]] = []
+    for hop in hops:
+        if out and out[-1][0].spec.sharing == hop.spec.sharing:
+            out[-1].append(hop)
+        else:
+            out.append([hop])
+    return out
+
+
+def fair_capacity_Bps(spec: LinkSpec) -> float:
+    """Capacity a fair-shared link offers its flows: peak x the large-transfer efficiency."""
+    return spec.bandwidth_Bps * spec.efficiency.max_eff
+
+
 def route_time_s(hops: list[Hop], nbytes: int, mode: CopyMode = "pipelined") -> float:
-    """Uncontended copy time of ``nbytes`` over ``hops`` (formulas in the module doc)."""
-    if not hops:
-        return 0.0
-    if mode == "store_and_forward":
-        return sum(h.spec.transfer_time_s(nbytes) for h in hops)
-    if mode != "pipelined":
+    """Uncontended copy time of ``nbytes`` over ``hops`` (formulas in the module doc).
+
+    A route that mixes copy-engine (``fifo``) and network (``fair``) hops is staged at
+    each change of discipline: its segments run one after the other. Inside a network
+    segment a flow runs at the segment's smallest fair capacity.
+    """
+    if mode not in ("pipelined", "store_and_forward"):
         raise ValueError(f"unknown copy mode {mode!r}")
+    return sum(_segment_time_s(seg, nbytes, mode) for seg in segments(hops))
+
+
+def _segment_time_s(hops: list[Hop], nbytes: int, mode: CopyMode) -> float:
     latency_s = sum(h.spec.latency_s for h in hops)
     if nbytes == 0:
         return latency_s
+    if hops[0].spec.sharing == "fair":
+        return latency_s + nbytes / min(fair_capacity_Bps(h.spec) for h in hops)
+    if mode == "store_and_forward":
+        return sum(h.spec.transfer_time_s(nbytes) for h in hops)
     return latency_s + nbytes / min(h.spec.effective_bandwidth_Bps(nbytes) for h in hops)
 
 
 class TopologyLinks:
     """A topology bound to a simulation: one duplex :class:`Link` pair per edge.
 
-    :meth:`copy` moves bytes along :meth:`Topology.path`, holding the links as the
-    topology's ``mode`` says (module doc), so concurrent copies queue on shared hops.
-    Every edge is a FIFO copy channel here, network edges included: copies over a
-    ``sharing: fair`` fabric queue rather than share (use :mod:`devices.network` for
-    max-min fair flows).
+    :meth:`copy` moves bytes along :meth:`Topology.path`. Copy-engine hops (``sharing:
+    fifo``: PCIe, NVLink) are held as the topology's ``mode`` says (module doc), so
+    concurrent copies queue on them. Network hops (``sharing: fair``) are links of one
+    :class:`~devices.network.FlowNetwork`, so concurrent flows share them max-min fairly.
+    A route that mixes both runs its segments one after the other (staged in between,
+    as a copy through host memory is).
     """
 
     def __init__(self, sim: Simulation, topology: Topology, engines: int = 1) -> None:
         self.sim = sim
         self.topology = topology
         self._duplex: dict[str, DuplexLink] = {}
-        for a, b, d in topology.graph.edges(data=True):
-            self._duplex[d["name"]] = DuplexLink(sim, d["spec"], d["name"], a, b, engines)
+        edges = list(topology.graph.edges(data=True))
+        fair = any(d["spec"].sharing == "fair" for _, _, d in edges)
+        self.network = FlowNetwork(sim, name="fabric") if fair else None
+        for a, b, d in edges:
+            spec: LinkSpec = d["spec"]
+            if self.network is not None and spec.sharing == "fair":
+                for u, v in ((a, b), (b, a)):
+                    self.network.add_link(_flow_link(d["name"], u, v), fair_capacity_Bps(spec),
+                                          spec.latency_s)  # fmt: skip
+            else:
+                self._duplex[d["name"]] = DuplexLink(sim, spec, d["name"], a, b, engines)
 
     def link(self, hop: Hop) -> Link:
-        """The directional :class:`Link` that carries ``hop``."""
+        """The directional :class:`Link` that carries a copy-engine ``hop``."""
         return self._duplex[hop.link].direction(hop.src, hop.dst)
 
     def copy(
         self, src: str, dst: str, nbytes: int, name: str = ""
     ) -> Generator[simpy.Event, Any, float]:
         """SimPy process: copy ``nbytes`` from ``src`` to ``dst``; returns the end time."""
-        hops = self.topology.path(src, dst)
-        if not hops:
-            return self.sim.now
-        if self.topology.mode == "pipelined":
-            duration_s = route_time_s(hops, nbytes, "pipelined")
-            links = [self.link(h) for h in hops]
-            return (yield from hold_links(links, duration_s, nbytes, name))
         end_s = self.sim.now
-        for hop in hops:  # store-and-forward: each hop in full, one after the other
-            end_s = yield from self.link(hop).copy(nbytes, name)
+        for seg in segments(self.topology.path(src, dst)):
+            if self.network is not None and seg[0].spec.sharing == "fair":
+                path = [_flow_link(h.link, h.src, h.dst) for h in seg]
+                yield self.network.transfer(path, nbytes, name)
+                end_s = self.sim.now
+            elif self.topology.mode == "pipelined":
+                duration_s = _segment_time_s(seg, nbytes, "pipelined")
+                end_s = yield from hold_links([self.link(h) for h in seg], duration_s, nbytes, name)
+            else:
+                for hop in seg:  # store-and-forward: each hop in full, one after the other
+                    end_s = yield from self.link(hop).copy(nbytes, name)
         return end_s
 
     def transfer(self, src: str, dst: str, nbytes: int, name: str = "") -> simpy.Event:
         """Start a copy now; the event fires (value: end time) when it completes."""
         return self.sim.env.process(self.copy(src, dst, nbytes, name))
+
+
+def _flow_link(edge: str, src: str, dst: str) -> str:
+    return f"{edge}:{src}->{dst}"
 
 
 # ---- builders -------------------------------------------------------------------------

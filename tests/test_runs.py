@@ -155,3 +155,15 @@ def test_out_of_memory_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 1
     assert len(err.splitlines()) == 1 and "out of memory" in err.lower()
     assert not (tmp_path / "o").exists()
+
+
+def test_progress_bar_does_not_change_results(capsys: pytest.CaptureFixture[str]) -> None:
+    """The progress ticker is a separate SimPy process: same numbers with or without it."""
+    from simulator.runner import simulate
+
+    sc = simulator.load_scenario(SCENARIOS / "quickstart.yaml", SMALL)
+    quiet = simulate(sc, progress=False)
+    shown = simulate(sc, progress=True)
+    assert quiet.summary_row == shown.summary_row
+    pd.testing.assert_frame_equal(quiet.tables["requests"], shown.tables["requests"])
+    assert "sim-s" in capsys.readouterr().err

@@ -132,9 +132,14 @@ def test_from_dict_heterogeneous_cluster() -> None:
     assert [h.dst for h in topo.path("hgx/gpu0", "hgx/gpu1")] == ["hgx/nvswitch", "hgx/gpu1"]
     hops = topo.path("hgx/gpu1", "ws/gpu")
     assert [h.dst for h in hops] == ["hgx/cpu", "fabric", "ws/cpu", "ws/gpu"]
-    # pipelined: latencies 2e-6 + 5e-6 + 5e-6 + 2e-6 = 1.4e-5; bottleneck
-    # min(0.8 * 31.5e9 = 25.2e9, 25e9) = 25e9: 1e9 / 25e9 = 0.04 -> 0.040014
-    assert topo.copy_time_s("hgx/gpu1", "ws/gpu", 10**9) == pytest.approx(0.040014, rel=1e-12)
+    # The route is staged where the sharing discipline changes: PCIe (fifo), then the
+    # two IB hops as one fair-shared flow, then PCIe again.
+    # PCIe: 2e-6 + 1e9 / (0.8 * 31.5e9) = 2e-6 + 0.0396825397 = 0.0396845397
+    # IB:   5e-6 + 5e-6 + 1e9 / 25e9   = 1e-5 + 0.04        = 0.04001
+    # total 2 * 0.0396845397 + 0.04001 = 0.1193790794
+    pcie = 2e-6 + 1e9 / (0.8 * 31.5e9)
+    expected = 2 * pcie + (1e-5 + 1e9 / 25e9)
+    assert topo.copy_time_s("hgx/gpu1", "ws/gpu", 10**9) == pytest.approx(expected, rel=1e-12)
 
 
 def test_from_dict_errors_name_the_field() -> None:
@@ -170,3 +175,22 @@ def test_catalogue_link_names_resolve() -> None:
     n = 10**9
     expected = spec.latency_s + n / (spec.bandwidth_Bps * spec.efficiency(n))
     assert topo.copy_time_s("workstation/cpu", "workstation/gpu", n) == pytest.approx(expected)
+
+
+def test_network_hops_share_fairly_while_pcie_hops_queue() -> None:
+    """Two 1e9-byte copies cpu->cpu across the IB fabric (two hops via the switch, fair):
+    both flows share 25e9 B/s, so both end at 5e-6 + 5e-6 + 2e9 / 25e9 = 0.08001 s.
+    The same two copies over one PCIe link (fifo) end at t and 2t, t = 0.0396845397 s."""
+    cfg = {
+        "nodes": [
+            {"name": "a", "devices": {"cpu": {"type": "x"}}},
+            {"name": "b", "devices": {"cpu": {"type": "x"}}},
+        ],
+        "network": {"type": "ib", "attach": "cpu"},
+    }
+    _, ends = _run_copy(from_dict(cfg, SPECS), "a/cpu", "b/cpu", 10**9, n=2)
+    assert ends == pytest.approx([0.08001, 0.08001], rel=1e-9)
+    _, ends = _run_copy(pcie_workstation(gpu_type="g", cpu_type="c", pcie_spec=PCIE4),
+                        "workstation/cpu", "workstation/gpu", 10**9, n=2)  # fmt: skip
+    t = 2e-6 + 1e9 / (0.8 * 31.5e9)
+    assert ends == pytest.approx([t, 2 * t], rel=1e-12)
