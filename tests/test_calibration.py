@@ -19,7 +19,7 @@ from devices.calibration import (
 from devices.calibration_points import DATA_FILE, FITS, HEADLINES, UNMODELLED, Point
 from devices.catalogue import DEVICE_FILE, LINK_FILE, load_device_catalogue
 
-SHARED_CSV = Path("/work/shared/calibration/microbenchmarks.csv")
+SHARED_CSV = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "microbenchmarks.csv"
 
 
 Fits = dict[str, dict[str, float]]
