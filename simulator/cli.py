@@ -108,12 +108,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Validate a scenario (and every sweep point) without running it."""
+    """Validate a scenario (and every sweep point) and build it, without running it."""
     from simulator.runner import as_scenario
     from simulator.sweeps import plan
 
+    from simulator.engine import Simulation
+    from simulator.runner import build
+
     sc = as_scenario(args.file)
     points = plan(sc) if sc.sweep else []
+    build(sc, Simulation(sc.seed, record_spans=False))  # what only building can check
     cluster = sc.cluster
     ndev = sum(d.count for n in cluster.nodes for d in n.devices.values())
     extra = f", {len(points)} sweep points" if points else ""

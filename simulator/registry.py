@@ -70,7 +70,12 @@ def describe_params(obj: Any) -> dict[str, str]:
         out = {}
         for name, f in fields.items():
             ann = type_name(f.annotation)
-            default = "required" if f.is_required() else repr(f.default)
+            if f.is_required():
+                default = "required"
+            elif f.default_factory is not None:
+                default = repr(f.default_factory())
+            else:
+                default = repr(f.default)
             out[name] = f"{ann} = {default}"
         return out
     if dataclasses.is_dataclass(params) and isinstance(params, type):
