@@ -109,11 +109,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Validate a scenario (and every sweep point) and build it, without running it."""
-    from simulator.runner import as_scenario
-    from simulator.sweeps import plan
-
     from simulator.engine import Simulation
-    from simulator.runner import build
+    from simulator.runner import as_scenario, build
+    from simulator.sweeps import plan
 
     sc = as_scenario(args.file)
     points = plan(sc) if sc.sweep else []

@@ -86,9 +86,13 @@ class Scenario:
             "outputs": self.outputs.model_dump(mode="json"),
         }
 
-    def with_overrides(self, overrides: dict[str, Any]) -> Scenario:
-        """A new scenario with dotted-path values replaced (validated again)."""
-        raw = copy.deepcopy(self.raw)
+    def with_overrides(self, overrides: dict[str, Any], keep_sweep: bool = True) -> Scenario:
+        """A new scenario with dotted-path values replaced (validated again).
+
+        ``keep_sweep=False`` drops the ``sweep:`` block: a point of a sweep is a plain
+        scenario (and copying a long sweep block per point would cost time and memory).
+        """
+        raw = {k: copy.deepcopy(v) for k, v in self.raw.items() if keep_sweep or k != "sweep"}
         for path, value in overrides.items():
             set_dotted(raw, path, value, self.file)
         return from_dict(raw, file=self.file, base_dir=self.base_dir)

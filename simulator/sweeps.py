@@ -12,6 +12,7 @@ killed at any moment resumes by running only the points without a shard.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sys
@@ -33,6 +34,7 @@ from simulator.sweep_design import parse_sweep, points
 
 Executor = Literal["local", "dask"]
 SHARDS = "shards"
+IN_FLIGHT_PER_WORKER = 4
 
 
 def run_key(sc: Scenario) -> str:
@@ -61,9 +63,10 @@ class Outcome:
 def plan(sc: Scenario) -> list[Task]:
     """Validate every point of the design; one task per distinct run key."""
     spec = parse_sweep(sc.sweep)
+    base = sc.with_overrides({}, keep_sweep=False)
     tasks, seen = [], set()
     for i, over in enumerate(points(spec, sc.seed) or [{}]):
-        key = run_key(sc.with_overrides(over))
+        key = run_key(base.with_overrides(over))
         if key not in seen:
             seen.add(key)
             tasks.append(Task(i, over, key))
@@ -84,7 +87,7 @@ def run_task(sc: Scenario, task: Task, shard_dir: str) -> Outcome:
     t0 = time.perf_counter()
     error = tb = None
     try:
-        result = simulate(sc.with_overrides(task.overrides))
+        result = simulate(sc.with_overrides(task.overrides, keep_sweep=False))
         row.update(result.summary_row)
     except Exception as e:  # a failed run is a row, not the end of the sweep
         error, tb = f"{type(e).__name__}: {e}", traceback.format_exc()
@@ -118,9 +121,10 @@ def done_keys(shard_dir: Path) -> set[str]:
 
 def read_shards(shard_dir: Path, keys: Iterable[str]) -> pd.DataFrame:
     """The union of the shards of ``keys``, one row each, in design order."""
-    tables = [pq.read_table(shard_dir / f"{k}.parquet") for k in keys]
-    if not tables:
+    files = [str(shard_dir / f"{k}.parquet") for k in keys]
+    if not files:
         return pd.DataFrame()
+    tables = [pq.read_table(f) for f in files]
     table = pa.concat_tables(tables, promote_options="permissive")
     frame = table.to_pandas()
     order = ["point", *[c for c in frame.columns if c != "point"]]
@@ -156,7 +160,8 @@ def sweep(
         todo = [t for t in tasks if t.key not in finished]
         bar = _Progress(len(tasks), len(tasks) - len(todo), progress)
         run = _run_dask if executor == "dask" else _run_local
-        run(sc, todo, str(shard_dir), workers, address, bar.update)
+        base = sc.with_overrides({}, keep_sweep=False)  # what workers need, without the design
+        run(base, todo, str(shard_dir), workers, address, bar.update)
         bar.close()
         return read_shards(shard_dir, [t.key for t in tasks])
 
@@ -173,12 +178,21 @@ def _run_local(
         for task in todo:
             report(run_task(sc, task, shard_dir))
         return
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
+    pending = iter(todo)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_task, sc, t, shard_dir) for t in todo]
-        for fut in as_completed(futures):
-            report(fut.result())
+        running: set[Future[Outcome]] = set()
+        while True:  # keep a bounded window in flight: memory stays flat
+            for task in pending:
+                running.add(pool.submit(run_task, sc, task, shard_dir))
+                if len(running) >= IN_FLIGHT_PER_WORKER * workers:
+                    break
+            if not running:
+                return
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                report(fut.result())
 
 
 def _run_dask(
@@ -204,9 +218,17 @@ def _run_dask(
         )
     client = Client(address or cluster)
     try:
-        futures = client.map(run_task, [sc] * len(todo), todo, [shard_dir] * len(todo), pure=False)
-        for fut in as_completed(futures):
+        scenario = client.scatter(sc, broadcast=True)  # sent once, not once per task
+        window = IN_FLIGHT_PER_WORKER * max(1, len(client.scheduler_info()["workers"]))
+        pending = iter(todo)
+        first = [client.submit(run_task, scenario, t, shard_dir, pure=False)
+                 for t in itertools.islice(pending, window)]  # fmt: skip
+        queue = as_completed(first)
+        for fut in queue:
             report(fut.result())
+            nxt = next(pending, None)
+            if nxt is not None:
+                queue.add(client.submit(run_task, scenario, nxt, shard_dir, pure=False))
     finally:
         client.close()
         if cluster is not None:
