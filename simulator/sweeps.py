@@ -12,7 +12,6 @@ killed at any moment resumes by running only the points without a shard.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import sys
@@ -22,12 +21,13 @@ import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from simulator.plugins import load_plugins
 from simulator.runner import as_scenario, simulate
 from simulator.scenario import Scenario
 from simulator.sweep_design import parse_sweep, points
@@ -35,6 +35,16 @@ from simulator.sweep_design import parse_sweep, points
 Executor = Literal["local", "dask"]
 SHARDS = "shards"
 IN_FLIGHT_PER_WORKER = 4
+READ_CHUNK = 256
+DASK_BATCH = 256  # dask tasks submitted at once
+MAX_DASK_CHUNK = 16  # sweep points per dask task
+
+T = TypeVar("T")
+
+
+def _batches(items: list[T], size: int) -> Iterable[list[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
 
 
 def run_key(sc: Scenario) -> str:
@@ -102,6 +112,11 @@ def run_task(sc: Scenario, task: Task, shard_dir: str) -> Outcome:
     return Outcome(task.key, error is not None)
 
 
+def run_chunk(sc: Scenario, tasks: list[Task], shard_dir: str) -> list[Outcome]:
+    """:func:`run_task` for several points (one Dask task; amortises its overhead)."""
+    return [run_task(sc, t, shard_dir) for t in tasks]
+
+
 def write_shard(shard_dir: Path, key: str, row: dict[str, Any]) -> None:
     """One row as a Parquet file, written to a temporary name then renamed."""
     fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=shard_dir)
@@ -121,12 +136,14 @@ def done_keys(shard_dir: Path) -> set[str]:
 
 def read_shards(shard_dir: Path, keys: Iterable[str]) -> pd.DataFrame:
     """The union of the shards of ``keys``, one row each, in design order."""
-    files = [str(shard_dir / f"{k}.parquet") for k in keys]
+    files = [shard_dir / f"{k}.parquet" for k in keys]
     if not files:
         return pd.DataFrame()
-    tables = [pq.read_table(f) for f in files]
-    table = pa.concat_tables(tables, promote_options="permissive")
-    frame = table.to_pandas()
+    parts = []
+    for i in range(0, len(files), READ_CHUNK):  # bounded Arrow memory: chunks to pandas
+        tables = [pq.read_table(f) for f in files[i : i + READ_CHUNK]]
+        parts.append(pa.concat_tables(tables, promote_options="permissive").to_pandas())
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     order = ["point", *[c for c in frame.columns if c != "point"]]
     return frame[order].sort_values("point", kind="stable").reset_index(drop=True)
 
@@ -218,17 +235,17 @@ def _run_dask(
         )
     client = Client(address or cluster)
     try:
+        client.run(load_plugins)  # import hetsim in every worker once, before timing tasks
         scenario = client.scatter(sc, broadcast=True)  # sent once, not once per task
-        window = IN_FLIGHT_PER_WORKER * max(1, len(client.scheduler_info()["workers"]))
-        pending = iter(todo)
-        first = [client.submit(run_task, scenario, t, shard_dir, pure=False)
-                 for t in itertools.islice(pending, window)]  # fmt: skip
-        queue = as_completed(first)
-        for fut in queue:
-            report(fut.result())
-            nxt = next(pending, None)
-            if nxt is not None:
-                queue.add(client.submit(run_task, scenario, nxt, shard_dir, pure=False))
+        n_workers = max(1, len(client.scheduler_info()["workers"]))
+        chunk = max(1, min(MAX_DASK_CHUNK, len(todo) // (32 * n_workers)))
+        chunks = list(_batches(todo, chunk))  # several points per task: less per-task cost
+        for group in _batches(chunks, DASK_BATCH):  # bounded: memory flat for any length
+            futures = client.map(run_chunk, [scenario] * len(group), group,
+                                 [shard_dir] * len(group), pure=False)  # fmt: skip
+            for _, outcomes in as_completed(futures, with_results=True):
+                for outcome in outcomes:
+                    report(outcome)
     finally:
         client.close()
         if cluster is not None:
