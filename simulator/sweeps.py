@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from simulator.errors import ScenarioError
 from simulator.plugins import load_plugins
 from simulator.runner import as_scenario, simulate
 from simulator.scenario import Scenario
@@ -34,6 +35,7 @@ from simulator.sweep_design import parse_sweep, points
 
 Executor = Literal["local", "dask"]
 SHARDS = "shards"
+PROVENANCE = ("run_key", "hetsim_version", "wall_s", "error", "traceback")
 IN_FLIGHT_PER_WORKER = 4
 READ_CHUNK = 256
 DASK_BATCH = 256  # dask tasks submitted at once
@@ -73,6 +75,14 @@ class Outcome:
 def plan(sc: Scenario) -> list[Task]:
     """Validate every point of the design; one task per distinct run key."""
     spec = parse_sweep(sc.sweep)
+    reserved = set(sc.workload_cls.metrics) | set(PROVENANCE) | {"scenario", "point"}
+    clash = sorted(set(spec.parameters) & reserved)
+    if clash:
+        raise ScenarioError(
+            sc.file,
+            f"sweep.{clash[0]}",
+            "a swept path may not share its name with an output column",
+        )
     base = sc.with_overrides({}, keep_sweep=False)
     tasks, seen = [], set()
     for i, over in enumerate(points(spec, sc.seed) or [{}]):

@@ -138,3 +138,10 @@ def test_two_simulations_do_not_share_state() -> None:
     a.run()
     assert b.now == 0.0
     assert np.array_equal(a.rng("s").random(2), b.rng("s").random(2))
+
+
+def test_metrics_page_is_up_to_date() -> None:
+    """docs/metrics.md lists every workload's metrics (python -m simulator.docs rewrites it)."""
+    from simulator.docs import PAGE, metrics_page
+
+    assert PAGE.read_text() == metrics_page(), "run: python -m simulator.docs"

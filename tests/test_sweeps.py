@@ -100,7 +100,9 @@ def test_bad_designs_are_scenario_errors(sweep: dict, message: str) -> None:
 
 
 def test_unknown_sweep_path_is_an_error() -> None:
-    with pytest.raises(simulator.ScenarioError, match=r"sweep\.nothing\.here: must be a dotted path"):
+    with pytest.raises(
+        simulator.ScenarioError, match=r"sweep\.nothing\.here: must be a dotted path"
+    ):
         from_dict(tiny({"nothing.here": [1]}))
 
 
@@ -212,3 +214,13 @@ def test_sweep_summary_confidence_interval() -> None:
     assert a["ci_high"] - a["mean"] == pytest.approx(4.302653 / 3**0.5, rel=1e-6)
     b = out[out["policy"] == "b"].iloc[0]
     assert (b["ci_low"], b["ci_high"]) == (5.0, 5.0)
+
+
+def test_swept_path_may_not_shadow_an_output_column() -> None:
+    import dataclasses
+
+    sc = from_dict(tiny())
+    # as if a scenario path were called like one of the workload's metrics
+    sc_bad = dataclasses.replace(sc, sweep={"mean_wait_s": [1]})
+    with pytest.raises(simulator.ScenarioError, match="share its name with an output column"):
+        plan(sc_bad)

@@ -1,0 +1,1 @@
+"""Policies of the elastic online-training workload: forecaster, autoscaler, balance."""

@@ -1,0 +1,135 @@
+"""Kubernetes Horizontal Pod Autoscaler (autoscaling/v2) with its documented defaults.
+
+The algorithm of ``pkg/controller/podautoscaler`` (horizontal.go, replica_calculator.go)
+and the Kubernetes HPA docs, reproduced step by step each sync period:
+
+1. ``ratio = metric / target``; if ``|ratio - 1| <= tolerance`` the recommendation is
+   the current spec replicas, else ``ceil(ratio * ready_replicas)``. Metric
+   ``utilisation``: busy fraction of the workers (target 0.8, the default 80% CPU
+   target); metric ``lag``: backlog per replica, an AverageValue external metric
+   (KEDA's Kafka-lag scaler style).
+2. Stabilisation: the recommendation is stored with its time; the result is the current
+   replicas raised to the min of recommendations inside the scale-up window (0 s) and
+   lowered to the max of those inside the scale-down window (300 s).
+3. Rate limits over the policies' periods (scale events of the last period count):
+   up to ``max(periodStart + 4, ceil(periodStart * 2))`` per 15 s; down to
+   ``int(periodStart * (1 - 100%)) = 0`` per 15 s (selectPolicy Max); then
+   [min, max] replicas.
+
+Missing metrics: while the job is in a rescale downtime the controller has no metric
+and skips the sync. ``metric_window_s`` optionally extends that past the restart: for
+the CPU *resource* metric the replica calculator ignores pods that have not had a full
+metric window since turning ready (within the 5-min CPU initialisation period); GPU
+utilisation and lag are custom/external metrics to which that rule does not apply,
+hence the default 0. The HPA figures are sensitive to it (docs/elastic.md).
+Simplification: every pod restarts together at a rescale (a synchronous job), so
+"some pods unready" never arises.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
+
+from schedulers.elastic.view import ScaleView
+from simulator.registry import policies
+
+
+class HpaParams(BaseModel):
+    """Kubernetes defaults (kube-controller-manager flags and the v2 behaviour API)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    metric: Literal["utilisation", "lag"] = "utilisation"
+    target: PositiveFloat = Field(default=0.8, description="utilisation, or lag samples/replica")
+    sync_period_s: PositiveFloat = 15.0
+    metric_window_s: NonNegativeFloat = 0.0
+    tolerance: NonNegativeFloat = 0.1
+    scale_up_window_s: NonNegativeFloat = 0.0
+    scale_down_window_s: NonNegativeFloat = 300.0
+    up_percent: NonNegativeFloat = 100.0
+    up_pods: int = Field(default=4, ge=0)
+    up_period_s: PositiveFloat = 15.0
+    down_percent: NonNegativeFloat = Field(default=100.0, le=100.0)
+    down_period_s: PositiveFloat = 15.0
+
+
+@policies.register("elastic.autoscaler", "hpa")
+class HpaAutoscaler:
+    """Kubernetes HPA: metric/target ratio, tolerance, stabilisation windows, rate limits."""
+
+    Params = HpaParams
+    horizon_s = 0.0
+
+    def __init__(self, params: HpaParams, rng: np.random.Generator) -> None:
+        self.params = params
+        self.sync_period_s = params.sync_period_s
+        self.recommendations: deque[tuple[float, int]] = deque()
+        self.events: deque[tuple[float, int]] = deque()  # (time, replicas added; < 0 removed)
+
+    def recommend(self, view: ScaleView) -> int | None:
+        """Step 1: the raw recommendation (None when the metric is missing)."""
+        p = self.params
+        if p.metric == "utilisation":
+            metric = view.utilisation
+        else:
+            metric = view.lag_samples / max(view.replicas, 1)
+        if not view.ready or view.ready_for_s < p.metric_window_s or math.isnan(metric):
+            return None
+        ratio = metric / p.target
+        if abs(ratio - 1.0) <= p.tolerance:
+            return view.target
+        return math.ceil(ratio * view.replicas)
+
+    def stabilise(self, now_s: float, current: int, desired: int) -> int:
+        """Step 2: clamp between the scale-up and scale-down window bounds."""
+        p = self.params
+        keep = max(p.scale_up_window_s, p.scale_down_window_s)
+        while self.recommendations and self.recommendations[0][0] <= now_s - keep:
+            self.recommendations.popleft()
+        up = down = desired
+        for t, rec in self.recommendations:
+            if t > now_s - p.scale_up_window_s:
+                up = min(up, rec)
+            if t > now_s - p.scale_down_window_s:
+                down = max(down, rec)
+        self.recommendations.append((now_s, desired))
+        return min(max(current, up), down)
+
+    def _changed(self, now_s: float, period_s: float) -> tuple[int, int]:
+        added = sum(d for t, d in self.events if t > now_s - period_s and d > 0)
+        removed = -sum(d for t, d in self.events if t > now_s - period_s and d < 0)
+        return added, removed
+
+    def rate_limit(self, now_s: float, current: int, desired: int, view: ScaleView) -> int:
+        """Step 3: the behaviour policies' limits, then [min, max] replicas."""
+        p = self.params
+        if desired > current:
+            added, removed = self._changed(now_s, p.up_period_s)
+            start = current - added + removed
+            limit = max(start + p.up_pods, math.ceil(start * (1 + p.up_percent / 100)))
+            return min(desired, max(limit, current), view.max_replicas)
+        if desired < current:
+            added, removed = self._changed(now_s, p.down_period_s)
+            start = current - added + removed
+            limit = int(start * (1 - p.down_percent / 100))
+            return max(desired, min(limit, current), view.min_replicas)
+        return desired
+
+    def decide(self, view: ScaleView) -> int:
+        """One HPA sync: recommend, stabilise, rate-limit; record the scale event."""
+        desired = self.recommend(view)
+        if desired is None:
+            return view.target
+        current, now = view.target, view.now_s
+        final = self.rate_limit(now, current, self.stabilise(now, current, desired), view)
+        if final != current:
+            self.events.append((now, final - current))
+        while self.events and self.events[0][0] <= now - max(
+            self.params.up_period_s, self.params.down_period_s
+        ):
+            self.events.popleft()
+        return final

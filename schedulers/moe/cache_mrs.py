@@ -1,0 +1,78 @@
+"""HybriMoE (DAC'25) score-aware caching: Minus Recent Score (MRS).
+
+Per (layer, expert) priority ``S``, updated for every token from its router
+probability vector ``s``: ``S <- alpha * TopP(s) + (1 - alpha) * S``, where TopP keeps
+the ``p = p_factor x (experts the token activated)`` largest probabilities and zeroes
+the rest (papers/moe.md 2.4; public code alpha = 0.5, p = 2 x activated). A step of
+several tokens applies the update token by token (closed form). Eviction removes the
+cached expert with the lowest S in the same layer. Admission (reconstruction): a
+demand-loaded expert enters if a slot is free or its score is at least the victim's; a
+prefetched expert always enters (the prefetcher already judged it worth a copy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from schedulers.moe._evict import victims_by_key
+from schedulers.moe._slots import uniform_slots
+from schedulers.moe.view import AllocationView, CacheDecision, CacheView
+from simulator.registry import policies
+
+
+class MrsParams(BaseModel):
+    """``alpha``: weight of the newest token; ``p_factor``: top-p = factor x activated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    alpha: float = Field(0.5, gt=0, le=1)
+    p_factor: int = Field(2, ge=1)
+
+
+@policies.register("moe.cache", "mrs")
+class MrsCache:
+    """Evict the lowest exponentially averaged top-p routing score within the layer."""
+
+    Params = MrsParams
+
+    def __init__(self, params: MrsParams, rng: np.random.Generator) -> None:
+        self.params = params
+        self.score = np.zeros((0, 0))
+
+    def allocate(self, view: AllocationView) -> tuple[int, ...]:
+        """Uniform slots per layer (and reset scores)."""
+        self.score = np.zeros((view.layers, view.experts))
+        return uniform_slots(view)
+
+    def observe(self, layer: int, probs: np.ndarray, selected: np.ndarray, step: int) -> None:
+        """Fold every token's top-p probabilities into the layer's scores."""
+        tokens, experts = probs.shape
+        p = np.minimum(self.params.p_factor * selected.sum(axis=1), experts)
+        a = self.params.alpha
+        if tokens == 1:  # the decode fast path of the same update
+            top_ids = np.argpartition(-probs[0], p[0] - 1)[: p[0]]
+            row = self.score[layer]
+            row *= 1.0 - a
+            row[top_ids] += a * probs[0, top_ids]
+            return
+        rank = np.argsort(np.argsort(-probs, axis=1, kind="stable"), axis=1, kind="stable")
+        top = np.where(rank < p[:, None], probs, 0.0)
+        weights = (1.0 - a) ** np.arange(tokens - 1, -1, -1)
+        self.score[layer] = (1.0 - a) ** tokens * self.score[layer] + a * (weights @ top)
+
+    def admit(self, view: CacheView) -> CacheDecision:
+        """Admit incoming experts (highest score first) over the lowest-score victims."""
+        s = self.score[view.layer]
+        free = view.slots - len(view.cached)
+        victims = victims_by_key(view, s) if free < len(view.incoming) else []
+        admit: list[int] = []
+        evict: list[int] = []
+        for e in sorted(view.incoming.tolist(), key=lambda e: (-s[e], e)):
+            if free > 0:
+                free -= 1
+            elif victims and (view.prefetch or s[e] >= s[victims[0]]):
+                evict.append(victims.pop(0))
+            else:
+                continue
+            admit.append(e)
+        return CacheDecision(tuple(admit), tuple(evict))

@@ -1,0 +1,64 @@
+"""HybriMoE's intra-layer hybrid scheduling simulation (HSS), shared by the HybriMoE
+placement and the impact-driven prefetch.
+
+Reconstruction of the paper's greedy (papers/moe.md section 2.2), generalised from the
+public decode-only ``KExpertsCache.HSS`` to any token loads: experts are queued as the
+cached ones by load (descending) followed by the uncached ones by load (descending).
+The GPU takes from the front (cached experts first, then uncached ones, each copied over
+PCIe in that order), the CPU from the back (uncached experts by ascending load, then it
+steals cached ones, low load first; its first expert pays the per-layer CPU intercept).
+At each step the side that would finish its next
+expert earlier takes it (ties go to the GPU). The costs are the mechanism's estimates.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple
+
+
+class HssResult(NamedTuple):
+    """Indices (into the input arrays) given to each side, in run order, and the makespan."""
+
+    gpu: tuple[int, ...]
+    cpu: tuple[int, ...]
+    makespan_s: float
+
+
+def hss(
+    gpu_s: list[float],
+    cpu_s: list[float],
+    cached: list[bool],
+    ready_s: list[float],
+    loads: list[int],
+    copy_s: float,
+    gpu_free_s: float = 0.0,
+    cpu_free_s: float = 0.0,
+    pcie_free_s: float = 0.0,
+    cpu_first_s: float = 0.0,
+) -> HssResult:
+    """Greedy CPU/GPU/PCIe split of one layer's experts (see module docstring)."""
+    n = len(gpu_s)
+    hot = sorted((i for i in range(n) if cached[i]), key=lambda i: (-loads[i], i))
+    cold = sorted((i for i in range(n) if not cached[i]), key=lambda i: (-loads[i], i))
+    queue = deque(hot + cold)
+    g, c, p = gpu_free_s, cpu_free_s, pcie_free_s
+    gpu: list[int] = []
+    cpu: list[int] = []
+    while queue:
+        f = queue[0]
+        if cached[f]:
+            pf = p
+            gf = max(g, ready_s[f]) + gpu_s[f]
+        else:
+            pf = p + copy_s
+            gf = max(g, pf) + gpu_s[f]
+        b = queue[-1]
+        cf = c + cpu_s[b] + (0.0 if cpu else cpu_first_s)
+        if gf <= cf:
+            gpu.append(queue.popleft())
+            g, p = gf, pf
+        else:
+            cpu.append(queue.pop())
+            c = cf
+    return HssResult(tuple(gpu), tuple(cpu), max(g, c))

@@ -1,0 +1,1 @@
+"""Policies of the observability domain: detectors, mitigation and checkpoint intervals."""

@@ -1,0 +1,30 @@
+"""Checkpoint interval: a fixed amount of work between checkpoints (the common default)."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from schedulers.observability.view import CheckpointView
+from simulator.registry import policies
+
+
+class FixedIntervalParams(BaseModel):
+    """``interval_s``: seconds of training between two checkpoints."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    interval_s: float = Field(default=3600.0, gt=0)
+
+
+@policies.register("observability.checkpoint", "fixed")
+class FixedInterval:
+    """Checkpoint every ``interval_s`` seconds of work, whatever the failure rate."""
+
+    Params = FixedIntervalParams
+
+    def __init__(self, params: FixedIntervalParams, rng: np.random.Generator) -> None:
+        self.params = params
+
+    def interval_s(self, view: CheckpointView) -> float:
+        """The configured interval."""
+        return self.params.interval_s
