@@ -41,11 +41,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--only", help="run one case, e.g. 16,0.5")
     args = parser.parse_args()
+    cases = CASES
+    if args.only:
+        c_text, rho_text = args.only.split(",")
+        cases = [k for k in CASES if (k[0], k[1]) == (int(c_text), float(rho_text))]
     print(f"{'case':>12} {'customers':>11} {'metric':>7} {'sim':>10} {'exact':>10} "
           f"{'rel err':>8} {'rel se':>7}")  # fmt: skip
     with ProcessPoolExecutor(args.workers) as pool:
-        for c, rho, reps in CASES:
+        for c, rho, reps in cases:
             reps = max(2, round(reps * args.scale))
             t0 = time.perf_counter()
             jobs = [(c, rho, PER_REP, seed) for seed in range(reps)]
