@@ -21,9 +21,13 @@ class OutOfMemory(Exception):
         self.tag = tag
         self.requested_bytes = requested_bytes
         self.free_bytes = free_bytes
-        super().__init__(
-            f"out of memory in pool {pool!r}: tag {tag!r} asked for {requested_bytes} bytes, "
-            f"only {free_bytes} bytes free"
+        # args are the constructor's, so SimPy and pickle can rebuild it as type(e)(*e.args)
+        super().__init__(pool, tag, requested_bytes, free_bytes)
+
+    def __str__(self) -> str:
+        return (
+            f"out of memory in pool {self.pool!r}: tag {self.tag!r} asked for "
+            f"{self.requested_bytes} bytes, only {self.free_bytes} bytes free"
         )
 
 

@@ -90,3 +90,26 @@ def test_invariant_catches_corruption() -> None:
     pool._used_bytes = 150  # simulate a bug that bypassed allocate()
     with pytest.raises(InvariantViolation):
         sim.check_invariants()
+
+
+def test_out_of_memory_survives_a_simpy_process_and_pickle() -> None:
+    """SimPy re-raises an exception that escapes a process as type(e)(*e.args)."""
+    import pickle
+
+    sim = Simulation()
+    pool = MemoryPool(sim, "hbm", 100)
+
+    def proc():  # type: ignore[no-untyped-def]
+        yield sim.env.timeout(1.0)
+        pool.allocate("big", 200)
+
+    sim.env.process(proc())
+    with pytest.raises(OutOfMemory) as err:
+        sim.run()
+    assert err.value.requested_bytes == 200 and err.value.free_bytes == 100
+    again = pickle.loads(pickle.dumps(err.value))
+    assert (
+        str(again)
+        == str(err.value)
+        == ("out of memory in pool 'hbm': tag 'big' asked for 200 bytes, only 100 bytes free")
+    )

@@ -1,0 +1,87 @@
+"""Capuchin-like static swap/recompute plan from one profiled iteration.
+
+Capuchin (Peng et al., ASPLOS'20): a passive first iteration records every tensor's
+accesses; then, per activation, ``FreeTime = SwapInStart - SwapOutEnd`` with
+``SwapOutEnd = t_evict + size/BW`` and ``SwapInStart = t_back - size/BW``. Swaps are chosen
+in FreeTime order while they hide (FreeTime > 0) until the memory excess is covered; the
+rest is covered by recomputation in ``MSPS = size / recompute time`` order. The prefetch
+("in-trigger") is the last op that starts before ``SwapInStart``.
+
+Simplified: the plan is fixed after the profiled iteration (no runtime feedback adjusting
+in-triggers), and it is written in absolute op indices of that iteration, which is exactly
+the regular-access assumption that eager-mode sequence changes break. Tensors are assumed
+all live at the peak, so the excess is covered by the sum of chosen sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from schedulers.training.view import ProfileView, StepDecision, StepReport, SwapOrder, SwapPlan
+from simulator.registry import policies
+
+
+class StaticSwapParams(BaseModel):
+    """Headroom kept below capacity when sizing the plan."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    margin_bytes: int = Field(2 << 30, ge=0, description="headroom below capacity")
+    allow_recompute: bool = True
+    forced_swap_on_oom: bool = Field(True, description="runtime OOM fallback (passive swap)")
+
+
+@policies.register("training.swap", "static-swap")
+class StaticSwap:
+    """Plan once from the first (passive, forced-swap) iteration; apply it unchanged after."""
+
+    Params = StaticSwapParams
+
+    def __init__(self, params: StaticSwapParams, rng: np.random.Generator) -> None:
+        self.params = params
+        self.plan: SwapPlan | None = None
+
+    def decide(self, report: StepReport | None) -> StepDecision:
+        """Passive profiling first, then the frozen plan."""
+        if self.plan is None and report is not None and report.profile is not None:
+            self.plan = self.make_plan(report.profile)
+        if self.plan is None:
+            return StepDecision(SwapPlan(forced_swap_on_oom=True), profile=True)
+        return StepDecision(self.plan)
+
+    def make_plan(self, p: ProfileView) -> SwapPlan:
+        """Swaps by FreeTime, then recomputation by MSPS, until the excess is covered."""
+        excess = int(p.memory_bytes.max()) - (p.capacity_bytes - self.params.margin_bytes)
+        cand = np.flatnonzero((p.first_bwd_use >= 0) & (p.last_fwd_use >= 0))
+        t_evict = p.op_end_s[p.last_fwd_use[cand]]
+        t_back = p.op_start_s[p.first_bwd_use[cand]]
+        size = p.size_bytes[cand]
+        swap_in_start = t_back - size / p.h2d_Bps
+        free_time = swap_in_start - (t_evict + size / p.d2h_Bps)
+        swaps: list[SwapOrder] = []
+        chosen: set[int] = set()
+        for j in np.argsort(-free_time, kind="stable"):
+            if excess <= 0 or free_time[j] <= 0:
+                break
+            t = int(cand[j])
+            trigger = int(np.searchsorted(p.op_start_s, swap_in_start[j], side="right")) - 1
+            trigger = max(trigger, int(p.last_fwd_use[t]) + 1)
+            swaps.append(SwapOrder(p.keys[t], int(p.last_fwd_use[t]), in_at_op=trigger))
+            chosen.add(t)
+            excess -= int(size[j])
+        recompute = self._recompute(p, cand, chosen, excess)
+        return SwapPlan(tuple(swaps), recompute, self.params.forced_swap_on_oom)
+
+    def _recompute(self, p: ProfileView, cand: np.ndarray, chosen: set[int],
+                   excess: int) -> tuple[tuple[int, str], ...]:  # fmt: skip
+        if not self.params.allow_recompute or excess <= 0:
+            return ()
+        rest = np.array([t for t in cand if t not in chosen], dtype=int)
+        msps = p.size_bytes[rest] / np.maximum(p.recompute_s[rest], 1e-12)
+        keys = []
+        for t in rest[np.argsort(-msps, kind="stable")]:
+            if excess <= 0:
+                break
+            keys.append(p.keys[int(t)])
+            excess -= int(p.size_bytes[t])
+        return tuple(keys)

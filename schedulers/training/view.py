@@ -1,0 +1,134 @@
+"""Read-only views and typed decisions of the training domain's decision points.
+
+``training.swap``: before every iteration the mechanism hands the policy a
+:class:`StepReport` of the previous iteration (None before the first); the policy returns a
+:class:`StepDecision`: a :class:`SwapPlan` and whether to run the profiler. A profiled
+iteration's report carries a :class:`ProfileView` (op trace, tensors, measured times, the
+no-swap memory timeline and the link bandwidths, all estimated by the mechanism).
+
+``training.schedule``: the policy returns, per pipeline stage, the order of its forward and
+backward work units (:class:`Unit`) from a :class:`PipelineView`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple, Protocol
+
+import numpy as np
+
+TensorKey = tuple[int, str]  # (layer, name): stable across iterations, like a signature
+
+
+@dataclass(frozen=True)
+class SwapOrder:
+    """Swap one tensor out after its last forward use and back in before backward.
+
+    Exactly one of ``in_at_op`` (absolute op index: a static, trace-bound plan) or
+    ``in_at_stage`` ((phase, layer) label whose first op issues the prefetch: a plan that
+    survives op-count changes) is set. ``out_after_op`` None means "after the tensor's last
+    forward use in the current sequence"; an index pins the swap-out to that op.
+    """
+
+    key: TensorKey
+    out_after_op: int | None = None
+    in_at_op: int | None = None
+    in_at_stage: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class SwapPlan:
+    """What the executor does in one iteration.
+
+    ``recompute``: keys of activations dropped after forward and rematerialised (per layer,
+    all at once) before that layer's first backward op needs one of them.
+    ``forced_swap_on_oom``: an allocation that does not fit evicts resident activations
+    (farthest next use first, synchronous copy) instead of failing the run.
+    """
+
+    swaps: tuple[SwapOrder, ...] = ()
+    recompute: tuple[TensorKey, ...] = ()
+    forced_swap_on_oom: bool = False
+
+
+@dataclass(frozen=True)
+class ProfileView:
+    """One profiled iteration, as the profiler recorded it (arrays are read-only)."""
+
+    n_ops: int
+    phase: np.ndarray  # per op: 0 FWD, 1 BWD, 2 OPT
+    layer: np.ndarray  # per op
+    op_start_s: np.ndarray  # per op, measured from the iteration start
+    op_end_s: np.ndarray
+    memory_bytes: np.ndarray  # per op: states + live tensors if nothing were swapped
+    keys: tuple[TensorKey, ...]  # per tensor
+    size_bytes: np.ndarray  # per tensor
+    last_fwd_use: np.ndarray  # per tensor, op index (-1: none)
+    first_bwd_use: np.ndarray  # per tensor, op index (-1: none)
+    recompute_s: np.ndarray  # per tensor: time to rerun its producer (mechanism estimate)
+    capacity_bytes: int
+    d2h_Bps: float
+    h2d_Bps: float
+    step_s: float
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """The previous iteration: its op count (always monitored) and outcome."""
+
+    iteration: int
+    op_count: int
+    step_s: float
+    forced_swaps: int
+    profile: ProfileView | None = None
+
+
+@dataclass(frozen=True)
+class StepDecision:
+    """The plan for the next iteration and whether to profile it."""
+
+    plan: SwapPlan = field(default_factory=SwapPlan)
+    profile: bool = False
+
+
+class SwapPolicy(Protocol):
+    """Decision point ``training.swap``."""
+
+    def decide(self, report: StepReport | None) -> StepDecision:
+        """Plan the next iteration from the previous one's report."""
+        ...
+
+
+class Unit(NamedTuple):
+    """One unit of pipeline work on a stage: F or B of (microbatch, chunk, slice)."""
+
+    kind: Literal["F", "B"]
+    micro: int
+    chunk: int = 0
+    slice: int = 0
+
+
+@dataclass(frozen=True)
+class PipelineView:
+    """The pipeline's shape: stages p, microbatches m."""
+
+    stages: int
+    micro_batches: int
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Per stage, its units in execution order; ``chunks`` model chunks per stage
+    (virtual stages), ``slices`` sequence slices per microbatch."""
+
+    order: tuple[tuple[Unit, ...], ...]
+    chunks: int = 1
+    slices: int = 1
+
+
+class SchedulePolicy(Protocol):
+    """Decision point ``training.schedule``."""
+
+    def schedule(self, view: PipelineView) -> Schedule:
+        """The order of work units on every stage."""
+        ...

@@ -1,0 +1,119 @@
+"""Training policies on hand-built views (no simulation running) and pipeline schedules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schedulers.training.chameleon import STABLE, WARMUP, Chameleon, ChameleonParams
+from schedulers.training.gpipe import GPipe, GPipeParams
+from schedulers.training.interleaved import Interleaved, InterleavedParams
+from schedulers.training.one_f_one_b import OneFOneB, OneFOneBParams
+from schedulers.training.slimpipe import SlimPipe, SlimPipeParams
+from schedulers.training.static_swap import StaticSwap, StaticSwapParams
+from schedulers.training.view import PipelineView, ProfileView, StepReport
+from workloads.training_pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
+
+GB = 1 << 30
+
+
+def _stable_chameleon() -> Chameleon:
+    pol = Chameleon(ChameleonParams(), rng=np.random.default_rng(0))
+    assert pol.decide(None).profile
+    for k in range(6):  # ref, 2nd similar -> SEARCHING, 3 searched steps -> STABLE
+        pol.decide(StepReport(k, 1000, 1.0, 0))
+    assert pol.state == STABLE
+    return pol
+
+
+@pytest.mark.parametrize("ops, reprofile", [(1049, False), (951, False), (1051, True), (949, True)])
+def test_chameleon_reprofiles_beyond_op_diff_threshold(ops: int, reprofile: bool) -> None:
+    # threshold 0.05 of the 1000-op reference: 49 ops away stays, 51 ops away restarts
+    pol = _stable_chameleon()
+    d = pol.decide(StepReport(6, ops, 1.0, 0))
+    assert d.profile is reprofile and pol.reprofiles == int(reprofile)
+    assert pol.state == (WARMUP if reprofile else STABLE)
+
+
+def test_chameleon_forced_swap_in_stable_restarts_with_more_headroom() -> None:
+    pol = _stable_chameleon()
+    d = pol.decide(StepReport(6, 1000, 1.0, forced_swaps=3))
+    assert d.profile and pol.state == WARMUP
+    assert pol.redundant == (2 << 30) + (300 << 20)
+
+
+def _view() -> ProfileView:
+    # 6 ops in 4 stages: F0 (ops 0,1), F1 (2,3), B1 (4), B0 (5); step 6 s, so 1 s per op
+    # slot (uniform). Tensors: A (layer 0, 40 GB, fwd 1 -> bwd 5), B (layer 1, 30 GB,
+    # fwd 3 -> bwd 4), C (10 MB, below the 20 MB filter). Capacity 64 GB, memory peak 90 GB
+    # at ops 3-4, so the need there is 90 - (64 - 2) = 28 GB.
+    ro = lambda a: np.asarray(a)  # noqa: E731
+    mem = ro([10, 50, 60, 90, 90, 50]) * GB
+    return ProfileView(
+        6, ro([0, 0, 0, 0, 1, 1]), ro([0, 0, 1, 1, 1, 0]), ro([0, 1, 2, 3, 4, 5.0]),
+        ro([1, 2, 3, 4, 5, 6.0]), mem, ((0, "A"), (1, "B"), (0, "C")),
+        ro([40 * GB, 30 * GB, 10 << 20]), ro([1, 3, 1]), ro([5, 4, 5]), ro([0.5, 0.5, 0.1]),
+        64 * GB, 100e9, 100e9, 6.0,
+    )  # fmt: skip
+
+
+def test_chameleon_plan_covers_the_peak_with_the_spanning_tensor() -> None:
+    from schedulers.training._chameleon_plan import generate
+
+    orders = generate(_view(), 2 * GB, 20 << 20, 2.0)
+    # only A spans the peak (out in stage F0, back one stage before B0 = stage B1); its
+    # 40 GB clear the 28 GB need; copies 0.4 s fit the 2 s / 1 s stage slack
+    assert [(o.key, o.in_at_stage) for o in orders] == [((0, "A"), (1, 1))]
+
+
+def test_static_swap_orders_by_free_time_and_pins_op_indices() -> None:
+    pol = StaticSwap(StaticSwapParams(margin_bytes=2 * GB), rng=np.random.default_rng(0))
+    plan = pol.make_plan(_view())
+    # FreeTime C = (5 - 1e-4) - (2 + 1e-4) ~ 3 s (no size filter in Capuchin), A = (5 - 0.4)
+    # - (2 + 0.4) = 2.2 s, B = (4 - 0.3) - (4 + 0.3) < 0: C then A; in-trigger: the last op
+    # starting before 4.6 s is op 4; excess 28 GB <= 40 GB + 10 MB: no recompute
+    got = [(o.key, o.out_after_op, o.in_at_op) for o in plan.swaps]
+    assert got == [((0, "C"), 1, 4), ((0, "A"), 1, 4)]
+    assert plan.recompute == ()
+
+
+def _run(policy: object, p: int, m: int) -> tuple[list[list[float]], list[list[float]], object]:
+    sched = policy.schedule(PipelineView(p, m))  # type: ignore[attr-defined]
+    starts, ends = run_schedule(sched, p, lambda d, u: 1.0 if u.kind == "F" else 2.0, 0.0)
+    return starts, ends, sched
+
+
+@pytest.mark.parametrize("policy", [GPipe(GPipeParams(), None), OneFOneB(OneFOneBParams(), None)])  # type: ignore[arg-type]
+@pytest.mark.parametrize("p, m", [(4, 6), (8, 8), (4, 1)])
+def test_bubble_gpipe_1f1b_closed_form(policy: object, p: int, m: int) -> None:
+    # F = 1, B = 2, no P2P: makespan (m + p - 1) * 3, every stage busy 3m
+    starts, ends, _ = _run(policy, p, m)
+    assert max(max(e) for e in ends) == pytest.approx(3 * (m + p - 1))
+    assert bubble_fraction(starts, ends) == pytest.approx((p - 1) / (m + p - 1))
+
+
+def test_peak_in_flight_per_schedule() -> None:
+    one = lambda u: 1.0  # noqa: E731
+    p, m = 4, 6
+    g = GPipe(GPipeParams(), None).schedule(PipelineView(p, m))  # type: ignore[arg-type]
+    f = OneFOneB(OneFOneBParams(), None).schedule(PipelineView(p, m))  # type: ignore[arg-type]
+    s = SlimPipe(SlimPipeParams(slices=5), None).schedule(PipelineView(p, m))  # type: ignore[arg-type]
+    assert [peak_in_flight(o, one) for o in g.order] == [6] * 4  # all m microbatches
+    assert [peak_in_flight(o, one) for o in f.order] == [4, 3, 2, 1]  # p - i
+    assert [peak_in_flight(o, one) for o in s.order] == [8, 7, 6, 5]  # n + p - 1 - i slices
+
+
+def test_sliced_and_interleaved_bubbles() -> None:
+    # uniform slices: SlimPipe is 1F1B over m n units: (p-1)/(m n + p - 1)
+    starts, ends, _ = _run(SlimPipe(SlimPipeParams(slices=3), None), 4, 2)  # type: ignore[arg-type]
+    assert bubble_fraction(starts, ends) == pytest.approx(3 / (6 + 3))
+    # interleaved, v = 2 chunks of half the work (F = 0.5, B = 1): Megatron's bubble
+    # (p-1)(F+B)/v over the ideal m(F+B): makespan = m*3 + (p-1)*1.5
+    sched = Interleaved(InterleavedParams(chunks=2), None).schedule(PipelineView(4, 8))  # type: ignore[arg-type]
+    _, en = run_schedule(sched, 4, lambda d, u: 0.5 if u.kind == "F" else 1.0, 0.0)
+    assert max(max(e) for e in en) == pytest.approx(8 * 3 + 3 * 1.5)
+
+
+def test_interleaved_rejects_uneven_microbatches() -> None:
+    with pytest.raises(ValueError, match="divisible"):
+        Interleaved(InterleavedParams(chunks=2), None).schedule(PipelineView(4, 6))  # type: ignore[arg-type]

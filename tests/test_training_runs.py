@@ -1,0 +1,100 @@
+"""Short seeded runs of the training scenarios: the papers' directions, and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import simulator
+from simulator.cli import main
+from tests.conftest import ROOT
+
+CH = ROOT / "scenarios" / "chameleon.yaml"
+SP = ROOT / "scenarios" / "slimpipe.yaml"
+BRANCH = {"every_iters": 8, "seq_lens": [131072], "branch_ops": 6, "branch_prob": 1.0,
+          "moe_ops_max": 0}  # fmt: skip
+
+
+def _ch(policy: str | dict, size: float, iters: int = 8, **over: object) -> dict:
+    o = {"policies.swap": policy, "workload.size_x_hbm": size, "workload.iterations": iters}
+    o.update(over)
+    return simulator.run(CH, overrides=o).summary.iloc[0].to_dict()
+
+
+def test_chameleon_trains_where_none_and_recompute_cannot() -> None:
+    # paper: up to 4x HBM. At ~4.3x none and full recompute OOM, Chameleon trains
+    assert _ch("none", 4.0, 2)["oom"] == 1
+    assert _ch("recompute", 4.0, 2)["oom"] == 1
+    big = _ch("chameleon", 4.0, 3)
+    assert big["oom"] == 0 and big["footprint_x_hbm"] > 4.0
+
+
+def test_chameleon_faster_than_full_recompute_at_2x() -> None:
+    # paper: up to 38.94% faster than recomputation; here, at ~2.1x HBM, in steady state
+    ch = _ch("chameleon", 2.0, 8)
+    rc = _ch("recompute", 2.0, 2)
+    assert ch["oom"] == rc["oom"] == 0
+    assert ch["last_iteration_s"] < 0.95 * rc["iteration_s"]
+    assert rc["recompute_s"] > 0 and ch["recompute_s"] == 0
+
+
+def test_static_plan_breaks_after_op_count_change_chameleon_recovers() -> None:
+    over = {"workload.variability": BRANCH}
+    runs = {}
+    for pol in ("static-swap", "chameleon"):
+        res = simulator.run(CH, overrides={"policies.swap": pol, "workload.size_x_hbm": 2.0,
+                                           "workload.iterations": 16, **over})  # fmt: skip
+        runs[pol] = res.tables["iterations"]
+    st, ch = runs["static-swap"], runs["chameleon"]
+    assert st.op_count[7] != st.op_count[8]  # the branch switched on at iteration 8
+    # static: the frozen op-index plan stalls more after the change than before it
+    assert st.stall_s[8:].min() > 1.5 * st.stall_s[1:8].max()
+    # Chameleon re-profiles and ends faster than the static plan
+    assert ch.step_s.iloc[-1] < 0.8 * st.step_s.iloc[-1]
+    assert ch.profiled[8:].sum() >= 2
+
+
+def test_profiling_overhead_is_a_fraction_of_profiling_every_step() -> None:
+    # paper: -84.25%; here the state machine profiles only around sequence changes
+    var = {"every_iters": 20, "seq_lens": [131072], "branch_ops": 0, "moe_ops_max": 0}
+    a = _ch("chameleon", 1.0, 20, **{"workload.variability": var})
+    b = _ch({"name": "chameleon", "profile_every_step": True}, 1.0, 20,
+            **{"workload.variability": var})  # fmt: skip
+    assert b["profile_s"] > 0 and a["profile_s"] < 0.5 * b["profile_s"]
+
+
+def _sp(schedule: str, seq: int, recompute: str) -> dict:
+    o = {"policies.schedule": schedule, "workload.model.seq_len": seq,
+         "workload.recompute": recompute}  # fmt: skip
+    return simulator.run(SP, overrides=o).summary.iloc[0].to_dict()
+
+
+def test_slimpipe_fits_longer_contexts_than_1f1b() -> None:
+    # 1F1B stage 0 holds p = 8 microbatches, SlimPipe one microbatch plus (p-1)/n of one
+    short = {s: _sp(s, 32768, "none") for s in ("1f1b", "gpipe", "slimpipe")}
+    assert short["1f1b"]["oom"] == short["gpipe"]["oom"] == 1 and short["slimpipe"]["oom"] == 0
+    ratio = short["slimpipe"]["peak_act_stage0_bytes"] / short["1f1b"]["peak_act_stage0_bytes"]
+    assert ratio == pytest.approx((16 + 8 - 1) / 16 / 8)
+    assert _sp("1f1b", 524288, "full")["oom"] == 1
+    slim = _sp("slimpipe", 524288, "full")
+    assert slim["oom"] == 0 and slim["mfu"] > 0.3
+
+
+def test_bad_model_explains_what_does_not_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(CH.read_text().replace("size_x_hbm: 2.0", "size_x_hbm: 40.0"))
+    assert main(["run", str(bad), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "workload" in err and "cannot fit even with every activation swapped" in err
+    assert "B over the" in err and "model states" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_schedule_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SP.read_text().replace("schedule: slimpipe", "schedule: zb-v"))
+    assert main(["validate", str(bad)]) == 2
+    assert "zb-v" in capsys.readouterr().err
