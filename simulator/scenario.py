@@ -207,7 +207,8 @@ def _check_paths(file: str, prefix: str, data: Any, base: Path) -> None:
     if isinstance(data, dict):
         for key, value in data.items():
             where = f"{prefix}.{key}"
-            if (key == "path" or key.endswith("_path")) and isinstance(value, str):
+            named_path = isinstance(key, str) and (key == "path" or key.endswith("_path"))
+            if named_path and isinstance(value, str):
                 target = base / value
                 try:
                     with open(target, "rb"):

@@ -19,3 +19,17 @@ load_plugins()
 def root() -> Path:
     """The repository root."""
     return ROOT
+
+
+def missing_shared_data(scenario: Path) -> str | None:
+    """The shared data folder a scenario reads that is absent here (None if none).
+
+    Scenarios that replay unshipped traces point at ../shared/data/<name>; a checkout
+    without that folder skips them instead of failing.
+    """
+    import re
+
+    for name in re.findall(r"shared/data/([\w.-]+)", scenario.read_text()):
+        if not (SHARED / "data" / name).exists():
+            return name
+    return None

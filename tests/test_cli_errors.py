@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from simulator.cli import main
+from simulator.errors import ScenarioError
 
 GOOD = """\
 name: tiny
@@ -162,3 +163,12 @@ def test_good_scenario_validates(tmp_path: Path, capsys: pytest.CaptureFixture[s
     code, out, _ = run_cli(capsys, "validate", str(path))
     assert code == 0
     assert out == f"{path}: ok (workload queueing, 2 devices)\n"
+
+
+def test_path_check_tolerates_non_string_keys(tmp_path: Path) -> None:
+    """Workload params may hold maps with integer keys; only string keys name paths."""
+    from simulator.scenario import _check_paths
+
+    _check_paths("f.yaml", "workload", {"table": {1: 5, 2: [7]}, "a_path": None}, tmp_path)
+    with pytest.raises(ScenarioError, match=r"workload\.table\.2\[0\]\.path: cannot read 'x'"):
+        _check_paths("f.yaml", "workload", {"table": {2: [{"path": "x"}]}}, tmp_path)

@@ -37,6 +37,19 @@ class SwapOrder:
 
 
 @dataclass(frozen=True)
+class OptimizerOffload:
+    """Keep the optimizer on the host (ZeRO-Offload): fp32 master weights, momentum and
+    variance live in host memory; each iteration the fp16 gradients go device-to-host, the
+    CPU runs Adam, the updated fp16 parameters come back host-to-device.
+
+    ``overlap_grad_copy``: copy each layer's gradients as soon as its backward finishes
+    (overlapping the rest of backward) rather than all of them after backward.
+    """
+
+    overlap_grad_copy: bool = True
+
+
+@dataclass(frozen=True)
 class SwapPlan:
     """What the executor does in one iteration.
 
@@ -44,11 +57,14 @@ class SwapPlan:
     all at once) before that layer's first backward op needs one of them.
     ``forced_swap_on_oom``: an allocation that does not fit evicts resident activations
     (farthest next use first, synchronous copy) instead of failing the run.
+    ``offload``: run the optimizer on the host (:class:`OptimizerOffload`); None keeps the
+    optimizer states and the Adam step on the device.
     """
 
     swaps: tuple[SwapOrder, ...] = ()
     recompute: tuple[TensorKey, ...] = ()
     forced_swap_on_oom: bool = False
+    offload: OptimizerOffload | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,79 @@
+"""Speed of the serving workload: Azure-conv requests on 16 mixed-GPU instances.
+
+Prints requests/s and iterations/s of simulation (wall clock, one core) for a
+100,000-request and a 10,000-request run (the size other serving simulators report).
+Run: ``.venv/bin/python benchmarks/serving.py [--requests 100000 10000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import simulator
+from simulator.scenario import from_dict
+
+SCENARIO: dict[str, Any] = {
+    "name": "serving-bench",
+    "seed": 0,
+    "cluster": {
+        "nodes": [
+            {"name": t, "devices": {"gpu": {"type": t, "count": 4}}}
+            for t in ("h100-sxm", "a100-80gb", "l40s", "l4")
+        ],
+        "network": {"type": "ib-ndr", "attach": "gpu"},
+    },
+    "workload": {
+        "kind": "serving",
+        "model": "llama-3-8b",
+        "requests": {
+            "num_requests": 100_000,
+            "rate_per_s": 30.0,
+            "lengths": "trace",
+            "trace": {
+                "format": "azure",
+                "path": "../workloads/data/serving/azure_conv_2023_sample.csv",
+            },
+        },
+        "slo": {"ttft_s": 1.0, "tpot_s": 0.1},
+        "tp_options": [1],
+    },
+    "policies": {
+        "deployment": {
+            "name": "fixed",
+            "instances": [
+                {"gpu_type": t, "count": 4} for t in ("h100-sxm", "a100-80gb", "l40s", "l4")
+            ],
+        },
+        "routing": "least-outstanding",
+        "batching": "vllm",
+    },
+    "outputs": {"spans": False},
+}
+
+
+def run(n: int) -> None:
+    """Simulate ``n`` requests on the 16 GPUs (4 of each type), one colocated instance each."""
+    raw = copy.deepcopy(SCENARIO)
+    raw["workload"]["requests"]["num_requests"] = n
+    sc = from_dict(raw, file="benchmarks/serving.py", base_dir=Path(__file__).resolve().parent)
+    t0 = time.perf_counter()
+    res = simulator.run(sc)
+    wall = time.perf_counter() - t0
+    s = res.summary.iloc[0]
+    print(
+        f"{n:>7} requests on {int(s.instances)} instances ({s.deployment}): {wall:6.1f} s wall, "
+        f"{n / wall:8.0f} requests/s, {s.iterations / wall:8.0f} iterations/s, "
+        f"simulated {s.throughput_rps:.1f} req/s, TTFT p90 {s.ttft_p90_s:.3f} s, "
+        f"TPOT p90 {s.tpot_p90_s * 1e3:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--requests", type=int, nargs="+", default=[100_000, 10_000])
+    for n in ap.parse_args().requests:
+        run(n)

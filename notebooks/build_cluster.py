@@ -1,0 +1,107 @@
+"""Build notebooks/cluster.ipynb with nbformat (run: python notebooks/build_cluster.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+CELLS = [
+    (
+        "md",
+        """# Cluster scheduling: Cuckoo (reconstruction), Muri and the baselines
+
+JCT CDFs per policy, deadline satisfaction rate vs deadline tightness, and GPU utilisation
+over time per GPU type, on `scenarios/cuckoo.yaml` (V100/P100/K80). Public API only.
+`HETSIM_NOTEBOOK_SMALL=1` (set by the test suite) shrinks the runs to 60 jobs.""",
+    ),
+    (
+        "code",
+        """import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import simulator
+
+ROOT = Path.cwd() if (Path.cwd() / "scenarios").exists() else Path.cwd().parent
+SMALL = os.environ.get("HETSIM_NOTEBOOK_SMALL") == "1"
+JOBS = 60 if SMALL else 300
+SCENARIO = simulator.load_scenario(ROOT / "scenarios" / "cuckoo.yaml",
+                                   {"workload.jobs.num_jobs": JOBS})
+POLICIES = {
+    "cuckoo": ("cuckoo", "cuckoo", "cuckoo"),
+    "edf": ("edf", "none", "first-fit"),
+    "tiresias": ("tiresias", "none", "first-fit"),
+    "muri": ("srtf", "muri", "first-fit"),
+    "gavel-like": ("tiresias", "none", "gavel-like"),
+}
+
+
+def over(o, p, a, **extra):
+    return {"policies.ordering": o, "policies.packing": p, "policies.allocation": a, **extra}""",
+    ),
+    (
+        "code",
+        """results = {n: simulator.run(SCENARIO, overrides=over(*p)) for n, p in POLICIES.items()}
+summary = pd.concat({n: r.summary.iloc[0] for n, r in results.items()}, axis=1).T
+summary[["dsr", "mean_jct_s", "p99_jct_s", "makespan_s", "utilisation", "packed_share"]]""",
+    ),
+    (
+        "code",
+        """fig, ax = plt.subplots(figsize=(7, 4))
+for name, r in results.items():
+    jct = np.sort(r.tables["jobs"]["jct_s"].to_numpy()) / 3600
+    ax.plot(jct, np.arange(1, len(jct) + 1) / len(jct), label=name)
+ax.set_xscale("log")
+ax.set_xlabel("JCT (h)")
+ax.set_ylabel("CDF")
+ax.legend()""",
+    ),
+    (
+        "code",
+        """TIGHTNESS = [(0.5, 1.5), (1.0, 2.0), (2.0, 3.0)]
+rows = []
+for lo, hi in TIGHTNESS:
+    for n, p in POLICIES.items():
+        s = simulator.run(SCENARIO, overrides=over(*p, **{
+            "workload.deadlines.factor_low": lo, "workload.deadlines.factor_high": hi}))
+        row = s.summary.iloc[0]
+        rows.append({"policy": n, "lambda": f"U[{lo}, {hi}]", "dsr": row["dsr"]})
+dsr = pd.DataFrame(rows).pivot(index="lambda", columns="policy", values="dsr")
+dsr.plot(marker="o", ylabel="deadline satisfaction rate", figsize=(7, 4))
+dsr""",
+    ),
+    (
+        "code",
+        """util = results["cuckoo"].tables["utilisation"]
+fig, ax = plt.subplots(figsize=(8, 3.5))
+for gpu_type, t in util.groupby("gpu_type", sort=False):
+    ax.plot(t["start_s"] / 3600, t["utilisation"], label=gpu_type)
+ax.set_xlabel("time (h)")
+ax.set_ylabel("GPU utilisation (Cuckoo)")
+ax.legend()""",
+    ),
+]
+
+
+def build() -> nbformat.NotebookNode:
+    """The notebook object."""
+    nb = new_notebook()
+    nb.cells = [new_markdown_cell(s) if k == "md" else new_code_cell(s) for k, s in CELLS]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    return nb
+
+
+if __name__ == "__main__":
+    nbformat.write(build(), Path(__file__).with_name("cluster.ipynb"))

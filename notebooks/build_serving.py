@@ -1,0 +1,138 @@
+"""Build notebooks/serving.ipynb with nbformat (run: python notebooks/build_serving.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+CELLS = [
+    (
+        "md",
+        """# LLM serving on heterogeneous GPUs: Cauchy's combos vs homogeneous baselines
+
+SLO attainment against offered rate, Tokens/USD per deployment policy and price preset
+(best row with attainment >= 0.9), latency CDFs, and a per-instance timeline, from the
+`cauchy.yaml` and `disaggregation.yaml` scenarios. Only the public API is used.
+`HETSIM_NOTEBOOK_SMALL=1` (set by the test suite) shrinks the runs.""",
+    ),
+    (
+        "code",
+        """import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import simulator
+
+ROOT = Path.cwd() if (Path.cwd() / "scenarios").exists() else Path.cwd().parent
+SMALL = os.environ.get("HETSIM_NOTEBOOK_SMALL") == "1"
+N = 300 if SMALL else 1500
+RATES = [16, 48] if SMALL else [8, 16, 32, 48, 64]
+CAUCHY = simulator.load_scenario(ROOT / "scenarios" / "cauchy.yaml",
+                                 {"workload.requests.num_requests": N})""",
+    ),
+    (
+        "code",
+        """grid = {"sweep": {"policies.deployment": ["cauchy", "colocated", "distserve"],
+                  "workload.requests.rate_per_s": RATES,
+                  "workload.price_preset": ["aws-ondemand", "catalogue"]}}
+table = simulator.sweep(CAUCHY.with_overrides(grid), workers=1 if SMALL else 2)
+cols = ["policies.deployment", "workload.price_preset", "workload.requests.rate_per_s",
+        "slo_attainment", "tokens_per_usd", "ttft_p90_s", "tpot_p90_s", "deployment"]
+table[cols]""",
+    ),
+    (
+        "code",
+        """fig, ax = plt.subplots(figsize=(6, 3.5))
+aws = table[table["workload.price_preset"] == "aws-ondemand"]
+for dep, g in aws.groupby("policies.deployment"):
+    g = g.sort_values("workload.requests.rate_per_s")
+    ax.plot(g["workload.requests.rate_per_s"], g["slo_attainment"], marker="o", label=dep)
+ax.axhline(0.9, color="k", ls="--", lw=0.8)
+ax.set_xlabel("offered rate (req/s); each deployment sized for it")
+ax.set_ylabel("SLO attainment")
+ax.legend()
+fig.tight_layout()""",
+    ),
+    (
+        "code",
+        """ok = table[table["slo_attainment"] >= 0.9]
+best = ok.groupby(["workload.price_preset", "policies.deployment"])["tokens_per_usd"].max()
+best = best.unstack()
+ax = best.plot.bar(figsize=(6, 3.5), rot=0)
+ax.set_ylabel("Tokens/USD at attainment >= 0.9")
+best""",
+    ),
+    (
+        "code",
+        """runs = {dep: simulator.run(CAUCHY, overrides={"policies.deployment": dep,
+                                          "workload.requests.rate_per_s": 48,
+                                          "workload.price_preset": "aws-ondemand",
+                                          "outputs.spans": True})
+        for dep in ["cauchy", "colocated", "distserve"]}
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+for dep, r in runs.items():
+    req = r.tables["requests"]
+    for ax, col in zip(axes, ["ttft_s", "tpot_s"]):
+        x = np.sort(req[col].dropna())
+        ax.plot(x, np.arange(1, len(x) + 1) / len(x), label=dep)
+        ax.set_xlabel(col)
+axes[0].set_ylabel("CDF")
+axes[1].legend()
+fig.tight_layout()""",
+    ),
+    (
+        "code",
+        """spans = runs["cauchy"].spans
+spans = spans[spans["track"].str.startswith("instance")]
+tracks = sorted(spans["track"].unique())
+colors = {"prefill": "tab:orange", "decode": "tab:blue", "mixed": "tab:green"}
+fig, ax = plt.subplots(figsize=(9, 0.5 + 0.4 * len(tracks)))
+window = spans[spans["start_s"] < spans["start_s"].min() + 5]
+for k, t in enumerate(tracks):
+    s = window[window["track"] == t]
+    ax.broken_barh(list(zip(s["start_s"], s["end_s"] - s["start_s"])), (k - 0.4, 0.8),
+                   facecolors=[colors[n] for n in s["name"]])
+ax.set_yticks(range(len(tracks)), tracks)
+ax.set_xlabel("time (s): first 5 s of iterations, per instance (Cauchy)")
+fig.tight_layout()""",
+    ),
+    (
+        "code",
+        """dis = simulator.load_scenario(ROOT / "scenarios" / "disaggregation.yaml",
+                              {"workload.requests.num_requests": N})
+sweep = simulator.sweep(dis, workers=1 if SMALL else 2)
+sweep["policy"] = sweep["policies.deployment"].astype(str)
+fig, ax = plt.subplots(figsize=(6, 3.5))
+for pol, g in sweep.groupby("policy"):
+    g = g.sort_values("workload.requests.rate_per_s")
+    ax.plot(g["workload.requests.rate_per_s"], g["tpot_p90_s"] * 1e3, marker="o", label=pol)
+ax.set_xlabel("offered rate (req/s), deployment fixed for 8 req/s")
+ax.set_ylabel("TPOT p90 (ms)")
+ax.legend(fontsize=6)
+fig.tight_layout()""",
+    ),
+]
+
+
+def build() -> nbformat.NotebookNode:
+    """The notebook object."""
+    nb = new_notebook()
+    nb.cells = [new_markdown_cell(s) if k == "md" else new_code_cell(s) for k, s in CELLS]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    return nb
+
+
+if __name__ == "__main__":
+    nbformat.write(build(), Path(__file__).with_name("serving.ipynb"))

@@ -1,0 +1,1 @@
+"""Policies of the cluster domain: ordering, packing and allocation (one file each)."""

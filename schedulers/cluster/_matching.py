@@ -1,0 +1,83 @@
+"""Muri's packing loop, shared by the Muri and Cuckoo packing policies.
+
+Rounds of maximum-weight general-graph matching (networkx's blossom algorithm) over the
+candidates: pairs merge, then merged groups may match again, until queued demand fits
+the free GPUs or groups reach ``max_group_size``. Only candidates with the same GPU
+count are joined (Muri's same-#GPU rule); two running groups are never merged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import networkx as nx
+
+from schedulers.cluster.view import PackingView
+
+#: weight of merging a set of jobs (job ids) given the view; <= 0 means no edge
+Facts = dict[int, tuple[float, int, float]]
+Weight = Callable[[PackingView, Facts, tuple[int, ...]], float]
+
+
+def merged_demand(view: PackingView, groups: list[tuple[int, ...]]) -> int:
+    """GPUs that the queued part of the candidates would take if ``groups`` ran."""
+    return sum(view.units[g[0]].gpus for g in groups if not any(view.units[i].running for i in g))
+
+
+def members_of(view: PackingView, group: tuple[int, ...]) -> tuple[int, ...]:
+    """Job ids of a set of units."""
+    return tuple(j for i in group for j in view.units[i].members)
+
+
+def matching_rounds(view: PackingView, weight: Weight) -> list[tuple[int, ...]]:
+    """Disjoint merges (tuples of unit indices, each of size >= 2)."""
+    groups: list[tuple[int, ...]] = [(i,) for i in range(len(view.units))]
+    facts = job_facts(view)
+    for _ in range(view.max_group_size - 1):
+        if merged_demand(view, groups) <= view.free_gpus:
+            break
+        graph = _graph(view, groups, facts, weight)
+        matched = nx.max_weight_matching(graph)
+        if not matched:
+            break
+        used: set[int] = set()
+        out: list[tuple[int, ...]] = []
+        for a, b in sorted(tuple(sorted(e)) for e in matched):
+            out.append(tuple(sorted(groups[a] + groups[b])))
+            used.update((a, b))
+        groups = sorted(out + [g for i, g in enumerate(groups) if i not in used])
+    return [g for g in groups if len(g) > 1]
+
+
+def _graph(
+    view: PackingView, groups: list[tuple[int, ...]], facts: Facts, weight: Weight
+) -> nx.Graph:
+    graph = nx.Graph()
+    graph.add_nodes_from(range(len(groups)))
+    for a in range(len(groups)):
+        ua = view.units[groups[a][0]]
+        ma = members_of(view, groups[a])
+        run_a = any(view.units[i].running for i in groups[a])
+        for b in range(a + 1, len(groups)):
+            ub = view.units[groups[b][0]]
+            run_b = any(view.units[i].running for i in groups[b])
+            if ua.gpus != ub.gpus or (run_a and run_b):
+                continue
+            mb = members_of(view, groups[b])
+            if len(ma) + len(mb) > view.max_group_size:
+                continue
+            w = weight(view, facts, ma + mb)
+            if w > 0:
+                graph.add_edge(a, b, weight=w)
+    return graph
+
+
+def job_facts(view: PackingView) -> Facts:
+    """Job id -> (solo iteration s, remaining iterations, deadline s) over all units."""
+    out = {}
+    for u in view.units:
+        for j, s, r, d in zip(
+            u.members, u.solo_iter_s, u.remaining_iters, u.deadline_s, strict=True
+        ):
+            out[j] = (s, r, d)
+    return out

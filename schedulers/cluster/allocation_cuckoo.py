@@ -1,0 +1,90 @@
+"""Cuckoo's allocation of packed groups to GPU types by min-cost max-flow / min-cut.
+
+RECONSTRUCTION (Cuckoo's abstract only; ../shared/papers/cluster.md §3.3). Network:
+source -> group (capacity = its GPUs) -> GPU type (an edge only where the group may run
+and, if any type lets every deadline member finish in time, only such types) -> sink
+(capacity = free GPUs). networkx ``max_flow_min_cost`` places as many GPUs as possible,
+then minimises cost = per-GPU remaining time on the type, weighted by
+``1 + urgency_weight x urgency`` (urgent groups claim the faster types) plus
+``rank_weight x rank`` (earlier groups in the order win ties for scarce types). A group
+must run on one type: it takes the type carrying most of its flow if it still fits,
+else its next cheapest edge that fits; groups that fit nowhere (source side of the min
+cut) wait. When no type is contended, each group's cheapest edge is the min-cost flow
+and networkx is skipped.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from schedulers.cluster.view import AllocationView, GroupView
+from simulator.registry import policies
+
+
+class CuckooAllocationParams(BaseModel):
+    """Cost weights of the reconstructed flow (assumptions, not from the paper)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    urgency_weight: float = Field(4.0, ge=0.0)
+    rank_weight: float = Field(0.01, ge=0.0)
+    cost_scale: float = Field(1000.0, gt=0.0, description="integer resolution of costs")
+
+
+@policies.register("cluster.allocation", "cuckoo")
+class CuckooAllocation:
+    """Min-cost max-flow from packed groups to GPU types, rounded to one type per group."""
+
+    Params = CuckooAllocationParams
+
+    def __init__(self, params: CuckooAllocationParams, rng: np.random.Generator) -> None:
+        self.params = params
+
+    def edges(self, g: GroupView, rank: int) -> dict[int, int]:
+        """Type index -> integer cost per GPU of the group's allowed edges."""
+        types = [t for t, ok in enumerate(g.allowed) if ok]
+        safe = [t for t in types if g.meets_deadlines[t]]
+        if g.has_deadline and safe:
+            types = safe
+        if not types:
+            return {}
+        best = min(g.remaining_s[t] for t in types)
+        p = self.params
+        factor = 1.0 + p.urgency_weight * g.urgency
+        return {
+            t: round(p.cost_scale * (factor * g.remaining_s[t] / best + p.rank_weight * rank))
+            for t in types
+        }
+
+    def allocate(self, view: AllocationView) -> list[int | None]:
+        """Type index per group, or None (the group waits)."""
+        costs = [self.edges(g, r) for r, g in enumerate(view.groups)]
+        cheapest = [min(c, key=lambda t: (c[t], t)) if c else None for c in costs]
+        use = np.zeros(len(view.types), dtype=np.int64)
+        for g, t in zip(view.groups, cheapest, strict=True):
+            if t is not None:
+                use[t] += g.gpus
+        if np.all(use <= np.array(view.free_gpus)):
+            return cheapest
+        return self._flow(view, costs)
+
+    def _flow(self, view: AllocationView, costs: list[dict[int, int]]) -> list[int | None]:
+        graph = nx.DiGraph()
+        for i, (g, c) in enumerate(zip(view.groups, costs, strict=True)):
+            graph.add_edge("s", ("g", i), capacity=g.gpus, weight=0)
+            for t, w in c.items():
+                graph.add_edge(("g", i), ("t", t), capacity=g.gpus, weight=w)
+        for t, cap in enumerate(view.free_gpus):
+            graph.add_edge(("t", t), "k", capacity=int(cap), weight=0)
+        flow = nx.max_flow_min_cost(graph, "s", "k")
+        room = list(view.free_gpus)
+        out: list[int | None] = []
+        for i, (g, c) in enumerate(zip(view.groups, costs, strict=True)):
+            got = flow.get(("g", i), {})
+            prefs = sorted(c, key=lambda t: (-got.get(("t", t), 0), c[t], t))
+            pick = next((t for t in prefs if room[t] >= g.gpus and got.get(("t", t), 0) > 0), None)
+            if pick is not None:
+                room[pick] -= g.gpus
+            out.append(pick)
+        return out

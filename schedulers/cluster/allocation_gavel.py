@@ -1,0 +1,38 @@
+"""Gavel-like heterogeneity-aware allocation (OSDI'20), greedy and without the LP.
+
+SIMPLIFICATION: Gavel solves an LP over time fractions of each job on each GPU type
+(max-min fairness of normalised effective throughput) and dispatches in rounds. Here
+each group, in the ordering policy's priority order, takes the free GPU type on which
+its normalised throughput (fastest-type iteration time / this type's) is highest, i.e.
+the type that serves it best among those with room; no time-sharing across types.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedulers.cluster._common import NoParams
+from schedulers.cluster.view import AllocationView
+from simulator.registry import policies
+
+
+@policies.register("cluster.allocation", "gavel-like")
+class GavelLikeAllocation:
+    """Each group takes its highest-throughput GPU type that has room."""
+
+    Params = NoParams
+
+    def __init__(self, params: NoParams, rng: np.random.Generator) -> None:
+        self.params = params
+
+    def allocate(self, view: AllocationView) -> list[int | None]:
+        """Type index per group, or None."""
+        free = list(view.free_gpus)
+        out: list[int | None] = []
+        for g in view.groups:
+            ok = [t for t in range(len(free)) if g.allowed[t] and free[t] >= g.gpus]
+            t = min(ok, key=lambda t: (g.iter_s[t], t)) if ok else None
+            if t is not None:
+                free[t] -= g.gpus
+            out.append(t)
+        return out

@@ -1,0 +1,23 @@
+"""FIFO ordering: jobs in submission order (the classic baseline)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedulers.cluster._common import NoParams
+from schedulers.cluster.view import OrderingView
+from simulator.registry import policies
+
+
+@policies.register("cluster.ordering", "fifo")
+class FifoOrdering:
+    """First come, first served: earliest submit time first, ties by job id."""
+
+    Params = NoParams
+
+    def __init__(self, params: NoParams, rng: np.random.Generator) -> None:
+        self.params = params
+
+    def order(self, view: OrderingView) -> np.ndarray:
+        """Positions sorted by (submit_s, job)."""
+        return np.lexsort((view.job, view.submit_s))

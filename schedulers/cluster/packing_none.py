@@ -1,0 +1,23 @@
+"""No packing: every job runs alone on its GPUs (FIFO, SRTF, EDF, Tiresias, Gavel)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedulers.cluster._common import NoParams
+from schedulers.cluster.view import PackingView
+from simulator.registry import policies
+
+
+@policies.register("cluster.packing", "none")
+class NoPacking:
+    """Never interleave: each job gets its GPUs exclusively."""
+
+    Params = NoParams
+
+    def __init__(self, params: NoParams, rng: np.random.Generator) -> None:
+        self.params = params
+
+    def pack(self, view: PackingView) -> list[tuple[int, ...]]:
+        """No merges."""
+        return []

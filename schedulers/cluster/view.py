@@ -1,0 +1,98 @@
+"""Read-only snapshots the cluster mechanism hands to its three policies, and their decisions.
+
+Every estimate in a view (solo and packed iteration times, remaining times per GPU type,
+deadline feasibility) is computed by the mechanism from the throughput table and the
+interleaving model; policies only compare them. Arrays in views are read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+
+class OrderingView(NamedTuple):
+    """Active jobs (queued and, in preemptive rounds, running) at one scheduling pass."""
+
+    now_s: float
+    job: np.ndarray  # job ids
+    submit_s: np.ndarray
+    gpus: np.ndarray
+    remaining_solo_s: np.ndarray  # remaining iterations x solo iteration time, reference type
+    best_remaining_s: np.ndarray  # the same on the job's fastest allowed type
+    attained_gpu_s: np.ndarray  # GPU-seconds of service received so far
+    deadline_s: np.ndarray  # absolute; inf for best-effort jobs
+    running: np.ndarray  # bool
+
+
+class UnitView(NamedTuple):
+    """A packing candidate: one queued job, or a running group that can take more members."""
+
+    members: tuple[int, ...]  # job ids
+    gpus: int
+    running: bool
+    rank: int  # position of its best member in the pass's order (0 = first)
+    solo_iter_s: tuple[float, ...]  # per member, reference type
+    remaining_iters: tuple[int, ...]
+    deadline_s: tuple[float, ...]
+
+
+class PackingView(NamedTuple):
+    """Candidates for interleaving when queued demand exceeds free GPUs."""
+
+    now_s: float
+    units: tuple[UnitView, ...]
+    free_gpus: int
+    max_group_size: int
+    num_stages: int
+    restart_s: float
+    #: packed iteration time (with interference) of a set of jobs, reference type
+    estimate_iter_s: Callable[[tuple[int, ...]], float]
+
+
+class GroupView(NamedTuple):
+    """A group waiting for GPUs, with the mechanism's per-type estimates."""
+
+    members: tuple[int, ...]
+    gpus: int
+    allowed: tuple[bool, ...]  # per GPU type
+    iter_s: tuple[float, ...]  # group iteration time per type (inf where not allowed)
+    remaining_s: tuple[float, ...]  # restart + time until its last member ends, per type
+    meets_deadlines: tuple[bool, ...]  # every deadline member finishes in time on that type
+    has_deadline: bool
+    urgency: float  # max over members of remaining solo time / time to deadline (0: none)
+
+
+class AllocationView(NamedTuple):
+    """Groups in priority order and free GPUs per type."""
+
+    now_s: float
+    types: tuple[str, ...]
+    free_gpus: tuple[int, ...]
+    groups: tuple[GroupView, ...]
+
+
+class OrderingPolicy(Protocol):
+    """Decision point ``cluster.ordering``: the priority order of active jobs."""
+
+    def order(self, view: OrderingView) -> np.ndarray:
+        """Positions into the view's arrays, highest priority first (a permutation)."""
+        ...
+
+
+class PackingPolicy(Protocol):
+    """Decision point ``cluster.packing``: which candidates to interleave."""
+
+    def pack(self, view: PackingView) -> list[tuple[int, ...]]:
+        """Disjoint tuples of unit indices to merge into one group each."""
+        ...
+
+
+class AllocationPolicy(Protocol):
+    """Decision point ``cluster.allocation``: the GPU type of each waiting group."""
+
+    def allocate(self, view: AllocationView) -> list[int | None]:
+        """Per group, a type index with enough free GPUs, or None (wait)."""
+        ...

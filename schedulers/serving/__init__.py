@@ -1,0 +1,1 @@
+"""Policies of the LLM serving workload: deployment, routing and batching."""

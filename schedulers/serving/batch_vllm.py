@@ -1,0 +1,42 @@
+"""vLLM-like continuous batching: prefill-prioritised, whole prompts, FCFS."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, PositiveInt
+
+from schedulers.serving._admit import admit
+from schedulers.serving.view import BatchPlan, BatchView
+from simulator.registry import policies
+
+
+class VllmBatchParams(BaseModel):
+    """vLLM v0 scheduler limits: ``max_num_seqs`` 256 (its default) and
+    ``max_num_batched_tokens`` 8192 (its default for an 8k-context model)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_num_seqs: PositiveInt = 256
+    max_num_batched_tokens: PositiveInt = 8192
+
+
+@policies.register("serving.batching", "vllm")
+class VllmBatching:
+    """vLLM (Kwon et al., SOSP'23) iteration scheduling, simplified.
+
+    If waiting prompts fit (token budget, sequence cap, free KV blocks), the iteration
+    is a prefill of as many whole prompts as fit, in FCFS order, and running decodes
+    pause (prefill prioritised: the interference that disaggregation removes);
+    otherwise every running sequence decodes one step. Not modelled: the free-block
+    watermark, swapping (preemption is by recompute).
+    """
+
+    Params = VllmBatchParams
+
+    def __init__(self, params: VllmBatchParams, rng: np.random.Generator) -> None:
+        self.params = params
+
+    def plan(self, view: BatchView) -> BatchPlan:
+        """Prefill the admissible head of the queue, else decode."""
+        p = self.params
+        chunks = admit(view, p.max_num_batched_tokens, p.max_num_seqs, chunked=False)
+        return BatchPlan(chunks, with_decodes=not chunks)

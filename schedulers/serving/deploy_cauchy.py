@@ -1,0 +1,105 @@
+"""Cauchy's deployment: GPU combos ranked by Tokens/USD, then an integer program
+under availability (RECONSTRUCTION of an unpublished algorithm)."""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
+
+from schedulers.serving._milp import min_cost_counts
+from schedulers.serving._pools import demand
+from schedulers.serving.view import ConfigView, DeploymentView, InstanceSpec
+from simulator.registry import policies
+
+
+class CauchyParams(BaseModel):
+    """Unknown constants of the paper, exposed (``../shared/papers/serving.md`` §1.2):
+    ``pd_ratios``: prefill:decode instance ratios per combo; ``top_m``: combos kept by
+    Tokens/USD before the integer program; ``headroom``; ``tokens``: what a Tokens/USD
+    figure counts (output only, or prompt + output)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pd_ratios: list[tuple[PositiveInt, PositiveInt]] = Field(
+        default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)]
+    )
+    top_m: PositiveInt = 12
+    headroom: NonNegativeFloat = 0.0
+    tokens: Literal["output", "total"] = "output"
+
+
+class Combo(NamedTuple):
+    """A prefill config x n_p with a decode config x n_d, and its figures."""
+
+    prefill: ConfigView
+    decode: ConfigView
+    n_p: int
+    n_d: int
+    goodput_rps: float
+    usd_per_hour: float
+    tokens_per_usd: float
+
+
+def combos(view: DeploymentView, params: CauchyParams) -> list[Combo]:
+    """Every (prefill config, decode config, ratio) with goodput > 0, best Tokens/USD
+    first: goodput = min(n_p G_P, n_d G_D), cost = n_p C_P + n_d C_D,
+    Tokens/USD = 3600 x goodput x tokens per request / cost."""
+    per_req = view.mean_output_tokens
+    if params.tokens == "total":
+        per_req += view.mean_prompt_tokens
+    out = []
+    for p in view.configs:
+        for d in view.configs:
+            for n_p, n_d in params.pd_ratios:
+                g = min(n_p * p.prefill_rps, n_d * d.decode_rps)
+                cost = n_p * p.usd_per_hour + n_d * d.usd_per_hour
+                if g > 0:
+                    out.append(Combo(p, d, n_p, n_d, g, cost, 3600 * g * per_req / cost))
+    return sorted(out, key=lambda k: -k.tokens_per_usd)
+
+
+@policies.register("serving.deployment", "cauchy")
+class CauchyDeployment:
+    """Cauchy (SoCC'25): prefill and decode instances on the GPU types that suit each
+    phase, bundled as "GPU combos". Reconstructed (the paper's text is not public):
+    enumerate combos, keep the ``top_m`` by Tokens/USD, then choose replica counts by
+    an integer program: minimise $/h subject to goodput >= rate x (1 + headroom) and
+    GPUs of each type <= availability. Goodput per combo is the mechanism's roofline
+    estimate (the paper finds it by simulation). Each replica is a routing group."""
+
+    Params = CauchyParams
+
+    def __init__(self, params: CauchyParams, rng: np.random.Generator) -> None:
+        self.params = params
+
+    def deploy(self, view: DeploymentView) -> tuple[InstanceSpec, ...]:
+        """Replicas of the chosen combos, one group per replica."""
+        kept = combos(view, self.params)[: self.params.top_m]
+        types = [t for t, _ in view.available]
+        use = np.array([[_gpus(k, t) for k in kept] for t in types], dtype=float).reshape(
+            len(types), len(kept)
+        )
+        x = min_cost_counts(
+            np.array([k.usd_per_hour for k in kept]),
+            np.array([k.goodput_rps for k in kept]),
+            use,
+            np.array([n for _, n in view.available], dtype=float),
+            demand(view, self.params.headroom),
+        )
+        if x is None:
+            raise ValueError(
+                f"cauchy: target rate {view.target_rate_per_s} req/s does not fit the GPUs"
+            )
+        specs: list[InstanceSpec] = []
+        for k, count in zip(kept, x, strict=True):
+            for _ in range(int(count)):
+                g = len({s.group for s in specs})
+                specs += [InstanceSpec("prefill", k.prefill.gpu_type, k.prefill.tp, g)] * k.n_p
+                specs += [InstanceSpec("decode", k.decode.gpu_type, k.decode.tp, g)] * k.n_d
+        return tuple(specs)
+
+
+def _gpus(k: Combo, gpu_type: str) -> int:
+    n = k.n_p * k.prefill.gpus if k.prefill.gpu_type == gpu_type else 0
+    return n + (k.n_d * k.decode.gpus if k.decode.gpu_type == gpu_type else 0)

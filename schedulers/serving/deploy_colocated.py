@@ -1,0 +1,50 @@
+"""vLLM-like colocated homogeneous deployment: one GPU type, prefill and decode together."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
+
+from schedulers.serving._pools import pools
+from schedulers.serving.view import DeploymentView, InstanceSpec
+from simulator.registry import policies
+
+
+class ColocatedParams(BaseModel):
+    """``gpu_type``/``tp``: fix the configuration (None: search every type/degree);
+    ``headroom``: provision for ``rate x (1 + headroom)``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gpu_type: str | None = None
+    tp: PositiveInt | None = None
+    headroom: NonNegativeFloat = 0.0
+
+
+@policies.register("serving.deployment", "colocated")
+class ColocatedDeployment:
+    """vLLM (SOSP'23) as deployed in practice: identical instances that each run both
+    phases, on the one GPU type and TP degree that meets the target rate at least
+    cost (each instance is its own routing group). The best homogeneous baseline
+    when ``gpu_type`` is left open."""
+
+    Params = ColocatedParams
+
+    def __init__(self, params: ColocatedParams, rng: np.random.Generator) -> None:
+        self.params = params
+
+    def deploy(self, view: DeploymentView) -> tuple[InstanceSpec, ...]:
+        """Cheapest feasible homogeneous colocated pool."""
+        p = self.params
+        cands = [
+            c
+            for c in view.configs
+            if (p.gpu_type is None or c.gpu_type == p.gpu_type) and (p.tp is None or c.tp == p.tp)
+        ]
+        if not cands:
+            raise ValueError(f"colocated: no configuration matches gpu_type={p.gpu_type} tp={p.tp}")
+        found = pools(view, [("mixed", cands)], p.headroom)
+        if found is None:
+            raise ValueError(
+                f"colocated: target rate {view.target_rate_per_s} req/s does not fit the GPUs"
+            )
+        return tuple(s._replace(group=i) for i, s in enumerate(found))

@@ -1,0 +1,45 @@
+"""Splitwise-like pools: prompt machines of one GPU type, token machines of another."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, NonNegativeFloat
+
+from schedulers.serving._pools import pools
+from schedulers.serving.view import DeploymentView, InstanceSpec
+from simulator.registry import policies
+
+
+class SplitwiseParams(BaseModel):
+    """The Splitwise-HA design by default: prompts on H100, tokens on A100."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    prefill_type: str = "h100-sxm"
+    decode_type: str = "a100-80gb"
+    headroom: NonNegativeFloat = 0.0
+
+
+@policies.register("serving.deployment", "splitwise")
+class SplitwiseDeployment:
+    """Splitwise (Patel et al., ISCA'24): a prompt pool and a token pool, each of a
+    fixed GPU type chosen by the operator (HH, AA, HA variants), sized for the target
+    rate at least cost over TP degrees. Simplified: no mixed pool, no power capping."""
+
+    Params = SplitwiseParams
+
+    def __init__(self, params: SplitwiseParams, rng: np.random.Generator) -> None:
+        self.params = params
+
+    def deploy(self, view: DeploymentView) -> tuple[InstanceSpec, ...]:
+        """Cheapest feasible pools of the two fixed types."""
+        p = self.params
+        pre = [c for c in view.configs if c.gpu_type == p.prefill_type]
+        dec = [c for c in view.configs if c.gpu_type == p.decode_type]
+        if not pre or not dec:
+            raise ValueError(
+                f"splitwise: the cluster has no {p.prefill_type} or no {p.decode_type} GPU"
+            )
+        found = pools(view, [("prefill", pre), ("decode", dec)], p.headroom)
+        if found is None:
+            raise ValueError(f"splitwise: target rate {view.target_rate_per_s} does not fit")
+        return found

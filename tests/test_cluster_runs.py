@@ -1,0 +1,195 @@
+"""Cluster mechanism: exact same-instant log, GPU accounting and completion properties,
+trace errors naming file/line/column, and the papers' directions on short seeded runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simulator
+from simulator.cli import main
+from simulator.engine import Simulation
+from simulator.runner import build
+from simulator.scenario import from_dict, load_scenario
+from tests.conftest import SCENARIOS
+from workloads.cluster_model import GpuPool
+
+HEADER = "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,"
+HEADER += "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n"
+
+
+def trace(tmp_path: Path, rows: list[str]) -> Path:
+    path = tmp_path / "trace.csv"
+    path.write_text(HEADER + "".join(r + "\n" for r in rows))
+    return path
+
+
+def scenario(path: Path, gpus: int = 1, **execution: Any) -> dict[str, Any]:
+    ex = {"restart_s": 0.0, "round_s": None, "interference": [1.0, 1.0, 1.0, 1.0]}
+    ex.update(execution)
+    return {
+        "name": "t", "seed": 1,
+        "cluster": {"nodes": [{"name": "n", "devices": {"gpu": {"type": "v100"}}}]},
+        "workload": {
+            "kind": "cluster",
+            "inventory": [{"gpu_type": "v100", "nodes": 1, "gpus_per_node": gpus}],
+            "jobs": {"kind": "muri_trace", "path": str(path)},
+            "execution": ex,
+        },
+        "outputs": {"spans": False},
+    }  # fmt: skip
+
+
+def run_log(raw: dict[str, Any]) -> Any:
+    sc = from_dict(raw)
+    sim = Simulation(sc.seed)
+    wl = build(sc, sim)
+    wl.start()
+    sim.run(until=wl.done)
+    wl.check()
+    return wl
+
+
+def test_same_instant_exact_log(tmp_path: Path) -> None:
+    # One GPU. Job 0: 10 iterations of 1 s from t=0 -> ends at 10. Job 1 arrives at exactly
+    # t=10 (submit 10,000 ms). Arrival and completion at t=10 both precede ONE pass, which
+    # starts job 1; it runs 10 x 1 s -> 20. The arrival timer was created before job 0's
+    # completion timer, so it fires first at t=10.
+    path = trace(tmp_path, ["0,1,0,10,dqn,128,10000,0,1000,1000,0,0,0",
+                            "1,1,10000,10,dqn,128,10000,0,1000,1000,0,0,0"])  # fmt: skip
+    wl = run_log(scenario(path))
+    assert wl.log == [
+        ("arrive", 0.0, 0), ("pass", 0.0, -1), ("start", 0.0, 0),
+        ("arrive", 10.0, 1), ("finish", 10.0, 0), ("tick", 10.0, 0), ("pass", 10.0, -1),
+        ("start", 10.0, 1), ("finish", 20.0, 1), ("tick", 20.0, 1), ("pass", 20.0, -1),
+    ]  # fmt: skip
+
+
+def test_restart_delay_and_packing_completion_times(tmp_path: Path) -> None:
+    # One GPU, both jobs at t=0, Muri packing. Stages [4,1,0] and [1,3,0] s; best shifted
+    # column-max sum 6 (tests/test_cluster_policies.py), interference 1.2 for 2 jobs: packed
+    # iteration 7.2 s < 5 + 4 solo, so they interleave. Restart 2 s. Job 0 has 2 iterations,
+    # job 1 has 4: job 0 ends at 2 + 2 x 7.2 = 16.4; job 1 then runs alone (4 s/iter, no
+    # restart when a group shrinks) for its last 2: 16.4 + 8 = 24.4.
+    path = trace(tmp_path, ["0,1,0,2,dqn,128,1,0,1,4000,1000,0,0",
+                            "1,1,0,4,dqn,128,1,0,1,1000,3000,0,0"])  # fmt: skip
+    raw = scenario(path, restart_s=2.0, interference=[1.0, 1.2, 1.5])
+    raw["policies"] = {"packing": "muri"}
+    wl = run_log(raw)
+    assert wl.finish.tolist() == pytest.approx([16.4, 24.4])
+
+
+def test_gpu_pool_best_fit_and_spread() -> None:
+    pool = GpuPool(["a"], [(0, 8), (0, 8), (0, 4)])
+    assert pool.allocate(0, 4) == [(2, 4)]  # best fit: the 4-GPU node
+    assert pool.allocate(0, 6) == [(0, 6)]
+    assert pool.allocate(0, 10) == [(1, 8), (0, 2)]  # spread over most-free nodes
+    assert pool.allocate(0, 1) is None
+    pool.release([(1, 8), (0, 2)])
+    assert pool.free.tolist() == [10]
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    jobs=st.lists(
+        st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(0, 50), st.integers(1, 40),
+                  st.sampled_from(["dqn", "bert", "resnet18", "gpt2"])),
+        min_size=1, max_size=25),
+    packing=st.sampled_from(["none", "muri", "cuckoo"]),
+    ordering=st.sampled_from(["fifo", "tiresias", "cuckoo"]),
+)  # fmt: skip
+def test_every_job_completes_once_no_double_allocation(
+    tmp_path_factory: pytest.TempPathFactory, jobs: list, packing: str, ordering: str
+) -> None:
+    profile = {"dqn": "446,8,0", "bert": "0.5,160,18", "resnet18": "711,110,73", "gpt2": "1,410,40"}
+    rows = [f"{i},{g},{s * 1000},{it},{m},1,1,0,1,{profile[m]},0"
+            for i, (g, s, it, m) in enumerate(jobs)]  # fmt: skip
+    path = trace(tmp_path_factory.mktemp("h"), rows)
+    raw = scenario(path, gpus=8, restart_s=1.0, round_s=5.0, preemption=True)
+    raw["workload"]["inventory"].append({"gpu_type": "k80", "nodes": 1, "gpus_per_node": 8})
+    raw["policies"] = {"ordering": ordering, "packing": packing, "allocation": "cuckoo"}
+    wl = run_log(raw)  # check() asserts completion exactly once and the pool accounting
+    assert wl.completed == len(jobs)
+    assert wl.pool.free.tolist() == [8, 8]
+    assert (wl.done_iters == wl.jobs.iterations).all()
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("0,0,0,10,dqn,128,1,0,1,1000,0,0,0", "trace.csv:2: column num_gpu: must be >= 1"),
+        ("0,1,0,10,dqn,128,-5,0,1,1000,0,0,0", "trace.csv:2: column duration: must be >= 0"),
+        ("0,1,0,10,alexnet,128,1,0,1,1000,0,0,0", "trace.csv:2: column model_name: unknown"),
+    ],
+)
+def test_bad_trace_rows_name_file_line_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str, message: str
+) -> None:
+    path = trace(tmp_path, [row])
+    yaml_path = tmp_path / "s.yaml"
+    import yaml
+
+    yaml_path.write_text(yaml.safe_dump(scenario(path)))
+    assert main(["run", str(yaml_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "s.yaml: workload:" in err
+
+
+def test_bad_rows_skipped_and_counted_when_asked(tmp_path: Path) -> None:
+    path = trace(tmp_path, ["0,0,0,10,dqn,128,1,0,1,1000,0,0,0",
+                            "1,1,0,10,dqn,128,1,0,1,1000,0,0,0"])  # fmt: skip
+    raw = scenario(path)
+    raw["workload"]["jobs"]["skip_bad_rows"] = True
+    with pytest.warns(UserWarning, match="skipped 1 bad rows"):
+        summary = simulator.run(from_dict(raw)).summary.iloc[0]
+    assert summary["skipped_rows"] == 1 and summary["completed"] == 1
+
+
+def small_cuckoo(**over: Any) -> dict[str, float]:
+    base = {"workload.jobs.num_jobs": 120, "workload.jobs.arrival_rate_per_s": 0.004,
+            "workload.deadlines.factor_low": 0.5, "workload.deadlines.factor_high": 1.5}  # fmt: skip
+    base.update(over)
+    return dict(simulator.run(SCENARIOS / "cuckoo.yaml", overrides=base).summary.iloc[0])
+
+
+@pytest.mark.slow
+def test_cuckoo_beats_edf_tiresias_muri_on_deadlines() -> None:
+    # Direction of the paper's 2.38x DSR claim on a short overloaded run: Cuckoo's DSR is
+    # at least the best baseline's (tolerance 0), and strictly above Tiresias's.
+    cuckoo = small_cuckoo()
+    base = {
+        name: small_cuckoo(**{"policies.ordering": o, "policies.packing": p,
+                              "policies.allocation": a})
+        for name, (o, p, a) in {"edf": ("edf", "none", "first-fit"),
+                                "tiresias": ("tiresias", "none", "first-fit"),
+                                "muri": ("srtf", "muri", "first-fit")}.items()
+    }  # fmt: skip
+    assert cuckoo["dsr"] >= max(b["dsr"] for b in base.values())
+    assert cuckoo["dsr"] > base["tiresias"]["dsr"]
+
+
+@pytest.mark.slow
+def test_muri_packing_shortens_tiresias_makespan() -> None:
+    # Muri-L (Tiresias order + interleaving) vs Tiresias alone on the Philly-derived trace,
+    # all jobs at t=0 (the scenario's 400 jobs): interleaving raises throughput, so the
+    # makespan drops (measured 1.36e7 vs 1.40e7 s; asserted only as a direction).
+    sc = load_scenario(SCENARIOS / "muri.yaml")
+    muri = simulator.run(sc, overrides={"policies.ordering": "tiresias"}).summary.iloc[0]
+    tiresias = simulator.run(sc, overrides={"policies.ordering": "tiresias",
+                                            "policies.packing": "none"}).summary.iloc[0]  # fmt: skip
+    assert muri["packed_share"] > 0.3
+    assert muri["makespan_s"] < tiresias["makespan_s"]
+
+
+def test_scenarios_validate() -> None:
+    from tests.conftest import missing_shared_data
+
+    for name in ("muri", "cuckoo", "alibaba2023"):
+        path = SCENARIOS / f"{name}.yaml"
+        if missing_shared_data(path):
+            continue  # the Alibaba trace is not shipped; validated where ../shared has it
+        assert main(["validate", str(path)]) == 0

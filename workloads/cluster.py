@@ -1,0 +1,302 @@
+"""DL training jobs on a heterogeneous GPU cluster: queueing, packing and placement.
+
+Mechanism (events only, never a process per iteration): jobs arrive, wait, and run in
+groups of 1..max_group_size jobs sharing one gang of same-type GPUs, interleaving their
+stages (workloads.cluster_model). A group's members each finish one iteration per group
+iteration; when a group forms, grows, shrinks or is preempted, progress is settled and
+completion times are recomputed. A (re)start or regroup costs ``restart_s`` of no
+progress (checkpoint-restart). One coalesced scheduling pass runs at the end of each
+instant with an arrival, a completion or a periodic round (``sim.at_end_of_instant``):
+it asks the ordering, packing and allocation policies in turn, with views built by
+workloads.cluster_estimates. Rounds with ``preemption`` may first stop running groups
+that the order no longer admits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from devices.cluster import Cluster
+from simulator.engine import InvariantViolation, Simulation
+from simulator.registry import workloads
+from workloads.base import Workload
+from workloads.cluster_data import read_alibaba_nodes
+from workloads.cluster_estimates import Estimator
+from workloads.cluster_jobs import build_jobs
+from workloads.cluster_metrics import JOB_COLUMNS, METRICS, summarise
+from workloads.cluster_model import GpuPool
+from workloads.cluster_params import ClusterParams
+from workloads.cluster_pass import SchedulingPass
+
+
+@dataclass
+class Group:
+    """Jobs interleaved on one gang of GPUs of one type."""
+
+    gid: int
+    members: list[int]
+    t: int
+    gpus: int
+    parts: list[tuple[int, int]]
+    iter_s: float
+    since_s: float  # progress settled up to here
+    resume_s: float  # no progress before this (restart)
+    start_s: float
+    version: int = 0
+    sizes: list[int] = field(default_factory=list)
+
+
+def inventory(p: ClusterParams, base: Path) -> tuple[list[str], list[tuple[int, int]]]:
+    """GPU types (first-seen order) and (type index, GPUs) per node."""
+    if isinstance(p.inventory, list):
+        if not p.inventory:
+            raise ValueError("inventory: needs at least one node group")
+        rows = [(g.gpu_type, g.gpus_per_node) for g in p.inventory for _ in range(g.nodes)]
+    else:
+        rows = read_alibaba_nodes(base / p.inventory.trace_dir / p.inventory.file)
+    types = list(dict.fromkeys(t for t, _ in rows))
+    return types, [(types.index(t), g) for t, g in rows]
+
+
+@workloads.register("cluster")
+class ClusterWorkload(Workload):
+    """DL jobs with multi-resource stages on heterogeneous GPUs; Muri/Cuckoo packing."""
+
+    Params = ClusterParams
+    domain = "cluster"
+    decision_points: ClassVar[dict[str, str]] = {
+        "ordering": "fifo",
+        "packing": "none",
+        "allocation": "first-fit",
+    }
+    metrics: ClassVar[dict[str, str]] = METRICS
+
+    def __init__(
+        self, sim: Simulation, cluster: Cluster, params: ClusterParams,
+        policies: dict[str, Any], base_dir: Path,
+    ) -> None:  # fmt: skip
+        super().__init__(sim, cluster, params, policies, base_dir)
+        ex = params.execution
+        if len(ex.interference) < ex.max_group_size:
+            raise ValueError("execution.interference needs one factor per group size")
+        self.types, nodes = inventory(params, base_dir)
+        if params.speeds.reference_type not in self.types and params.jobs.kind != "alibaba2023":
+            raise ValueError(
+                f"speeds.reference_type {params.speeds.reference_type!r} is not in the "
+                f"inventory {self.types}"
+            )
+        self.pool = GpuPool(self.types, nodes)
+        rngs = {k: sim.rng(f"cluster.{k}") for k in ("jobs", "deadlines")}
+        self.jobs = build_jobs(params, self.types, base_dir, rngs)
+        ref = self.types.index(params.speeds.reference_type) if (
+            params.speeds.reference_type in self.types) else 0  # fmt: skip
+        self.est = Estimator(self.jobs, ex.interference, ref)
+        n = self.jobs.n
+        self.done_iters = np.zeros(n)
+        self.attained = np.zeros(n)
+        self.first_start = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.group_of = np.full(n, -1, dtype=np.int64)
+        self.last_type = np.full(n, -1, dtype=np.int64)
+        self.queued: dict[int, None] = {}
+        self.groups: dict[int, Group] = {}
+        self._next_gid = 0
+        self._next_arrival = 0
+        self._round_due = False
+        self._round_timer = False
+        self.completed = 0
+        self.rows = sim.recorder.table("jobs", JOB_COLUMNS)
+        self.allocs = sim.recorder.table(
+            "allocations", ("group", "gpu_type", "gpus", "size", "start_s", "end_s")
+        )
+        self.alloc_spans: list[tuple[int, int, float, float, int]] = []
+        self.log: list[tuple[str, float, int]] = []  # (event, time, job/group) for tests
+        self.passer = SchedulingPass(self)
+        sim.add_invariant(self.check_pool)
+
+    # ---- arrivals, rounds, passes -------------------------------------------------
+    def start(self) -> None:
+        """Schedule the first arrival."""
+        self._schedule_arrival()
+
+    def _schedule_arrival(self) -> None:
+        if self._next_arrival >= self.jobs.n:
+            return
+        delay = max(0.0, float(self.jobs.submit_s[self._next_arrival]) - self.sim.now)
+        self.sim.env.timeout(delay).callbacks.append(self._arrive)
+
+    def _arrive(self, _: object) -> None:
+        now, n = self.sim.now, self.jobs.n
+        while self._next_arrival < n and self.jobs.submit_s[self._next_arrival] <= now:
+            j = self._next_arrival
+            self.queued[j] = None
+            self.log.append(("arrive", now, j))
+            self._next_arrival += 1
+        self._request_pass()
+        self._start_rounds()
+        self._schedule_arrival()
+
+    def _start_rounds(self) -> None:
+        if self.params.execution.round_s is None or self._round_timer:
+            return
+        self._round_timer = True
+        self.sim.env.timeout(self.params.execution.round_s).callbacks.append(self._round)
+
+    def _round(self, _: object) -> None:
+        self._round_timer = False
+        if self.queued or self.groups:
+            self._round_due = True
+            self._request_pass()
+            self._start_rounds()
+
+    def _request_pass(self) -> None:
+        self.sim.at_end_of_instant(("cluster", "pass"), self._pass)
+
+    def _pass(self) -> None:
+        self.log.append(("pass", self.sim.now, -1))
+        if self._round_due and self.params.execution.preemption:
+            self.passer.preempt_round()
+        self._round_due = False
+        self.passer.fill()
+        if self.completed == self.jobs.n and not self.done.triggered:
+            self.done.succeed()
+
+    # ---- group life cycle ---------------------------------------------------------
+    def remaining(self, j: int) -> int:
+        """Whole iterations job ``j`` still has to run (ceil of the fractional rest)."""
+        return int(np.ceil(self.jobs.iterations[j] - self.done_iters[j] - 1e-9))
+
+    def start_group(self, members: list[int], t: int) -> None:
+        """Place a new group of queued jobs on type ``t`` (the pool picks the nodes)."""
+        gpus = int(self.jobs.gpus[members[0]])
+        parts = self.pool.allocate(t, gpus)
+        if parts is None:
+            raise InvariantViolation(f"allocation of {gpus} GPUs on {self.types[t]} failed")
+        now = self.sim.now
+        g = Group(self._next_gid, list(members), t, gpus, parts, 0.0, now,
+                  now + self.params.execution.restart_s, now)  # fmt: skip
+        self._next_gid += 1
+        self.groups[g.gid] = g
+        for j in members:
+            del self.queued[j]
+            self.group_of[j] = g.gid
+            self.last_type[j] = t
+            if np.isnan(self.first_start[j]):
+                self.first_start[j] = now
+            self.log.append(("start", now, j))
+        self._reschedule(g)
+
+    def join_group(self, g: Group, newcomers: list[int]) -> None:
+        """Add queued jobs to a running group: all members pay a restart."""
+        self.settle(g)
+        now = self.sim.now
+        for j in newcomers:
+            del self.queued[j]
+            self.group_of[j] = g.gid
+            self.last_type[j] = g.t
+            if np.isnan(self.first_start[j]):
+                self.first_start[j] = now
+            self.log.append(("start", now, j))
+        g.members.extend(newcomers)
+        g.resume_s = now + self.params.execution.restart_s
+        self._reschedule(g)
+
+    def stop_group(self, g: Group, preempted: bool) -> None:
+        """Release a group's GPUs; with ``preempted`` its members go back to the queue."""
+        self.settle(g)
+        self.pool.release(g.parts)
+        del self.groups[g.gid]
+        g.version += 1
+        span = (g.t, g.gpus, g.start_s, self.sim.now, max(g.sizes))
+        self.alloc_spans.append(span)
+        self.allocs.append(g.gid, self.types[g.t], g.gpus, span[4], g.start_s, self.sim.now)
+        for j in g.members:
+            self.group_of[j] = -1
+            if preempted:
+                self.preemptions[j] += 1
+                self.queued[j] = None
+                self.log.append(("preempt", self.sim.now, j))
+
+    def settle(self, g: Group) -> None:
+        """Credit the iterations and GPU service of ``g`` up to now."""
+        now = self.sim.now
+        begin = max(g.since_s, g.resume_s)
+        if now > begin:
+            self.done_iters[g.members] += (now - begin) / g.iter_s
+            self.attained[g.members] += (now - begin) * g.gpus
+        g.since_s = now
+
+    def _reschedule(self, g: Group) -> None:
+        g.iter_s = self.est.iter_s(g.members, g.t)
+        g.sizes.append(len(g.members))
+        g.version += 1
+        left = min(self.jobs.iterations[j] - self.done_iters[j] for j in g.members)
+        delay = max(g.resume_s, self.sim.now) - self.sim.now + max(0.0, left) * g.iter_s
+        version = g.version
+        self.sim.env.timeout(delay).callbacks.append(lambda _: self._tick(g, version))
+
+    def _tick(self, g: Group, version: int) -> None:
+        if g.version != version:
+            return  # superseded by a regroup, preemption or earlier completion
+        self.settle(g)
+        now = self.sim.now
+        tol = 1e-9 * self.jobs.iterations[g.members].max() + 1e-9
+        ended = [j for j in g.members if self.jobs.iterations[j] - self.done_iters[j] <= tol]
+        for j in ended:
+            self._finish(j, g)
+        g.members = [j for j in g.members if j not in ended]
+        if not g.members:
+            g.members = ended  # for the allocation record
+            self.stop_group(g, preempted=False)
+        else:
+            self._reschedule(g)
+        self.log.append(("tick", now, g.gid))
+        self._request_pass()
+
+    def _finish(self, j: int, g: Group) -> None:
+        now = self.sim.now
+        if not np.isnan(self.finish[j]):
+            raise InvariantViolation(f"job {j} completed twice")
+        self.done_iters[j] = self.jobs.iterations[j]
+        self.finish[j] = now
+        self.group_of[j] = -1
+        self.completed += 1
+        self.log.append(("finish", now, j))
+        jb = self.jobs
+        self.rows.append(
+            j, jb.model[j], int(jb.gpus[j]), float(jb.submit_s[j]), float(self.first_start[j]),
+            now, now - float(jb.submit_s[j]), float(self.first_start[j] - jb.submit_s[j]),
+            float(jb.deadline_s[j]), bool(now <= jb.deadline_s[j]), int(self.preemptions[j]),
+            self.types[g.t], len(g.members), float(jb.solo_s[j]),
+        )  # fmt: skip
+
+    # ---- checks and summary -------------------------------------------------------
+    def check_pool(self) -> None:
+        """No GPU double-allocated: free + allocated == capacity on every node."""
+        used = np.zeros_like(self.pool.capacity)
+        for g in self.groups.values():
+            for node, k in g.parts:
+                used[node] += k
+        if np.any(used + self.pool.node_free != self.pool.capacity) or np.any(used < 0):
+            raise InvariantViolation("GPU accounting broken: a GPU is double-allocated or lost")
+
+    def check(self) -> None:
+        """Every job completed exactly once; nothing left running or queued."""
+        if self.completed != self.jobs.n or np.isnan(self.finish).any():
+            raise InvariantViolation(f"{self.jobs.n - self.completed} jobs never completed")
+        if self.groups or self.queued:
+            raise InvariantViolation("groups or queued jobs left at the end")
+        self.check_pool()
+
+    def horizon_s(self) -> float | None:
+        """Last submit time plus the longest solo duration (a rough end guess)."""
+        return float(self.jobs.submit_s.max() + self.jobs.solo_s.max())
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """The summary row (definitions in :data:`workloads.cluster_metrics.METRICS`)."""
+        return summarise(self, end_s)

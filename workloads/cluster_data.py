@@ -1,0 +1,188 @@
+"""Readers for the cluster domain's data: inventories, job traces, speed and stage tables.
+
+A bad row raises ``ValueError('FILE:LINE: column C: ...')`` or, when the scenario asks
+(``skip_bad_rows: true``), is skipped and counted (a warning says how many).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: stage names of the iteration model (Muri's traces merge storage IO and CPU into "data")
+STAGES = ("data", "gpu", "net")
+ALIBABA_MODEL = "alibaba-task"
+
+
+class RowError(ValueError):
+    """One bad trace row: file, line and column named in the message."""
+
+    def __init__(self, path: Path, line: int, column: str, message: str) -> None:
+        super().__init__(f"{path}:{line}: column {column}: {message}")
+
+
+@dataclass(frozen=True)
+class RawJobs:
+    """Jobs as read from a source, before speeds and deadlines are attached."""
+
+    submit_s: np.ndarray  # (n,) float
+    gpus: np.ndarray  # (n,) int
+    model: tuple[str, ...]  # (n,)
+    iterations: np.ndarray  # (n,) int
+    stages_s: np.ndarray  # (n, len(STAGES)) per-iteration stage times on the reference type
+    allowed: tuple[frozenset[str] | None, ...]  # GPU types a job may use (None: any)
+    skipped_rows: int = 0
+
+
+def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line number, row) for every data row of a CSV file with a header."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        for row in reader:
+            yield reader.line_num, row
+
+
+def number(path: Path, line: int, row: dict[str, str], column: str, low: float = 0.0) -> float:
+    """``row[column]`` as a finite float >= ``low`` (RowError otherwise)."""
+    text = row.get(column)
+    if text is None:
+        raise RowError(path, line, column, "missing")
+    try:
+        value = float(text)
+    except ValueError:
+        raise RowError(path, line, column, f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < low:
+        raise RowError(path, line, column, f"must be >= {low:g}, got {text!r}")
+    return value
+
+
+def read_rows(
+    path: Path, parse: Callable[[int, dict[str, str]], Any], skip_bad: bool, limit: int | None
+) -> tuple[list[Any], int]:
+    """Parsed rows (``parse`` returns None to drop a row silently) and the bad-row count."""
+    out: list[Any] = []
+    bad = 0
+    for line, row in csv_rows(path):
+        if limit is not None and len(out) >= limit:
+            break
+        try:
+            item = parse(line, row)
+        except RowError:
+            if not skip_bad:
+                raise
+            bad += 1
+            continue
+        if item is not None:
+            out.append(item)
+    if bad:
+        warnings.warn(f"{path}: skipped {bad} bad rows", stacklevel=2)
+    return out, bad
+
+
+def read_muri_trace(
+    path: Path, known_models: set[str], skip_bad: bool, limit: int | None, at_zero: bool
+) -> RawJobs:
+    """Muri's trace format (times in ms; ../shared/data/muri-traces/SOURCE.md)."""
+
+    def parse(line: int, row: dict[str, str]) -> tuple[Any, ...]:
+        model = row.get("model_name", "")
+        if model not in known_models:
+            raise RowError(path, line, "model_name", f"unknown model {model!r}")
+        gpus = number(path, line, row, "num_gpu", 1)
+        stages = [number(path, line, row, f"resource_time_{i}") / 1e3 for i in range(3)]
+        if sum(stages) <= 0:
+            raise RowError(path, line, "resource_time_0", "all stage times are zero")
+        submit = number(path, line, row, "submit_time") / 1e3
+        number(path, line, row, "duration")
+        iters = number(path, line, row, "iterations", 1)
+        return (0.0 if at_zero else submit, int(gpus), model, int(iters), stages, None)
+
+    rows, bad = read_rows(path, parse, skip_bad, limit)
+    return _raw(rows, bad, path)
+
+
+def read_alibaba_tasks(
+    path: Path, gpu_types: set[str], skip_bad: bool, limit: int | None
+) -> RawJobs:
+    """GPU tasks of cluster-trace-gpu-v2023: one 1-s 'gpu' iteration per second of lifetime.
+
+    CPU-only tasks (num_gpu 0) and never-scheduled (Pending) tasks have no GPU lifetime
+    and are dropped without counting as bad; a fractional GPU (gpu_milli < 1000) is run
+    on a whole GPU (simplification: no GPU sharing below one device).
+    """
+
+    def parse(line: int, row: dict[str, str]) -> tuple[Any, ...] | None:
+        gpus = number(path, line, row, "num_gpu")
+        if gpus == 0 or not row.get("scheduled_time"):
+            return None
+        start = number(path, line, row, "scheduled_time")
+        end = number(path, line, row, "deletion_time")
+        if end - start <= 0:
+            raise RowError(path, line, "deletion_time", "negative or zero duration")
+        spec = frozenset(t for t in (row.get("gpu_spec") or "").split("|") if t)
+        unknown = sorted(spec - gpu_types)
+        if unknown:
+            raise RowError(path, line, "gpu_spec", f"unknown GPU type(s) {unknown}")
+        submit = number(path, line, row, "creation_time")
+        iters = max(1, round(end - start))
+        return (submit, int(gpus), ALIBABA_MODEL, iters, [0.0, 1.0, 0.0], spec or None)
+
+    rows, bad = read_rows(path, parse, skip_bad, limit)
+    return _raw(rows, bad, path)
+
+
+def _raw(rows: list[tuple[Any, ...]], bad: int, path: Path) -> RawJobs:
+    if not rows:
+        raise ValueError(f"{path}: no usable jobs")
+    rows.sort(key=lambda r: r[0])  # stable: trace order among equal submit times
+    return RawJobs(
+        submit_s=np.array([r[0] for r in rows], dtype=float),
+        gpus=np.array([r[1] for r in rows], dtype=np.int64),
+        model=tuple(r[2] for r in rows),
+        iterations=np.array([r[3] for r in rows], dtype=np.int64),
+        stages_s=np.array([r[4] for r in rows], dtype=float),
+        allowed=tuple(r[5] for r in rows),
+        skipped_rows=bad,
+    )
+
+
+def read_alibaba_nodes(path: Path) -> list[tuple[str, int]]:
+    """(GPU type, GPUs) of every GPU node of the Alibaba 2023 node list."""
+    out = []
+    for line, row in csv_rows(path):
+        gpus = int(number(path, line, row, "gpu"))
+        model = row.get("model") or ""
+        if gpus > 0:
+            if not model:
+                raise RowError(path, line, "model", "GPU node without a GPU type")
+            out.append((model, gpus))
+    if not out:
+        raise ValueError(f"{path}: no GPU nodes")
+    return out
+
+
+def read_speed_table(path: Path) -> dict[str, dict[str, float]]:
+    """Gavel job type -> GPU type -> isolated steps/s (a CSV with one column per type)."""
+    table: dict[str, dict[str, float]] = {}
+    for line, row in csv_rows(path):
+        name = row.pop("gavel_job_type", None)
+        if not name:
+            raise RowError(path, line, "gavel_job_type", "missing")
+        table[name] = {t: number(path, line, row, t) for t in row}
+    return table
+
+
+def read_stage_profiles(path: Path) -> dict[tuple[str, int], tuple[float, float, float]]:
+    """(model, GPUs) -> per-iteration (data, gpu, net) seconds from Muri's traces."""
+    out = {}
+    for line, row in csv_rows(path):
+        key = (row["model"], int(number(path, line, row, "num_gpu", 1)))
+        out[key] = tuple(number(path, line, row, c) / 1e3 for c in ("data_ms", "gpu_ms", "net_ms"))
+    return out  # type: ignore[return-value]

@@ -1,0 +1,125 @@
+"""The mechanism's estimates for the cluster policies, and the views built from them.
+
+Iteration times come from the interleaving model (workloads.cluster_model) with the
+job's GPU stage divided by its speed on each type (the throughput table); they are
+cached per (type, member profiles), so a pass costs O(candidates), not O(cluster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from schedulers.cluster.view import AllocationView, GroupView, OrderingView, PackingView, UnitView
+from workloads.cluster_jobs import JobTable
+from workloads.cluster_model import interleaved_iter_s
+
+
+class Estimator:
+    """Solo and packed iteration times per GPU type, cached by job profile."""
+
+    def __init__(self, jobs: JobTable, interference: list[float], ref_type: int) -> None:
+        self.jobs = jobs
+        self.interference = interference
+        self.ref = ref_type
+        keys = [(m, *row, *sp) for m, row, sp in zip(jobs.model, jobs.stages_s.tolist(),
+                                                     jobs.speed.tolist(), strict=True)]  # fmt: skip
+        index: dict[tuple[object, ...], int] = {}
+        self.profile = np.array([index.setdefault(k, len(index)) for k in keys], dtype=np.int64)
+        first = {p: j for j, p in reversed(list(enumerate(self.profile.tolist())))}
+        self._rep = [first[p] for p in range(len(index))]
+        self._cache: dict[tuple[int, tuple[int, ...]], float] = {}
+        n_types = jobs.speed.shape[1]
+        self.solo = np.array([[self.iter_s([j], t) for t in range(n_types)] for j in self._rep])
+
+    def iter_s(self, members: Sequence[int], t: int) -> float:
+        """Iteration time of the group ``members`` on type ``t`` (interference included)."""
+        key = (t, tuple(sorted(int(self.profile[j]) for j in members)))
+        hit = self._cache.get(key)
+        if hit is None:
+            reps = [self._rep[p] for p in key[1]]
+            stages = np.array([self.jobs.stages_on(j, t) for j in reps])
+            hit = self._cache[key] = interleaved_iter_s(stages, self.interference)
+        return hit
+
+    def solo_s(self, job: int, t: int) -> float:
+        """Solo iteration time of ``job`` on type ``t``."""
+        return float(self.solo[self.profile[job], t])
+
+    def ref_iter_s(self, members: tuple[int, ...]) -> float:
+        """Packed iteration time on the reference type (for the packing view)."""
+        return self.iter_s(members, self.ref)
+
+
+def readonly(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Read-only copies for a view."""
+    out = []
+    for a in arrays:
+        a = np.array(a)
+        a.flags.writeable = False
+        out.append(a)
+    return out
+
+
+def ordering_view(
+    now: float, ids: np.ndarray, running: np.ndarray, rem_iters: np.ndarray,
+    attained: np.ndarray, jobs: JobTable, est: Estimator,
+) -> OrderingView:  # fmt: skip
+    """Ordering snapshot of the jobs ``ids``."""
+    solo = est.solo[est.profile[ids]]  # (m, T)
+    allowed = jobs.allowed[ids]
+    best = np.where(allowed, solo, np.inf).min(axis=1)
+    cols = readonly(
+        ids, jobs.submit_s[ids], jobs.gpus[ids], rem_iters * solo[:, est.ref],
+        rem_iters * best, attained, jobs.deadline_s[ids], running,
+    )  # fmt: skip
+    return OrderingView(now, *cols)
+
+
+def unit_view(members: Sequence[int], running: bool, rank: int, rem: dict[int, int],
+              jobs: JobTable, est: Estimator) -> UnitView:  # fmt: skip
+    """A packing candidate."""
+    ms = tuple(int(j) for j in members)
+    return UnitView(
+        ms, int(jobs.gpus[ms[0]]), running, rank, tuple(est.solo_s(j, est.ref) for j in ms),
+        tuple(rem[j] for j in ms), tuple(float(jobs.deadline_s[j]) for j in ms),
+    )  # fmt: skip
+
+
+def packing_view(now: float, units: list[UnitView], free: int, max_size: int,
+                 restart_s: float, est: Estimator) -> PackingView:  # fmt: skip
+    """Packing snapshot."""
+    k = est.jobs.stages_s.shape[1]
+    return PackingView(now, tuple(units), free, max_size, k, restart_s, est.ref_iter_s)
+
+
+def group_view(now: float, members: Sequence[int], rem: dict[int, int], restart_s: float,
+               jobs: JobTable, est: Estimator) -> GroupView:  # fmt: skip
+    """A waiting group with its per-type estimates."""
+    n_types = jobs.speed.shape[1]
+    allowed = np.logical_and.reduce([jobs.allowed[j] for j in members])
+    iters = [est.iter_s(members, t) if allowed[t] else np.inf for t in range(n_types)]
+    worst = max(rem[j] for j in members)
+    remaining = [restart_s + worst * it for it in iters]
+    meets, urgency, has = [True] * n_types, 0.0, False
+    for j in members:
+        d = float(jobs.deadline_s[j])
+        if not np.isfinite(d):
+            continue
+        has = True
+        left = d - now
+        meets = [m and restart_s + rem[j] * it <= left for m, it in zip(meets, iters, strict=True)]
+        best = min(est.solo_s(j, t) for t in range(n_types) if allowed[t]) if allowed.any() else 0
+        if 0 < rem[j] * best <= left:
+            urgency = max(urgency, rem[j] * best / left)
+    return GroupView(
+        tuple(int(j) for j in members), int(jobs.gpus[members[0]]), tuple(bool(a) for a in allowed),
+        tuple(iters), tuple(remaining), tuple(meets), has, urgency,
+    )  # fmt: skip
+
+
+def allocation_view(now: float, types: list[str], free: np.ndarray,
+                    groups: list[GroupView]) -> AllocationView:  # fmt: skip
+    """Allocation snapshot."""
+    return AllocationView(now, tuple(types), tuple(int(f) for f in free), tuple(groups))

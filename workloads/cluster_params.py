@@ -1,0 +1,146 @@
+"""The ``workload:`` block of a ``cluster`` scenario (DL jobs on a heterogeneous GPU cluster).
+
+Every constant that is not read from data is a parameter here, with its source named in
+the field description. Paths are relative to the scenario file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
+
+from workloads.base import WorkloadParams
+
+DATA_DIR = Path(__file__).parent / "data" / "cluster"
+
+#: Muri model -> Gavel job type used for its per-GPU-type speed (assumption: nearest model
+#: family in Gavel's measured set; Gavel measured neither VGG, ShuffleNet, BERT, GPT-2 nor DQN).
+DEFAULT_MODEL_MAP = {
+    "vgg16": "ResNet-50 (batch size 64)",
+    "vgg19": "ResNet-50 (batch size 64)",
+    "resnet18": "ResNet-18 (batch size 32)",
+    "shufflenet_v2_x1_0": "ResNet-18 (batch size 32)",
+    "bert": "Transformer (batch size 128)",
+    "gpt2": "LM (batch size 20)",
+    "a2c": "A3C",
+    "dqn": "A3C",
+}
+
+#: GPUs-per-job weights of Muri's trace1 (Philly-derived; ../shared/data/muri-traces/SOURCE.md)
+PHILLY_GPU_COUNTS = {1: 536, 2: 5, 4: 423, 8: 465, 16: 40, 32: 25}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodeGroup(_Strict):
+    """``nodes`` identical machines, each with ``gpus_per_node`` GPUs of one type."""
+
+    gpu_type: str
+    nodes: PositiveInt
+    gpus_per_node: PositiveInt = 8
+
+
+class AlibabaInventory(_Strict):
+    """The GPU node list of Alibaba's cluster-trace-gpu-v2023 (one node per row)."""
+
+    kind: Literal["alibaba2023"] = "alibaba2023"
+    trace_dir: str = Field(description="folder holding openb_node_list_gpu_node.csv")
+    file: str = "openb_node_list_gpu_node.csv"
+
+
+class SyntheticJobs(_Strict):
+    """Poisson arrivals; GPU counts, models and lognormal solo durations as documented."""
+
+    kind: Literal["synthetic"] = "synthetic"
+    num_jobs: PositiveInt = 200
+    arrival_rate_per_s: PositiveFloat = 0.01
+    gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
+        default_factory=lambda: [(c, float(w)) for c, w in sorted(PHILLY_GPU_COUNTS.items())],
+        min_length=1,
+        description="[GPUs per job, weight] pairs (default: Muri trace1, Philly-derived)",
+    )
+    models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
+    duration_median_s: PositiveFloat = 3600.0
+    duration_sigma: NonNegativeFloat = Field(1.0, description="sigma of ln(solo duration)")
+
+
+class MuriTraceJobs(_Strict):
+    """A job trace in Muri's CSV format (Philly-derived durations, per-stage times)."""
+
+    kind: Literal["muri_trace"] = "muri_trace"
+    path: str
+    max_jobs: PositiveInt | None = None
+    submit_at_zero: bool = Field(False, description="all jobs at t=0, as Muri's *_pr traces")
+    skip_bad_rows: bool = False
+
+
+class AlibabaJobs(_Strict):
+    """GPU tasks of Alibaba's cluster-trace-gpu-v2023 (lifetimes, GPU counts, type limits)."""
+
+    kind: Literal["alibaba2023"] = "alibaba2023"
+    trace_dir: str
+    file: str = "openb_pod_list_default.csv"
+    max_jobs: PositiveInt | None = None
+    skip_bad_rows: bool = False
+
+
+Jobs = Annotated[SyntheticJobs | MuriTraceJobs | AlibabaJobs, Field(discriminator="kind")]
+
+
+class SpeedTable(_Strict):
+    """Per-model, per-GPU-type throughput (Gavel's measured isolated steps/s, MIT)."""
+
+    path: str = Field(str(DATA_DIR / "gavel_throughputs_sf1.csv"))
+    reference_type: str = Field("v100", description="type the jobs' stage times refer to")
+    model_map: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODEL_MAP))
+    type_speeds: dict[str, PositiveFloat] = Field(
+        default_factory=dict,
+        description="GPU types absent from the table -> speed relative to the reference "
+        "type, applied to every model (an assumption the scenario must state)",
+    )
+
+
+class Deadlines(_Strict):
+    """D = submit + lambda x solo duration on the reference type, lambda ~ U[low, high]."""
+
+    fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of jobs with a deadline")
+    factor_low: PositiveFloat = 0.5
+    factor_high: PositiveFloat = 1.5
+
+
+class Execution(_Strict):
+    """How groups run: interference, group size, restarts and scheduling rounds."""
+
+    interference: list[PositiveFloat] = Field(
+        default_factory=lambda: [1.015, 1.33, 1.5, 1.37],
+        description="iteration-time multiplier for groups of 1, 2, 3, 4 jobs (Muri's code)",
+    )
+    max_group_size: int = Field(3, ge=1, le=4, description="at most the number of stages")
+    restart_s: NonNegativeFloat = Field(
+        10.0, description="checkpoint-restart delay on (re)start or regroup (Muri: 4-46 s)"
+    )
+    round_s: PositiveFloat | None = Field(
+        300.0, description="period of scheduling rounds (None: only on arrivals/completions)"
+    )
+    preemption: bool = Field(False, description="rounds may preempt running groups")
+    window: PositiveInt = Field(64, description="queued jobs considered per pass")
+    pack_window: PositiveInt = Field(
+        16, description="queued jobs and open running groups offered to packing per pass"
+    )
+
+
+class ClusterParams(WorkloadParams):
+    """The ``workload:`` block of a cluster-scheduling scenario."""
+
+    kind: Literal["cluster"] = "cluster"
+    inventory: list[NodeGroup] | AlibabaInventory
+    jobs: Jobs
+    speeds: SpeedTable = Field(default_factory=lambda: SpeedTable.model_validate({}))
+    deadlines: Deadlines = Field(default_factory=lambda: Deadlines.model_validate({}))
+    execution: Execution = Field(default_factory=lambda: Execution.model_validate({}))
+    stage_profiles_path: str = Field(str(DATA_DIR / "muri_stage_profiles.csv"))
+    utilisation_bins: PositiveInt = Field(50, description="time bins of the utilisation table")

@@ -1,0 +1,315 @@
+"""LLM serving on heterogeneous GPUs: colocated or prefill/decode-disaggregated
+instances with continuous batching, a paged KV cache and KV transfer.
+
+At build time the mechanism prices every (GPU type, TP degree) of the cluster with the
+iteration roofline (:mod:`workloads.serving_deploy`), hands the configs and the target
+rate to the ``serving.deployment`` policy, and places the instances it returns on free
+GPUs (a TP group on one node). Each instance loads its weights from its node's CPU over
+the topology, then runs iterations (:mod:`workloads.serving_instance`). A request
+arrives, ``serving.routing`` picks an entry instance (colocated or prefill); after a
+disaggregated prefill, ``serving.routing`` picks a decode instance and the KV cache
+(prompt tokens x KV bytes per token) is copied between the TP ranks of the two
+instances over the cluster's links; the prefill instance frees it on arrival.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+from devices.cluster import Cluster
+from schedulers.serving.view import DeploymentView, RouteView
+from simulator.engine import InvariantViolation, Simulation
+from simulator.registry import workloads
+from workloads.base import Workload, WorkloadParams
+from workloads.models import model_spec
+from workloads.serving_deploy import Config, Slo, candidate_configs, gpu_price, place
+from workloads.serving_instance import Instance, Lud, RequestState
+from workloads.serving_metrics import METRICS, RequestTimes, latency_summary
+from workloads.serving_report import instance_rows, run_summary
+from workloads.serving_requests import RequestsConfig, generate
+
+DEFAULT_FABRICS = {
+    "a100-80gb": "a100-nvswitch",
+    "a100-40gb": "a100-nvswitch",
+    "a800": "a800-nvswitch",
+    "h100-sxm": "h100-nvswitch",
+    "h800": "h800-nvlink",
+}
+
+
+class SloConfig(BaseModel):
+    """Latency SLOs of every request."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ttft_s: PositiveFloat = 1.0
+    tpot_s: PositiveFloat = 0.1
+
+
+class LudConfig(BaseModel):
+    """Lexical unit decoding (LUD, LREC-COLING'24): ``lookahead`` positions per decode
+    step, each accepted with probability ``accept_p`` after the previous one. p = 0.27
+    and K = 4 give E[A] = 1.36 (``../shared/papers/serving.md`` §7.3, a calibration to
+    the abstract's 1.33x, not a measurement)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    lookahead: PositiveInt = 4
+    accept_p: float = Field(0.27, ge=0.0, lt=1.0)
+
+
+class ServingParams(WorkloadParams):
+    """The ``workload:`` block of a serving scenario."""
+
+    kind: Literal["serving"] = "serving"
+    model: str = "llama-3-8b"
+    dtype: Literal["fp16", "bf16"] = "fp16"
+    requests: RequestsConfig = RequestsConfig()
+    slo: SloConfig = SloConfig()
+    deployment_rate_per_s: PositiveFloat | None = None
+    tp_options: list[PositiveInt] = Field(default_factory=lambda: [1, 2, 4, 8])
+    tp_fabrics: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_FABRICS))
+    mem_fraction: float = Field(0.9, gt=0.0, le=1.0)
+    block_tokens: PositiveInt = 16
+    max_batch: PositiveInt = 256
+    slo_mean_fraction: float = Field(0.5, gt=0.0, le=1.0)
+    estimate_sample: PositiveInt = 256
+    price_preset: str = "catalogue"
+    tokens: Literal["output", "total"] = "output"
+    lud: LudConfig | None = None
+    truncate_to_context: bool = True
+    gpus: list[str] | None = None
+    load_weights: bool = True
+
+    @model_validator(mode="after")
+    def _known_model(self) -> ServingParams:
+        model_spec(self.model)
+        return self
+
+
+@workloads.register("serving")
+class ServingWorkload(Workload):
+    """LLM requests served by colocated or disaggregated instances on mixed GPUs."""
+
+    Params = ServingParams
+    domain = "serving"
+    decision_points: ClassVar[dict[str, str]] = {
+        "deployment": "colocated",
+        "routing": "least-outstanding",
+        "batching": "vllm",
+    }
+    metrics: ClassVar[dict[str, str]] = METRICS
+
+    def __init__(
+        self, sim: Simulation, cluster: Cluster, params: ServingParams,
+        policies: dict[str, Any], base_dir: Path,
+    ) -> None:  # fmt: skip
+        super().__init__(sim, cluster, params, policies, base_dir)
+        self.model = model_spec(params.model)
+        req = generate(params.requests, sim.rng("serving.requests"), base_dir)
+        prompt = req.prompt
+        if params.truncate_to_context:
+            prompt = np.minimum(prompt, np.maximum(self.model.max_context - req.output, 1))
+        self.times = RequestTimes(
+            req.arrival_s, np.full(len(req), np.nan), np.full(len(req), np.nan), prompt, req.output
+        )
+        self.reqs = RequestState(prompt.tolist(), req.output.tolist())
+        self.slo = Slo(params.slo.ttft_s, params.slo.tpot_s)
+        self.configs = self._configs()
+        self.instances = self._deploy()
+        self.entry = [s for s in self.instances if s.role != "decode"]
+        self.decode = [s for s in self.instances if s.role == "decode"]
+        self._check_deployment()
+        self.kv_transfer_s: list[float] = []
+        self.kv_transfer_bytes = 0
+        self.setup_s = 0.0
+        self._finished = 0
+        self._arrival = req.arrival_s.tolist()
+
+    # ---- build -----------------------------------------------------------------------
+    def _gpus(self) -> dict[str, tuple[Any, int, int]]:
+        names = self.params.gpus or self.cluster.device_names(kinds=("gpu",))
+        out: dict[str, tuple[Any, int, int]] = {}
+        self._free: dict[str, dict[str, list[str]]] = {}
+        for n in names:
+            dev = self.cluster.device(n)
+            spec, count, mem = out.get(dev.spec.name, (dev.spec, 0, 0))
+            cap = self.cluster.memory(n).capacity_bytes
+            out[dev.spec.name] = (spec, count + 1, cap if count == 0 else min(mem, cap))
+            self._free.setdefault(dev.spec.name, {}).setdefault(dev.node, []).append(n)
+        return out
+
+    def _configs(self) -> dict[tuple[str, int], Config]:
+        p = self.params
+        self.gpu_types = self._gpus()
+        prompts = self.times.prompt
+        sample = prompts[:: max(len(prompts) // p.estimate_sample, 1)]
+        f = p.slo_mean_fraction
+        found = candidate_configs(
+            self.model, p.dtype, self.gpu_types, p.tp_options, p.tp_fabrics, p.mem_fraction,
+            sample, float(self.times.output.mean()), Slo(self.slo.ttft_s * f, self.slo.tpot_s * f),
+            p.price_preset, p.max_batch,
+        )  # fmt: skip
+        return {(c.view.gpu_type, c.view.tp): c for c in found}
+
+    def _deploy(self) -> list[Instance]:
+        p = self.params
+        rate = p.deployment_rate_per_s or p.requests.rate_per_s
+        if rate is None:
+            span = float(self.times.arrival_s[-1] - self.times.arrival_s[0])
+            rate = (len(self.times.arrival_s) - 1) / span if span > 0 else 1.0
+        view = DeploymentView(
+            rate, float(self.times.prompt.mean()), float(self.times.output.mean()),
+            self.slo.ttft_s, self.slo.tpot_s,
+            tuple((t, c) for t, (_, c, _) in self.gpu_types.items()),
+            tuple(c.view for c in self.configs.values()),
+        )  # fmt: skip
+        specs = tuple(self.policies["deployment"].deploy(view))
+        for s in specs:
+            if (s.gpu_type, s.tp) not in self.configs:
+                raise ValueError(f"deployment: {s.gpu_type} with tp={s.tp} is not a valid config")
+        self.placement = place(specs, self._free)
+        lud = Lud(p.lud.lookahead, p.lud.accept_p) if p.lud else None
+        out = []
+        for k, s in enumerate(specs):
+            cfg = self.configs[(s.gpu_type, s.tp)]
+            inst = Instance(
+                self.sim, k, s.role, s.group, cfg.cost, cfg.kv_tokens, p.block_tokens,
+                self.policies["batching"], self.reqs, self._prefilled, self._finished_cb,
+                lud, self.sim.rng(f"serving.lud.{k}"),
+            )  # fmt: skip
+            v = cfg.view
+            inst.goodput_rps = {"prefill": v.prefill_rps, "decode": v.decode_rps}.get(
+                s.role, v.colocated_rps
+            )
+            out.append(inst)
+        return out
+
+    def _check_deployment(self) -> None:
+        if not self.entry:
+            raise ValueError("deployment: no colocated or prefill instance")
+        if any(s.role == "prefill" for s in self.entry) and not self.decode:
+            raise ValueError("deployment: prefill instances but no decode instance")
+        need = int((self.times.prompt + self.times.output).max())
+        for s in self.instances:
+            cap = s.capacity_blocks * s.block_tokens
+            if need > cap:
+                raise ValueError(
+                    f"instance {s.number} ({s.cost.spec.name}, tp={s.cost.tp}) holds {cap} KV "
+                    f"tokens; the longest request needs {need}"
+                )
+
+    # ---- run -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Load every instance's weights, then schedule the first arrival."""
+        for inst, devs in zip(self.instances, self.placement, strict=True):
+            self._load(inst, devs)
+        if self._arrival:
+            self._schedule(0)
+
+    def _load(self, inst: Instance, devs: list[str]) -> None:
+        share = inst.cost.weight_bytes // inst.cost.tp
+        kv = inst.capacity_blocks * inst.block_tokens * inst.cost.kv_bytes_per_token // inst.cost.tp
+        events = []
+        for d in devs:
+            mem = self.cluster.memory(d)
+            mem.allocate("weights", share)
+            mem.allocate("kv-cache", kv)
+            host = self.cluster.host_of(d)
+            if self.params.load_weights and host is not None:
+                events.append(self.cluster.copy(host, d, share, name="weights"))
+        if not events:
+            inst.set_ready()
+            return
+
+        def ready(_: object) -> None:
+            self.setup_s = max(self.setup_s, self.sim.now)
+            inst.set_ready()
+
+        self.sim.env.all_of(events).callbacks.append(ready)
+
+    def _schedule(self, i: int) -> None:
+        ev = self.sim.env.timeout(max(0.0, self._arrival[i] - self.sim.now))
+        ev.callbacks.append(lambda _e: self._arrive(i))
+
+    def _route(
+        self, i: int, stage: Literal["entry", "decode"], pool: list[Instance], group: int
+    ) -> Instance:
+        view = RouteView(
+            self.sim.now, i, self.reqs.prefill_len[i], stage, group, tuple(s.view() for s in pool)
+        )
+        k = self.policies["routing"].route(view)
+        if not 0 <= k < len(self.instances) or self.instances[k] not in pool:
+            raise InvariantViolation(f"routing chose instance {k}, not a {stage} candidate")
+        return self.instances[k]
+
+    def _arrive(self, i: int) -> None:
+        if i + 1 < len(self._arrival):
+            self._schedule(i + 1)
+        self._route(i, "entry", self.entry, -1).submit(i)
+
+    def _prefilled(self, i: int, inst: Instance) -> None:
+        if np.isnan(self.times.first_token_s[i]):
+            self.times.first_token_s[i] = self.sim.now
+        if inst.role != "prefill":
+            return
+        if self.reqs.left[i] <= 0:
+            inst.release(i)
+            self._finished_cb(np.array([i]), inst)
+            return
+        dec = self._route(i, "decode", self.decode, inst.group)
+        self._transfer(i, inst, dec)
+
+    def _transfer(self, i: int, src: Instance, dst: Instance) -> None:
+        nbytes = self.reqs.prefill_len[i] * self.model.kv_bytes_per_token(self.params.dtype)
+        a, b = self.placement[src.number], self.placement[dst.number]
+        pairs = min(len(a), len(b))
+        events = [self.cluster.copy(a[j], b[j], nbytes // pairs, name="kv") for j in range(pairs)]
+        self.kv_transfer_bytes += nbytes
+        start = self.sim.now
+
+        def arrived(_: object) -> None:
+            self.kv_transfer_s.append(self.sim.now - start)
+            src.release(i)
+            dst.handoff(i)
+
+        self.sim.env.all_of(events).callbacks.append(arrived)
+
+    def _finished_cb(self, ids: np.ndarray, inst: Instance) -> None:
+        self.times.finish_s[ids] = self.sim.now
+        self._finished += len(ids)
+        if self._finished == len(self._arrival):
+            self.done.succeed()
+
+    # ---- results -----------------------------------------------------------------------
+    def horizon_s(self) -> float | None:
+        """Last arrival time."""
+        return self._arrival[-1] if self._arrival else None
+
+    def check(self) -> None:
+        """Every request finished once, after its first token, with no KV left held."""
+        t = self.times
+        if self._finished != len(t.arrival_s) or not np.isfinite(t.finish_s).all():
+            raise InvariantViolation(f"{self._finished} of {len(t.arrival_s)} requests finished")
+        if (t.finish_s < t.first_token_s).any() or (t.first_token_s < t.arrival_s).any():
+            raise InvariantViolation("a request finished before its first token or arrival")
+        held = [s.number for s in self.instances if s.used_blocks or len(s.ids)]
+        if held:
+            raise InvariantViolation(f"instances {held} still hold KV blocks at the end")
+
+    def price_per_gpu_hour(self, gpu_type: str) -> float:
+        """$/GPU-hour of ``gpu_type`` under the run's preset."""
+        return gpu_price(self.gpu_types[gpu_type][0], self.params.price_preset)
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """See :data:`workloads.serving_metrics.METRICS`."""
+        table = self.sim.recorder.table("instances", tuple(instance_rows(self, end_s)[0]))
+        for row in instance_rows(self, end_s):
+            table.append(*row.values())
+        out: dict[str, float | int | str] = dict(
+            latency_summary(self.times, *self.slo.__dict__.values())
+        )
+        out.update(run_summary(self, end_s))
+        return out
