@@ -33,3 +33,9 @@ def missing_shared_data(scenario: Path) -> str | None:
         if not (SHARED / "data" / name).exists():
             return name
     return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run slow tests first, so that parallel workers start with the long ones and the
+    short ones fill in behind them (the order is stable, the same in every worker)."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)

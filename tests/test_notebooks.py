@@ -29,7 +29,6 @@ def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_scenario_validates() -> None:
     from simulator.cli import main
-
     from tests.conftest import missing_shared_data
 
     for scenario in sorted((ROOT / "scenarios").glob("*.yaml")):

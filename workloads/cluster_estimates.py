@@ -30,6 +30,8 @@ class Estimator:
         first = {p: j for j, p in reversed(list(enumerate(self.profile.tolist())))}
         self._rep = [first[p] for p in range(len(index))]
         self._cache: dict[tuple[int, tuple[int, ...]], float] = {}
+        self._group_cache: dict[tuple[object, ...], tuple[float, ...]] = {}
+        self._best_cache: dict[tuple[object, ...], float] = {}
         n_types = jobs.speed.shape[1]
         self.solo = np.array([[self.iter_s([j], t) for t in range(n_types)] for j in self._rep])
 
@@ -46,6 +48,30 @@ class Estimator:
     def solo_s(self, job: int, t: int) -> float:
         """Solo iteration time of ``job`` on type ``t``."""
         return float(self.solo[self.profile[job], t])
+
+    def group_iters(self, members: Sequence[int]) -> tuple[tuple[bool, ...], tuple[float, ...]]:
+        """Types every member may use, and the group's iteration time per type (inf: not
+        allowed); cached by member profiles and allowed types."""
+        allowed = tuple(
+            bool(a) for a in np.logical_and.reduce([self.jobs.allowed[j] for j in members])
+        )
+        key = (tuple(sorted(int(self.profile[j]) for j in members)), allowed)
+        hit = self._group_cache.get(key)
+        if hit is None:
+            hit = self._group_cache[key] = tuple(
+                self.iter_s(members, t) if ok else np.inf for t, ok in enumerate(allowed)
+            )
+        return allowed, hit
+
+    def best_solo_s(self, job: int, allowed: tuple[bool, ...]) -> float:
+        """Solo iteration time of ``job`` on its fastest type among ``allowed`` (0: none)."""
+        key = (int(self.profile[job]), allowed)
+        hit = self._best_cache.get(key)
+        if hit is None:
+            row = self.solo[key[0]]
+            ok = [t for t, a in enumerate(allowed) if a]
+            hit = self._best_cache[key] = min(float(row[t]) for t in ok) if ok else 0
+        return hit
 
     def ref_iter_s(self, members: tuple[int, ...]) -> float:
         """Packed iteration time on the reference type (for the packing view)."""
@@ -97,12 +123,10 @@ def packing_view(now: float, units: list[UnitView], free: int, max_size: int,
 def group_view(now: float, members: Sequence[int], rem: dict[int, int], restart_s: float,
                jobs: JobTable, est: Estimator) -> GroupView:  # fmt: skip
     """A waiting group with its per-type estimates."""
-    n_types = jobs.speed.shape[1]
-    allowed = np.logical_and.reduce([jobs.allowed[j] for j in members])
-    iters = [est.iter_s(members, t) if allowed[t] else np.inf for t in range(n_types)]
+    allowed, iters = est.group_iters(members)
     worst = max(rem[j] for j in members)
     remaining = [restart_s + worst * it for it in iters]
-    meets, urgency, has = [True] * n_types, 0.0, False
+    meets, urgency, has = [True] * len(iters), 0.0, False
     for j in members:
         d = float(jobs.deadline_s[j])
         if not np.isfinite(d):
@@ -110,12 +134,12 @@ def group_view(now: float, members: Sequence[int], rem: dict[int, int], restart_
         has = True
         left = d - now
         meets = [m and restart_s + rem[j] * it <= left for m, it in zip(meets, iters, strict=True)]
-        best = min(est.solo_s(j, t) for t in range(n_types) if allowed[t]) if allowed.any() else 0
+        best = est.best_solo_s(j, allowed)
         if 0 < rem[j] * best <= left:
             urgency = max(urgency, rem[j] * best / left)
     return GroupView(
-        tuple(int(j) for j in members), int(jobs.gpus[members[0]]), tuple(bool(a) for a in allowed),
-        tuple(iters), tuple(remaining), tuple(meets), has, urgency,
+        tuple(int(j) for j in members), int(jobs.gpus[members[0]]), allowed,
+        iters, tuple(remaining), tuple(meets), has, urgency,
     )  # fmt: skip
 
 

@@ -39,7 +39,8 @@ class SchedulingPass:
         rem = wl.jobs.iterations[ids] - wl.done_iters[ids]
         view = ordering_view(wl.sim.now, ids, running, rem, wl.attained[ids], wl.jobs, wl.est)
         order = np.asarray(wl.policies["ordering"].order(view))
-        if sorted(order.tolist()) != list(range(len(ids))):
+        n = len(ids)
+        if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
             raise InvariantViolation("ordering policy did not return a permutation")
         return ids[order]
 

@@ -124,8 +124,8 @@ class MoEWorkload(Workload):
         self.trace = build_trace(params.routing, self.model, w + p + o, rng, base_dir)
         self.steps = self._steps(params)
         self.counters = Counters()
-        self.ones_k = frozen(np.ones(self.model.top_k, dtype=np.int64))
         self.predictions: Any = None  # TokenPredictions of the current decode token
+        self._token: tuple[int, np.ndarray] = (-1, np.zeros((0, 0)))  # (t, its probs)
         self.res = self._allocate()
         self._allocate_memory()
         self._layers = sim.recorder.table("layers", LAYER_COLUMNS)
@@ -291,7 +291,7 @@ class MoEWorkload(Workload):
     ) -> tuple[float, float]:
         """Run one MoE layer; returns (barrier time, mean experts per token)."""
         now = self.sim.now
-        probs = frozen(self.trace.probs(t0, t1, layer))
+        probs = self._probs(t0, t1, layer)
         mask, ids, loads = route(self.gating, self._gating_view(layer, phase, probs))
         self.cache.observe(layer, probs, mask, index)
         used = self.res.settle_prefetches(layer, ids)
@@ -303,20 +303,32 @@ class MoEWorkload(Workload):
         router, end, gbusy, cbusy, stall, copied, out = timeline(
             view, placed, self.res, now, costs, spans
         )
-        hits = int(view.cached.sum())
+        hits = int(np.count_nonzero(view.cached))
         in_use = ids[view.cached]
         if copied:
-            moved = np.array([e for e in placed.gpu if not self.res.cached[layer, e]])
+            resident = set(in_use.tolist())
+            moved = np.array([e for e in placed.gpu if e not in resident], dtype=np.int64)
             self.res.request(self.cache, layer, moved, in_use, router, prefetch=False)
         self._prefetch(index, phase, t0, t1, layer, router, end, out)
-        self.counters.add_layer(phase, mask, ids, hits, placed, copied, used, gbusy, cbusy, stall)
+        activated = self.counters.add_layer(
+            phase, mask, ids, loads, hits, placed, copied, used, gbusy, cbusy, stall
+        )
         for track, name, s, e in out:
             self.sim.recorder.span(self.tracks[track], name, s, e)
         self._layers.append(
             index, phase, layer, now, router, end, len(ids), hits, len(placed.gpu),
             copied, len(placed.cpu), gbusy, cbusy, stall,
         )  # fmt: skip
-        return end, float(mask.sum()) / (t1 - t0)
+        return end, activated / (t1 - t0)
+
+    def _probs(self, t0: int, t1: int, layer: int) -> np.ndarray:
+        """Read-only router probabilities of a step at ``layer``; a decode token's are
+        computed once for all layers and handed out as row views."""
+        if t1 - t0 != 1:
+            return frozen(self.trace.probs(t0, t1, layer))
+        if self._token[0] != t0:
+            self._token = (t0, frozen(self.trace.token_probs(t0)))
+        return self._token[1][layer : layer + 1]
 
     def _prefetch(
         self, index: int, phase: Phase, t0: int, t1: int, layer: int, router: float,

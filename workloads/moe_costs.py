@@ -64,6 +64,24 @@ class StepCosts:
     lm_head_s: float
 
 
+_UNIT: dict[int, np.ndarray] = {}
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a`` with its writeable flag cleared (views hand policies read-only arrays)."""
+    a.setflags(write=False)
+    return a
+
+
+def unit_loads(n: int) -> np.ndarray:
+    """Read-only int64 loads of ``n`` experts with one token each (every decode layer-step
+    under top-k gating), built once and shared."""
+    a = _UNIT.get(n)
+    if a is None:
+        a = _UNIT[n] = read_only(np.ones(n, dtype=np.int64))
+    return a
+
+
 class MoECosts:
     """Roofline prices of a model's ops on one GPU and one CPU, plus the expert copy time."""
 
@@ -97,6 +115,21 @@ class MoECosts:
         self.cpu_expert_s[1:] += cpu_expert_overhead_s
         self.gpu_expert_s[0] = self.cpu_expert_s[0] = 0.0
         self.cpu_first_s = cpu_layer_overhead_s
+        self._unit_times: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def expert_times(self, loads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Read-only (GPU, CPU) seconds of experts at ``loads`` tokens each; built once per
+        length for the shared arrays of :func:`unit_loads`."""
+        n = len(loads)
+        if loads is _UNIT.get(n):
+            hit = self._unit_times.get(n)
+            if hit is None:
+                hit = self._unit_times[n] = self._times(loads)
+            return hit
+        return self._times(loads)
+
+    def _times(self, loads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return read_only(self.gpu_expert_s[loads]), read_only(self.cpu_expert_s[loads])
 
     def _ffn(self, spec: DeviceSpec, dtype: str, ffn: int, tokens: int) -> float:
         params = 3 * self.model.hidden * ffn

@@ -27,7 +27,7 @@ import numpy as np
 
 from schedulers.moe.view import GatingView, Phase, Placement, PlacementView
 from simulator.engine import InvariantViolation
-from workloads.moe_costs import StepCosts
+from workloads.moe_costs import StepCosts, unit_loads
 from workloads.moe_residency import frozen
 
 
@@ -39,8 +39,12 @@ def check_mask(mask: Any, tokens: int, experts: int, top_k: int, layer: int) -> 
             f"gating at layer {layer} returned {mask.dtype} {mask.shape}, "
             f"expected bool {(tokens, experts)}"
         )
-    per_token = mask.sum(axis=1)
-    if per_token.min() < 1 or per_token.max() > top_k:
+    if tokens == 1:  # decode: one row, counted without a ufunc reduction
+        lo = hi = np.count_nonzero(mask)
+    else:
+        per_token = mask.sum(axis=1)
+        lo, hi = per_token.min(), per_token.max()
+    if lo < 1 or hi > top_k:
         raise InvariantViolation(f"gating at layer {layer}: a token has 0 or > {top_k} experts")
     return mask
 
@@ -58,9 +62,12 @@ def route(gating: Any, view: GatingView) -> tuple[np.ndarray, np.ndarray, np.nda
     """Gating decision -> (mask, activated ids, tokens per activated expert)."""
     tokens, experts = view.probs.shape
     mask = check_mask(gating.select(view), tokens, experts, view.top_k, view.layer)
+    if tokens == 1:  # decode: the row's experts, one token each (shared read-only loads)
+        ids = frozen(mask[0].nonzero()[0])
+        return mask, ids, unit_loads(len(ids))
     loads_all = mask.sum(axis=0)
-    ids = np.flatnonzero(loads_all)
-    return mask, ids, loads_all[ids]
+    ids = frozen(loads_all.nonzero()[0])
+    return mask, ids, frozen(loads_all[ids])
 
 
 def placement_view(
@@ -76,6 +83,8 @@ def placement_view(
     """The placement policy's snapshot of one layer (times relative to the router)."""
     cached = res.cached[layer, ids]
     ready = np.where(cached, np.maximum(res.ready_at_s[layer, ids] - router_abs, 0.0), 0.0)
+    gpu_s, cpu_s = costs.expert_times(loads)
+    row = res.cached[layer]
     return PlacementView(
         layer=layer,
         phase=phase,
@@ -83,15 +92,15 @@ def placement_view(
         loads=frozen(loads),
         cached=frozen(cached),
         ready_s=frozen(ready),
-        gpu_s=frozen(costs.gpu_expert_s[loads]),
-        cpu_s=frozen(costs.cpu_expert_s[loads]),
+        gpu_s=gpu_s,
+        cpu_s=cpu_s,
         cpu_first_s=costs.cpu_first_s,
         copy_s=costs.copy_s,
         gpu_free_s=step.shared_gpu_s,
         cpu_free_s=0.0,
         pcie_free_s=max(res.pcie_free_s - router_abs, 0.0),
         layer_resident=bool(
-            res.cached[layer].all() and (res.ready_at_s[layer] <= router_abs).all()
+            np.count_nonzero(row) == len(row) and (res.ready_at_s[layer] <= router_abs).all()
         ),
         dense_gpu_s=step.attention_gpu_s + step.shared_gpu_s,
         dense_cpu_s=step.attention_cpu_s + step.shared_cpu_s,
@@ -104,7 +113,9 @@ def timeline(
     """Run the placement on GPU, CPU and PCIe. Returns (router, end, gpu busy, cpu busy,
     stall, copies, spans); spans are (resource, name, start, end)."""
     out: list[tuple[str, str, float, float]] = []
-    pos = {int(e): i for i, e in enumerate(view.experts)}
+    pos = {e: i for i, e in enumerate(view.experts.tolist())}
+    cached, ready_s = view.cached.tolist(), view.ready_s.tolist()
+    gpu_s, cpu_s = view.gpu_s.tolist(), view.cpu_s.tolist()
     if p.dense_on_cpu:
         router = layer_start + step.attention_cpu_s
         gpu_t, cpu_t = router, router + step.shared_cpu_s
@@ -116,8 +127,8 @@ def timeline(
     stall, copies = 0.0, 0
     for e in p.gpu:
         i = pos[e]
-        if view.cached[i]:
-            ready = router + float(view.ready_s[i])
+        if cached[i]:
+            ready = router + ready_s[i]
         else:
             c0, ready = res.copy(router)
             copies += 1
@@ -125,8 +136,8 @@ def timeline(
                 out.append(("pcie", f"copy L{view.layer}E{e}", c0, ready))
         start = max(gpu_t, ready)
         stall += start - gpu_t
-        gpu_t = start + float(view.gpu_s[i])
-        gpu_busy += float(view.gpu_s[i])
+        gpu_t = start + gpu_s[i]
+        gpu_busy += gpu_s[i]
         if spans:
             out.append(("gpu", f"L{view.layer}E{e}", start, gpu_t))
     if p.cpu:
@@ -134,7 +145,7 @@ def timeline(
         cpu_busy += view.cpu_first_s
     for e in p.cpu:
         i = pos[e]
-        t = float(view.cpu_s[i])
+        t = cpu_s[i]
         if spans:
             out.append(("cpu", f"L{view.layer}E{e}", cpu_t, cpu_t + t))
         cpu_t += t

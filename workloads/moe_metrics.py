@@ -51,13 +51,15 @@ class Counters:
     hits: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "decode": 0})
 
     def add_layer(
-        self, phase: str, mask: np.ndarray, ids: np.ndarray, hits: int, placed: Placement,
-        copied: int, used: int, gpu_busy_s: float, cpu_busy_s: float, stall_s: float,
-    ) -> None:  # fmt: skip
-        """Account one MoE layer-step."""
-        loads = dict(zip(ids.tolist(), mask.sum(axis=0)[ids].tolist(), strict=True))
-        self.activated_pairs += int(mask.sum())
-        self.computed_pairs += sum(loads[e] for e in placed.gpu) + sum(loads[e] for e in placed.cpu)
+        self, phase: str, mask: np.ndarray, ids: np.ndarray, loads: np.ndarray, hits: int,
+        placed: Placement, copied: int, used: int, gpu_busy_s: float, cpu_busy_s: float,
+        stall_s: float,
+    ) -> int:  # fmt: skip
+        """Account one MoE layer-step; returns its token-expert activations (mask count)."""
+        by_id = dict(zip(ids.tolist(), loads.tolist(), strict=True))
+        activated = int(np.count_nonzero(mask))
+        self.activated_pairs += activated
+        self.computed_pairs += sum(by_id[e] for e in placed.gpu) + sum(by_id[e] for e in placed.cpu)
         self.token_layers += mask.shape[0]
         self.experts[phase] += len(ids)
         self.hits[phase] += hits
@@ -66,6 +68,7 @@ class Counters:
         self.gpu_busy_s += gpu_busy_s
         self.cpu_busy_s += cpu_busy_s
         self.stall_s += stall_s
+        return activated
 
 
 def _ratio(a: float, b: float) -> float:

@@ -16,6 +16,7 @@ import numpy as np
 
 from schedulers.moe.view import LookaheadLayer, Phase, PrefetchView
 from simulator.engine import InvariantViolation
+from workloads.moe_costs import unit_loads
 from workloads.moe_residency import frozen
 from workloads.moe_routing import predicted_token
 
@@ -24,16 +25,16 @@ class TokenPredictions:
     """One decode token's predictions of every layer at every depth, computed at once.
 
     ``probs[d - 1]`` is (layers, experts); ``ids[d - 1]`` the top-k ids per layer, most
-    probable first."""
+    probable first. Both are read-only, so their rows go into views as they are."""
 
     def __init__(self, trace: Any, t: int, depth: int, k: int) -> None:
         self.t = t
-        self.probs = [predicted_token(trace, t, d) for d in range(1, depth + 1)]
+        self.probs = [frozen(predicted_token(trace, t, d)) for d in range(1, depth + 1)]
         self.ids = []
         for p in self.probs:
             top = np.argpartition(-p, k - 1, axis=1)[:, :k]
             order = np.argsort(-np.take_along_axis(p, top, axis=1), axis=1, kind="stable")
-            self.ids.append(np.take_along_axis(top, order, axis=1))
+            self.ids.append(frozen(np.take_along_axis(top, order, axis=1)))
 
 
 def lookahead_layer(wl: Any, t0: int, t1: int, layer: int, depth: int) -> LookaheadLayer:
@@ -45,27 +46,27 @@ def lookahead_layer(wl: Any, t0: int, t1: int, layer: int, depth: int) -> Lookah
             cache = wl.predictions = TokenPredictions(
                 wl.trace, t0, wl.prefetcher.lookahead_layers, k
             )
-        mean = cache.probs[depth - 1][layer]
+        mean = cache.probs[depth - 1][layer]  # read-only views of read-only arrays
         ids = cache.ids[depth - 1][layer]
-        loads = wl.ones_k
+        loads = unit_loads(k)
     else:
         pred = wl.trace.predicted(t0, t1, layer, depth)
-        mean = pred.mean(axis=0)
+        mean = frozen(pred.mean(axis=0))
         top = np.argpartition(-pred, k - 1, axis=1)[:, :k]
         counts = np.bincount(top.ravel(), minlength=pred.shape[1])
         ids = np.flatnonzero(counts)
-        ids = ids[np.argsort(-mean[ids], kind="stable")]
-        loads = counts[ids]
-    costs = wl.costs
+        ids = frozen(ids[np.argsort(-mean[ids], kind="stable")])
+        loads = frozen(counts[ids])
+    gpu_s, cpu_s = wl.costs.expert_times(loads)
     return LookaheadLayer(
         layer=layer,
         depth=depth,
-        probs=frozen(mean),
-        predicted=frozen(ids),
-        loads=frozen(loads),
+        probs=mean,
+        predicted=ids,
+        loads=loads,
         cached=frozen(wl.res.cached[layer, ids]),
-        gpu_s=frozen(costs.gpu_expert_s[loads]),
-        cpu_s=frozen(costs.cpu_expert_s[loads]),
+        gpu_s=gpu_s,
+        cpu_s=cpu_s,
     )
 
 

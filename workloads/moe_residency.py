@@ -14,14 +14,12 @@ import numpy as np
 
 from schedulers.moe.view import CacheDecision, CachePolicy, CacheView
 from simulator.engine import InvariantViolation
+from workloads.moe_costs import read_only
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-def frozen(a: np.ndarray) -> np.ndarray:
-    """``a`` with its writeable flag cleared (views hand policies read-only arrays)."""
-    a.flags.writeable = False
-    return a
+frozen = read_only  # the name the MoE modules use
 
 
 class Residency:
@@ -57,10 +55,10 @@ class Residency:
         return start, end
 
     def _protected(self, layer: int, in_use: np.ndarray, now_s: float) -> np.ndarray:
-        flying = np.flatnonzero(self.cached[layer] & (self.ready_at_s[layer] > now_s))
-        if not len(in_use):
-            return frozen(flying)
-        return frozen(np.union1d(in_use, flying))
+        flying = self.cached[layer] & (self.ready_at_s[layer] > now_s)
+        if len(in_use):
+            flying[in_use] = True  # the sorted union of both id sets, as a mask
+        return frozen(flying.nonzero()[0])
 
     def request(
         self,
@@ -78,7 +76,7 @@ class Residency:
         view = CacheView(
             layer=layer,
             slots=int(self.slots[layer]),
-            cached=frozen(np.flatnonzero(self.cached[layer])),
+            cached=frozen(self.cached[layer].nonzero()[0]),
             protected=self._protected(layer, in_use, now_s),
             incoming=frozen(np.asarray(incoming, dtype=np.int64)),
             prefetch=prefetch,
@@ -104,9 +102,10 @@ class Residency:
                 )
             row[e] = True
             self.ready_at_s[view.layer, e] = 0.0
-        if row.sum() > view.slots:
+        count = np.count_nonzero(row)
+        if count > view.slots:
             raise InvariantViolation(
-                f"layer {view.layer}: {int(row.sum())} experts cached in {view.slots} slots"
+                f"layer {view.layer}: {count} experts cached in {view.slots} slots"
             )
 
     def prefetch(
@@ -115,7 +114,8 @@ class Residency:
         """Copy ``expert`` of ``layer`` ahead if the cache gives it a slot; (start, end)."""
         if self.cached[layer, expert]:
             return None
-        admitted = self.request(cache, layer, np.array([expert]), _EMPTY, now_s, prefetch=True)
+        incoming = np.array([expert], dtype=np.int64)
+        admitted = self.request(cache, layer, incoming, _EMPTY, now_s, prefetch=True)
         if expert not in admitted:
             return None
         start, end = self.copy(now_s)

@@ -78,6 +78,11 @@ class RoutingTrace:
         """Router probabilities of tokens ``t0..t1-1`` at ``layer``: (tokens, experts)."""
         return softmax(self.logits[t0:t1, layer])
 
+    def token_probs(self, t: int) -> np.ndarray:
+        """Router probabilities of token ``t`` at every layer: (layers, experts) (the same
+        numbers as :meth:`probs`, one softmax per row, computed for all layers at once)."""
+        return softmax(self.logits[t])
+
     def predicted(self, t0: int, t1: int, layer: int, depth: int) -> np.ndarray:
         """Probabilities of ``layer`` predicted ``depth`` layers earlier: (tokens, experts)."""
         noise = self.sigma[layer] * np.sqrt(depth) * self.eps[t0:t1, layer]

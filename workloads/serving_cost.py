@@ -22,6 +22,7 @@ prefill-heavy iterations come out compute-bound and decode iterations memory-bou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from devices.collectives import AlgorithmFit, CollectiveFabric, collective_time_s
 from devices.roofline import op_time_s
@@ -62,16 +63,26 @@ class IterationCost:
         """KV-cache bytes per token (all TP ranks together)."""
         return self.model.kv_bytes_per_token(self.dtype)
 
+    @cached_property
+    def _terms(self) -> tuple[float, float, int, int, bool]:
+        """Constants of :meth:`time_s` (hot path): FLOPs per new token, FLOPs per
+        attention unit, weight bytes, KV bytes per token, whether TP communicates."""
+        m = self.model
+        return (
+            2.0 * m.params, 4.0 * m.layers * m.hidden, self.weight_bytes,
+            self.kv_bytes_per_token, self.tp > 1 and self.fabric is not None,
+        )  # fmt: skip
+
     def time_s(self, new_tokens: int, ctx_tokens: int, attn_units: float) -> float:
         """Seconds of one iteration: ``new_tokens = T``, ``ctx_tokens = sum c_i``,
         ``attn_units = sum q_i * (c_i + q_i / 2)``; 0 for an empty batch."""
         if new_tokens <= 0:
             return 0.0
-        m = self.model
-        flops = 2.0 * m.params * new_tokens + 4.0 * m.layers * m.hidden * attn_units
-        nbytes = self.weight_bytes + self.kv_bytes_per_token * (ctx_tokens + new_tokens)
+        per_token, per_attn, weights, kv, comm = self._terms
+        flops = per_token * new_tokens + per_attn * attn_units
+        nbytes = weights + kv * (ctx_tokens + new_tokens)
         t = op_time_s(self.spec, flops / self.tp, nbytes / self.tp, self.dtype)
-        return t + self.allreduce_s(new_tokens)
+        return t + self.allreduce_s(new_tokens) if comm else t
 
     def allreduce_s(self, new_tokens: int) -> float:
         """TP communication of one iteration: 2 all-reduces per layer of T x hidden."""

@@ -3,14 +3,21 @@ iteration.
 
 An instance (a TP group of GPUs of one type) holds a FCFS queue of prompts to prefill,
 a queue of hand-offs whose KV cache has arrived (decode role), and a running decode
-batch kept as numpy arrays (request id, cached tokens, tokens still to produce).
-Before each iteration it admits hand-offs that fit, asks the ``serving.batching``
-policy what to run when prompts wait, reserves KV blocks (preempting the most recently
-admitted sequences by recompute, as vLLM does, when decodes run out of blocks), prices
-the iteration with :class:`~workloads.serving_cost.IterationCost` and schedules one
-timeout. Token accounting: a prefill of ``n`` tokens caches ``n`` tokens and emits one
-token; a decode step of a sequence with ``c`` cached tokens caches ``c + 1`` and emits
-one (LUD: ``K`` positions run, ``A`` tokens are accepted and kept).
+batch. Before each iteration it admits hand-offs that fit, asks the
+``serving.batching`` policy what to run when prompts wait, reserves KV blocks
+(preempting the most recently admitted sequences by recompute, as vLLM does, when
+decodes run out of blocks), prices the iteration with
+:class:`~workloads.serving_cost.IterationCost` and schedules one timeout. Token
+accounting: a prefill of ``n`` tokens caches ``n`` tokens and emits one token; a decode
+step of a sequence with ``c`` cached tokens caches ``c + 1`` and emits one (LUD: ``K``
+positions run, ``A`` tokens are accepted and kept).
+
+Hot path: the running batch is stored relative to a step counter ``S`` (standard decode
+steps taken): a sequence's cached tokens are ``ctx0 + S`` and its tokens left
+``left0 - S``, so a standard decode step is ``S += 1``; the batch's context sum, the
+count of sequences at a block boundary (a histogram of ``ctx0 mod block``) and the
+smallest ``left0`` are running values, so pricing and reserving a step costs O(1)
+instead of a pass over the batch.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from simulator.engine import InvariantViolation, Simulation
 from workloads.serving_cost import IterationCost
 
 WAITING_VIEW = 64  # queue entries a batching policy sees
+NO_SEQUENCE = 1 << 62  # min(left0) of an empty batch
 
 
 @dataclass
@@ -74,9 +82,13 @@ class Instance:
         self.on_prefilled, self.on_finished = on_prefilled, on_finished
         self.waiting: deque[int] = deque()
         self.pending: deque[int] = deque()  # decode role: KV arrived, not yet admitted
-        self.ids = np.zeros(0, dtype=np.int64)
-        self.ctx = np.zeros(0, dtype=np.int64)
-        self.left = np.zeros(0, dtype=np.int64)
+        self.ids: list[int] = []  # running batch, in admission order
+        self._ctx0: list[int] = []  # cached tokens minus self._steps
+        self._left0: list[int] = []  # tokens left plus self._steps
+        self._steps = 0
+        self._ctx0_sum = 0
+        self._min_left0 = NO_SEQUENCE
+        self._residues = [0] * block_tokens  # sequences by ctx0 mod block_tokens
         self.used_blocks = 0
         self.queued_tokens = 0
         self.outstanding = 0
@@ -90,6 +102,8 @@ class Instance:
         self.peak_blocks = 0
         self._kv_area = 0.0  # integral of used blocks over time
         self._kv_t = 0.0
+        self._env = sim.env
+        self._key = ("serving", number)
         self.track = sim.recorder.track(f"instance{number}:{role}", group="serving")
 
     # ---- what routers see ------------------------------------------------------------
@@ -128,7 +142,7 @@ class Instance:
     def kick(self) -> None:
         """Start an iteration at the end of this instant if idle and there is work."""
         if self.ready and not self.busy:
-            self.sim.at_end_of_instant(("serving", self.number), self._start)
+            self.sim.at_end_of_instant(self._key, self._start)
 
     # ---- one iteration -------------------------------------------------------------------
     def _start(self) -> None:
@@ -146,15 +160,8 @@ class Instance:
         if with_decodes:
             new, ctx_sum, attn, accepted = self._reserve_decodes()
         n_dec = len(self.ids) if with_decodes else 0
-        for i, q in zip(taken, chunks, strict=True):
-            c = self.reqs.done.get(i, 0)
-            q = min(q, self.reqs.prefill_len[i] - c)
-            new, ctx_sum, attn = new + q, ctx_sum + c, attn + q * (c + q / 2.0)
-            self._set_used(
-                self.used_blocks + blocks(c + q, self.block_tokens) - blocks(c, self.block_tokens)
-            )
-            self.reqs.done[i] = c + q
-            self.queued_tokens -= q
+        if taken:
+            new, ctx_sum, attn = self._reserve_prefills(taken, chunks, new, ctx_sum, attn)
         if self.used_blocks > self.capacity_blocks:
             raise InvariantViolation(f"instance {self.number}: KV over capacity")
         if new == 0:
@@ -163,9 +170,23 @@ class Instance:
             return
         dt = self.cost.time_s(new, ctx_sum, attn)
         self.busy = True
-        ev = self.sim.env.timeout(dt)
-        start = self.sim.now
+        ev = self._env.timeout(dt)
+        start = float(self._env.now)
         ev.callbacks.append(lambda _e: self._finish(start, taken, n_dec, accepted))
+
+    def _reserve_prefills(
+        self, taken: list[int], chunks: tuple[int, ...], new: int, ctx_sum: int, attn: float
+    ) -> tuple[int, int, float]:
+        """Blocks for this iteration's prefill chunks; adds their terms to the decodes'."""
+        done, bt = self.reqs.done, self.block_tokens
+        for i, q in zip(taken, chunks, strict=True):
+            c = done.get(i, 0)
+            q = min(q, self.reqs.prefill_len[i] - c)
+            new, ctx_sum, attn = new + q, ctx_sum + c, attn + q * (c + q / 2.0)
+            self._set_used(self.used_blocks + blocks(c + q, bt) - blocks(c, bt))
+            done[i] = c + q
+            self.queued_tokens -= q
+        return new, ctx_sum, attn
 
     def _batch_view(self, decodes: bool) -> BatchView:
         head = []
@@ -174,17 +195,24 @@ class Instance:
                 break
             done = self.reqs.done.get(i, 0)
             head.append((self.reqs.prefill_len[i] - done, done))
-        reserve = self._growth(self.ctx, 1) if decodes else 0
+        reserve = self._growth(1) if decodes else 0
         free = max(self.capacity_blocks - self.used_blocks - reserve, 0) * self.block_tokens
         return BatchView(
-            self.sim.now, self.role, len(self.ids), tuple(head), free, self.block_tokens
+            float(self._env.now), self.role, len(self.ids), tuple(head), free, self.block_tokens
         )
 
-    def _growth(self, ctx: np.ndarray, k: int) -> int:
-        """New blocks the sequences need to grow by ``k`` tokens each."""
+    def _ctx(self) -> np.ndarray:
+        """Cached tokens of the running sequences."""
+        return np.array(self._ctx0, dtype=np.int64) + self._steps
+
+    def _growth(self, k: int) -> int:
+        """New blocks the running sequences need to grow by ``k`` tokens each."""
         bt = self.block_tokens
         if k == 1:  # a block is added exactly when the cache is a whole number of blocks
-            return int(np.count_nonzero(ctx % bt == 0))
+            if self.lud is None:  # ctx0 mod bt kept up to date
+                return self._residues[-self._steps % bt]
+            return int(np.count_nonzero(self._ctx() % bt == 0))
+        ctx = self._ctx()
         return int(((ctx + k + bt - 1) // bt - (ctx + bt - 1) // bt).sum())
 
     def _reserve_decodes(self) -> tuple[int, int, float, np.ndarray | None]:
@@ -192,23 +220,28 @@ class Instance:
         the iteration's decode terms and the tokens each sequence will accept (None:
         one each, standard decoding)."""
         k = self.lud.lookahead if self.lud else 1
-        growth = self._growth(self.ctx, k)
-        while len(self.ids) and self.used_blocks + growth > self.capacity_blocks:
+        growth = self._growth(k)
+        while self.ids and self.used_blocks + growth > self.capacity_blocks:
             self._preempt_last()
-            growth = self._growth(self.ctx, k)
+            growth = self._growth(k)
         self._set_used(self.used_blocks + growth)
         b = len(self.ids)
         accepted = None
         if self.lud is not None and self.rng is not None:
             accepted = np.minimum(self.rng.geometric(1.0 - self.lud.accept_p, b), k)
-            accepted = np.minimum(accepted, self.left)
-        ctx_sum = int(self.ctx.sum())
+            left = np.array(self._left0, dtype=np.int64) - self._steps
+            accepted = np.minimum(accepted, left)
+        ctx_sum = self._ctx0_sum + b * self._steps
         return k * b, ctx_sum, k * ctx_sum + b * k * k / 2.0, accepted
 
     def _preempt_last(self) -> None:
-        i, c = int(self.ids[-1]), int(self.ctx[-1])
-        self.reqs.left[i] = int(self.left[-1])
-        self.ids, self.ctx, self.left = self.ids[:-1], self.ctx[:-1], self.left[:-1]
+        i, c0, left0 = self.ids.pop(), self._ctx0.pop(), self._left0.pop()
+        c = c0 + self._steps
+        self.reqs.left[i] = left0 - self._steps
+        self._ctx0_sum -= c0
+        self._residues[c0 % self.block_tokens] -= 1
+        if left0 == self._min_left0:
+            self._min_left0 = min(self._left0, default=NO_SEQUENCE)
         self._set_used(self.used_blocks - blocks(c, self.block_tokens))
         self.preemptions += 1
         self.reqs.preemptions.append(i)
@@ -229,70 +262,112 @@ class Instance:
             self._join(i, self.reqs.prefill_len[i])
 
     def _join(self, i: int, ctx: int) -> None:
-        self.ids = np.append(self.ids, i)
-        self.ctx = np.append(self.ctx, ctx)
-        self.left = np.append(self.left, self.reqs.left[i])
+        c0, left0 = ctx - self._steps, self.reqs.left[i] + self._steps
+        self.ids.append(i)
+        self._ctx0.append(c0)
+        self._left0.append(left0)
+        self._ctx0_sum += c0
+        self._residues[c0 % self.block_tokens] += 1
+        self._min_left0 = min(self._min_left0, left0)
 
     def _finish(self, start: float, taken: list[int], n_dec: int, acc: np.ndarray | None) -> None:
-        now = self.sim.now
+        now = float(self._env.now)
         self.busy = False
         self.iterations += 1
         self.busy_s += now - start
-        name = "mixed" if taken and n_dec else ("prefill" if taken else "decode")
-        self.sim.recorder.span(self.track, name, start, now, None)
+        if self.sim.recorder.record_spans:
+            name = "mixed" if taken and n_dec else ("prefill" if taken else "decode")
+            self.sim.recorder.span(self.track, name, start, now, None)
         if n_dec:
             self._advance_decodes(n_dec, acc)
         for i in reversed(taken):
-            if self.reqs.done[i] < self.reqs.prefill_len[i]:
-                self.waiting.appendleft(i)  # a partial (chunked) prefill
-                continue
-            del self.reqs.done[i]
-            self.reqs.left[i] -= 1
-            self.tokens_out += 1
-            self.on_prefilled(i, self)
-            if self.role == "prefill":
-                self.outstanding -= 1
-            elif self.reqs.left[i] <= 0:
-                self._set_used(
-                    self.used_blocks - blocks(self.reqs.prefill_len[i], self.block_tokens)
-                )
-                self.outstanding -= 1
-                self.on_finished(np.array([i]), self)
-            else:
-                self._join(i, self.reqs.prefill_len[i])
-        self.kick()
+            self._prefilled(i)
+        # Start the next iteration now when nothing else is due at this instant: the
+        # same order of events as deferring it to the end of the instant, minus a pass.
+        if self.ready and self._env.peek() > self._env.now:
+            self._start()
+        else:
+            self.kick()
+
+    def _prefilled(self, i: int) -> None:
+        """Request ``i``'s prefill chunk ran: requeue it, emit its first token, hand
+        it off, finish it or let it join the decode batch."""
+        reqs = self.reqs
+        if reqs.done[i] < reqs.prefill_len[i]:
+            self.waiting.appendleft(i)  # a partial (chunked) prefill
+            return
+        del reqs.done[i]
+        reqs.left[i] -= 1
+        self.tokens_out += 1
+        self.on_prefilled(i, self)
+        if self.role == "prefill":
+            self.outstanding -= 1
+        elif reqs.left[i] <= 0:
+            self._set_used(self.used_blocks - blocks(reqs.prefill_len[i], self.block_tokens))
+            self.outstanding -= 1
+            self.on_finished(np.array([i]), self)
+        else:
+            self._join(i, reqs.prefill_len[i])
 
     def _advance_decodes(self, n: int, acc: np.ndarray | None) -> None:
-        """The first ``n`` running sequences stepped: keep accepted positions only."""
-        bt = self.block_tokens
+        """The ``n`` running sequences stepped: keep accepted positions only."""
+        if n != len(self.ids):
+            raise InvariantViolation(f"instance {self.number}: decode batch changed mid-step")
         if acc is None:  # standard decoding: one token each, the reserved block is kept
-            self.ctx[:n] += 1
-            self.left[:n] -= 1
+            self._steps += 1
             self.tokens_out += n
         else:
-            assert self.lud is not None
-            ctx = self.ctx[:n]
-            reserved = int(((ctx + self.lud.lookahead + bt - 1) // bt).sum())
-            kept = int(((ctx + acc + bt - 1) // bt).sum())
-            self._set_used(self.used_blocks - reserved + kept)
-            self.ctx[:n] += acc
-            self.left[:n] -= acc
-            self.tokens_out += int(acc.sum())
-        if self.left[:n].min() > 0:
+            self._advance_lud(acc)
+        if self._min_left0 - self._steps > 0:
             return
-        done = self.left <= 0
-        self._set_used(self.used_blocks - int(((self.ctx[done] + bt - 1) // bt).sum()))
-        finished = self.ids[done]
-        self.ids, self.ctx, self.left = self.ids[~done], self.ctx[~done], self.left[~done]
+        self._retire()
+
+    def _advance_lud(self, acc: np.ndarray) -> None:
+        """LUD step: free the reserved positions that were not accepted."""
+        assert self.lud is not None
+        bt = self.block_tokens
+        ctx = self._ctx()
+        reserved = int(((ctx + self.lud.lookahead + bt - 1) // bt).sum())
+        kept = int(((ctx + acc + bt - 1) // bt).sum())
+        self._set_used(self.used_blocks - reserved + kept)
+        ctx0 = np.array(self._ctx0, dtype=np.int64) + acc
+        left0 = np.array(self._left0, dtype=np.int64) - acc
+        self._ctx0, self._left0 = ctx0.tolist(), left0.tolist()
+        self._ctx0_sum = int(ctx0.sum())
+        self._min_left0 = int(left0.min())
+        self.tokens_out += int(acc.sum())
+
+    def _retire(self) -> None:
+        """Remove the sequences with no tokens left and free their blocks."""
+        s, bt = self._steps, self.block_tokens
+        finished: list[int] = []
+        freed = 0
+        keep_ids: list[int] = []
+        keep_ctx0: list[int] = []
+        keep_left0: list[int] = []
+        for i, c0, l0 in zip(self.ids, self._ctx0, self._left0, strict=True):
+            if l0 - s <= 0:
+                finished.append(i)
+                freed += -(-(c0 + s) // bt)
+                self._ctx0_sum -= c0
+                self._residues[c0 % bt] -= 1
+            else:
+                keep_ids.append(i)
+                keep_ctx0.append(c0)
+                keep_left0.append(l0)
+        self._set_used(self.used_blocks - freed)
+        self.ids, self._ctx0, self._left0 = keep_ids, keep_ctx0, keep_left0
+        self._min_left0 = min(keep_left0, default=NO_SEQUENCE)
         self.outstanding -= len(finished)
-        self.on_finished(finished, self)
+        self.on_finished(np.array(finished, dtype=np.int64), self)
 
     def _set_used(self, blocks_now: int) -> None:
-        now = self.sim.now
+        now = float(self._env.now)
         self._kv_area += self.used_blocks * (now - self._kv_t)
         self._kv_t = now
         self.used_blocks = blocks_now
-        self.peak_blocks = max(self.peak_blocks, blocks_now)
+        if blocks_now > self.peak_blocks:
+            self.peak_blocks = blocks_now
 
     def kv_utilisation(self, end_s: float) -> float:
         """Time-average of used / capacity KV blocks over [0, end_s]."""

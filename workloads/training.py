@@ -25,12 +25,20 @@ from simulator.registry import workloads
 from workloads.base import Workload, WorkloadParams
 from workloads.training_exec import Executor, IterationStats
 from workloads.training_metrics import METRICS, fit_check, layers_for_size, summarise
-from workloads.training_model import TransformerSpec
+from workloads.training_model import STATE_BYTES_PER_PARAM, TransformerSpec
+from workloads.training_offload import (
+    DEVICE_STATE_BYTES_PER_PARAM,
+    CpuAdamCost,
+    OffloadStep,
+    cpu_adam_s,
+    offload_step,
+    place_states,
+)
 from workloads.training_ops import OPT, Lifetimes, Variant, build_sequence
 
 ITER_COLUMNS = ("iteration", "op_count", "seq_len", "profiled", "step_s", "stall_s",
                 "recompute_s", "profile_s", "d2h_bytes", "h2d_bytes", "forced_swaps",
-                "peak_bytes")  # fmt: skip
+                "peak_bytes", "cpu_adam_s", "offload_tail_s")  # fmt: skip
 OP_COLUMNS = ("iteration", "op", "name", "phase", "layer", "start_s", "end_s", "used_bytes")
 
 
@@ -59,6 +67,9 @@ class TrainingParams(WorkloadParams):
         20e-6, description="profiler hook cost per op (reconstruction)"
     )
     timeline_iterations: list[NonNegativeInt] = Field(default_factory=list)
+    cpu_adam: CpuAdamCost = Field(
+        default_factory=lambda: CpuAdamCost(), description="CPU-Adam work when offloaded"
+    )
 
 
 @workloads.register("training")
@@ -88,9 +99,17 @@ class TrainingWorkload(Workload):
         self.model = model
         self.variants = self._draw_variants()
         self._seqs: dict[Variant, tuple[Lifetimes, np.ndarray]] = {}
-        fit_check(self.model, [self._sequence(v)[0] for v in set(self.variants)], self.pool)
-        self.exec = Executor(cluster, names[0], host, params.profiler_op_overhead_s)
         self.swap = policies["swap"]
+        # a policy that declares ``offloads_optimizer`` keeps only 4 B/param on the device
+        per_param = (
+            DEVICE_STATE_BYTES_PER_PARAM
+            if getattr(self.swap, "offloads_optimizer", False)
+            else STATE_BYTES_PER_PARAM
+        )
+        seqs = [self._sequence(v)[0] for v in set(self.variants)]
+        fit_check(self.model, seqs, self.pool, per_param)
+        self.exec = Executor(cluster, names[0], host, params.profiler_op_overhead_s)
+        self.cpu_adam_s = cpu_adam_s(cluster, host, self.model.params, params.cpu_adam)
         self.rows = sim.recorder.table("iterations", ITER_COLUMNS)
         self.op_rows = sim.recorder.table("ops", OP_COLUMNS)
         self.stats: list[IterationStats] = []
@@ -116,8 +135,8 @@ class TrainingWorkload(Workload):
         return self._seqs[v]
 
     def start(self) -> None:
-        """Allocate the model states and start the iteration loop."""
-        self.pool.allocate("states", self.model.state_bytes())
+        """Start the iteration loop (model states are placed before each iteration: all
+        on the device, or the optimizer states on the host when the plan offloads them)."""
         self.sim.env.process(self._loop())
 
     def _loop(self) -> Any:
@@ -127,7 +146,8 @@ class TrainingWorkload(Workload):
             lt, op_s = self._sequence(v)
             self.exec.set_op_times(op_s)
             try:
-                st = yield from self.exec.run(lt, op_s, decision.plan, decision.profile)
+                offload = self._offload(decision.plan.offload is not None, lt)
+                st = yield from self.exec.run(lt, op_s, decision.plan, decision.profile, offload)
             except OutOfMemory as e:
                 self.failure = f"iteration {k}: {e}"
                 break
@@ -137,10 +157,16 @@ class TrainingWorkload(Workload):
             report = StepReport(k, lt.seq.n_ops, st.step_s, st.forced_swaps, profile)
         self.done.succeed()
 
+    def _offload(self, offloaded: bool, lt: Lifetimes) -> OffloadStep | None:
+        """Place the optimizer states for this iteration; the host step when offloaded."""
+        place_states(self.pool, self.exec.host_pool, self.model.params, offloaded)
+        return offload_step(self.model, lt, self.cpu_adam_s) if offloaded else None
+
     def _record(self, k: int, v: Variant, lt: Lifetimes, st: IterationStats, prof: bool) -> None:
         self.rows.append(k, lt.seq.n_ops, v.seq_len, int(prof), st.step_s, st.stall_s,
                          st.recompute_s, st.profile_s, st.d2h_bytes, st.h2d_bytes,
-                         st.forced_swaps, st.peak_bytes)  # fmt: skip
+                         st.forced_swaps, st.peak_bytes, st.cpu_adam_s,
+                         st.offload_tail_s)  # fmt: skip
         if k in self.params.timeline_iterations:
             seq = lt.seq
             for i in range(seq.n_ops):

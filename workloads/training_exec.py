@@ -11,6 +11,8 @@ tensor is rematerialised with the rest of its layer's dropped tensors by rerunni
 producers on the compute stream (recompute time). An allocation that does not fit raises
 :class:`~devices.memory.OutOfMemory` unless the plan allows forced swaps: then resident
 activations with the farthest next use are copied out synchronously (the copy time stalls).
+With optimizer offload (:mod:`workloads.training_offload`) the device Adam ops are skipped,
+gradients are copied out per layer (or after backward) and the host step ends the iteration.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import simpy
 from devices.cluster import Cluster
 from devices.memory import OutOfMemory
 from schedulers.training.view import SwapPlan
-from workloads.training_ops import Lifetimes
+from workloads.training_offload import OffloadStep, step_tail
+from workloads.training_ops import OPT, Lifetimes
 
 NOT_YET, RESIDENT, SWAPPING_OUT, HOST, SWAPPING_IN, DROPPED, DEAD = range(7)
 ACT = "activations"
@@ -44,6 +47,10 @@ class IterationStats:
     h2d_bytes: int = 0
     forced_swaps: int = 0
     peak_bytes: int = 0
+    offload_d2h_bytes: int = 0
+    offload_h2d_bytes: int = 0
+    cpu_adam_s: float = 0.0
+    offload_tail_s: float = 0.0
     op_start_s: list[float] = field(default_factory=list)
     op_end_s: list[float] = field(default_factory=list)
     op_used_bytes: list[int] = field(default_factory=list)
@@ -62,17 +69,24 @@ class Executor:
         self.profiler_op_overhead_s = overhead_s
 
     def run(
-        self, lt: Lifetimes, op_s: np.ndarray, plan: SwapPlan, profile: bool
-    ) -> Generator[simpy.Event, Any, IterationStats]:
+        self, lt: Lifetimes, op_s: np.ndarray, plan: SwapPlan, profile: bool,
+        offload: OffloadStep | None = None,
+    ) -> Generator[simpy.Event, Any, IterationStats]:  # fmt: skip
         """SimPy generator: one iteration under ``plan``; returns its statistics.
 
+        With ``plan.offload`` the device Adam ops are skipped (zero length) and ``offload``
+        (required then) prices the host-side step that replaces them.
         Raises OutOfMemory when an allocation cannot be satisfied.
         """
+        if plan.offload is not None and offload is None:
+            raise ValueError("the plan offloads the optimizer but no OffloadStep was given")
         self._begin(lt, plan)
         st = self.stats = IterationStats()
         t_begin = self.env.now
         extra = self.profiler_op_overhead_s if profile else 0.0
         op_list = op_s.tolist()
+        skip = (lt.phase == OPT).tolist() if offload is not None else [False] * lt.seq.n_ops
+        grads: list[simpy.Event] = []
         for i in range(lt.seq.n_ops):
             for t in lt.seq.op_ins[i]:
                 if self.state[t] != RESIDENT and self.state[t] != SWAPPING_OUT:
@@ -85,13 +99,39 @@ class Executor:
                     self.resident.add(t)
             st.op_start_s.append(self.env.now - t_begin)
             st.op_used_bytes.append(self.pool.used_bytes)
-            yield self.env.timeout(op_list[i] + extra)
-            st.profile_s += extra
+            if not skip[i]:
+                yield self.env.timeout(op_list[i] + extra)
+                st.profile_s += extra
             st.op_end_s.append(self.env.now - t_begin)
             self._after_op(i)
+            if offload is not None:
+                self._copy_grads(i, offload, grads)
+        if offload is not None:
+            yield from self._offload_tail(offload, grads)
         self._check_clean()
         st.step_s = self.env.now - t_begin
         return st
+
+    def _copy_grads(self, i: int, step: OffloadStep, grads: list[simpy.Event]) -> None:
+        """Issue the gradient copies due after op ``i`` (per layer, or all at once)."""
+        assert self.plan.offload is not None
+        if self.plan.offload.overlap_grad_copy:
+            nbytes = int(step.grad_bytes_at_op[i])
+        else:
+            nbytes = int(step.grad_bytes_at_op.sum()) if i == step.last_bwd_op else 0
+        if nbytes:
+            grads.append(self.cluster.copy(self.device, self.host, nbytes, name="grad-d2h"))
+            self.stats.offload_d2h_bytes += nbytes
+
+    def _offload_tail(
+        self, step: OffloadStep, grads: list[simpy.Event]
+    ) -> Generator[simpy.Event, Any, None]:
+        t0 = self.env.now
+        self.stats.cpu_adam_s = yield from step_tail(
+            self.cluster, self.device, self.host, grads, step
+        )
+        self.stats.offload_h2d_bytes += step.param_bytes
+        self.stats.offload_tail_s = self.env.now - t0
 
     # ---- set-up -------------------------------------------------------------------
     def _begin(self, lt: Lifetimes, plan: SwapPlan) -> None:

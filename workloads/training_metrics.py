@@ -35,6 +35,13 @@ METRICS = {
     "h2d_bytes": "bytes copied host-to-device (swap-ins)",
     "forced_swaps": "tensors copied out synchronously because an allocation did not fit",
     "peak_bytes": "highest device memory in use (states + activations) over the run",
+    "offload_d2h_bytes": "gradient bytes copied device-to-host for the host optimizer "
+    "(2 B/param per offloaded iteration)",
+    "offload_h2d_bytes": "parameter bytes copied host-to-device after the host optimizer "
+    "(2 B/param per offloaded iteration)",
+    "cpu_adam_s": "total CPU-Adam time of the offloaded iterations (host roofline)",
+    "device_state_bytes": "model-state bytes held on the device at the end: 16 B/param, "
+    "or 4 B/param with the optimizer offloaded",
     "mfu": "forward+backward FLOPs of the completed iterations / (their time x peak FLOP/s)",
 }
 
@@ -51,10 +58,11 @@ def layers_for_size(model: TransformerSpec, size_x_hbm: float, capacity_bytes: i
     return max(1, round((size_x_hbm * capacity_bytes - fixed) / per_layer))
 
 
-def fit_check(model: TransformerSpec, seqs: list[Lifetimes], pool: MemoryPool) -> None:
+def fit_check(model: TransformerSpec, seqs: list[Lifetimes], pool: MemoryPool,
+              state_bytes_per_param: int = STATE_BYTES_PER_PARAM) -> None:  # fmt: skip
     """Raise ValueError when even swapping every activation cannot fit an op's working set
-    next to the model states (which stay on the device)."""
-    states = model.state_bytes()
+    next to the device's model states (16 B/param, 4 with the optimizer offloaded)."""
+    states = state_bytes_per_param * model.params
     for lt in seqs:
         seq = lt.seq
         ws = [sum(seq.t_size[t] for t in seq.op_ins[i] + seq.op_outs[i]) for i in range(seq.n_ops)]
@@ -64,7 +72,8 @@ def fit_check(model: TransformerSpec, seqs: list[Lifetimes], pool: MemoryPool) -
             names = [seq.t_key[t][1] for t in seq.op_ins[i] + seq.op_outs[i]]
             raise ValueError(
                 f"model cannot fit even with every activation swapped: model states "
-                f"{states} B (16 B/param x {model.params} params) + op {seq.op_name[i]!r} "
+                f"{states} B ({state_bytes_per_param} B/param x {model.params} params) "
+                f"+ op {seq.op_name[i]!r} "
                 f"(layer {seq.op_layer[i]}) tensors {names} = {ws[i]} B need {need} B, "
                 f"{need - pool.capacity_bytes} B over the {pool.capacity_bytes} B of "
                 f"{pool.name}"
@@ -94,5 +103,9 @@ def summarise(w: TrainingWorkload, fwd_peak: int, flops: list[float],
         "h2d_bytes": int(sum(s.h2d_bytes for s in st)),
         "forced_swaps": int(sum(s.forced_swaps for s in st)),
         "peak_bytes": w.pool.peak_bytes,
+        "offload_d2h_bytes": int(sum(s.offload_d2h_bytes for s in st)),
+        "offload_h2d_bytes": int(sum(s.offload_h2d_bytes for s in st)),
+        "cpu_adam_s": float(sum(s.cpu_adam_s for s in st)),
+        "device_state_bytes": w.pool.usage_by_tag().get("states", 0),
         "mfu": sum(flops) / (total * peak_flops) if total > 0 else 0.0,
     }

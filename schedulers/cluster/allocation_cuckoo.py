@@ -3,22 +3,23 @@
 RECONSTRUCTION (Cuckoo's abstract only; ../shared/papers/cluster.md §3.3). Network:
 source -> group (capacity = its GPUs) -> GPU type (an edge only where the group may run
 and, if any type lets every deadline member finish in time, only such types) -> sink
-(capacity = free GPUs). networkx ``max_flow_min_cost`` places as many GPUs as possible,
+(capacity = free GPUs). The min-cost max-flow places as many GPUs as possible,
 then minimises cost = per-GPU remaining time on the type, weighted by
 ``1 + urgency_weight x urgency`` (urgent groups claim the faster types) plus
 ``rank_weight x rank`` (earlier groups in the order win ties for scarce types). A group
 must run on one type: it takes the type carrying most of its flow if it still fits,
 else its next cheapest edge that fits; groups that fit nowhere (source side of the min
 cut) wait. When no type is contended, each group's cheapest edge is the min-cost flow
-and networkx is skipped.
+and no flow is solved; otherwise schedulers.cluster._flow returns networkx's flow, with
+the max-flow value in closed form and a lone group's unique flow found without networkx.
 """
 
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from schedulers.cluster._flow import min_cost_max_flow
 from schedulers.cluster.view import AllocationView, GroupView
 from simulator.registry import policies
 
@@ -70,20 +71,13 @@ class CuckooAllocation:
         return self._flow(view, costs)
 
     def _flow(self, view: AllocationView, costs: list[dict[int, int]]) -> list[int | None]:
-        graph = nx.DiGraph()
-        for i, (g, c) in enumerate(zip(view.groups, costs, strict=True)):
-            graph.add_edge("s", ("g", i), capacity=g.gpus, weight=0)
-            for t, w in c.items():
-                graph.add_edge(("g", i), ("t", t), capacity=g.gpus, weight=w)
-        for t, cap in enumerate(view.free_gpus):
-            graph.add_edge(("t", t), "k", capacity=int(cap), weight=0)
-        flow = nx.max_flow_min_cost(graph, "s", "k")
+        gpus = [g.gpus for g in view.groups]
+        flow = min_cost_max_flow(gpus, costs, [int(f) for f in view.free_gpus])
         room = list(view.free_gpus)
         out: list[int | None] = []
-        for i, (g, c) in enumerate(zip(view.groups, costs, strict=True)):
-            got = flow.get(("g", i), {})
-            prefs = sorted(c, key=lambda t: (-got.get(("t", t), 0), c[t], t))
-            pick = next((t for t in prefs if room[t] >= g.gpus and got.get(("t", t), 0) > 0), None)
+        for g, c, got in zip(view.groups, costs, flow, strict=True):
+            prefs = sorted(c, key=lambda t: (-got.get(t, 0), c[t], t))
+            pick = next((t for t in prefs if room[t] >= g.gpus and got.get(t, 0) > 0), None)
             if pick is not None:
                 room[pick] -= g.gpus
             out.append(pick)

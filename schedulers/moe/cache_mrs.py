@@ -47,14 +47,15 @@ class MrsCache:
     def observe(self, layer: int, probs: np.ndarray, selected: np.ndarray, step: int) -> None:
         """Fold every token's top-p probabilities into the layer's scores."""
         tokens, experts = probs.shape
-        p = np.minimum(self.params.p_factor * selected.sum(axis=1), experts)
         a = self.params.alpha
         if tokens == 1:  # the decode fast path of the same update
-            top_ids = np.argpartition(-probs[0], p[0] - 1)[: p[0]]
+            n = min(self.params.p_factor * int(np.count_nonzero(selected)), experts)
+            top_ids = (-probs[0]).argpartition(n - 1)[:n]
             row = self.score[layer]
             row *= 1.0 - a
             row[top_ids] += a * probs[0, top_ids]
             return
+        p = np.minimum(self.params.p_factor * selected.sum(axis=1), experts)
         rank = np.argsort(np.argsort(-probs, axis=1, kind="stable"), axis=1, kind="stable")
         top = np.where(rank < p[:, None], probs, 0.0)
         weights = (1.0 - a) ** np.arange(tokens - 1, -1, -1)

@@ -39,8 +39,9 @@ def hss(
 ) -> HssResult:
     """Greedy CPU/GPU/PCIe split of one layer's experts (see module docstring)."""
     n = len(gpu_s)
-    hot = sorted((i for i in range(n) if cached[i]), key=lambda i: (-loads[i], i))
-    cold = sorted((i for i in range(n) if not cached[i]), key=lambda i: (-loads[i], i))
+    # by load descending, ties by index (a reversed sort keeps equal keys in input order)
+    hot = sorted([i for i in range(n) if cached[i]], key=loads.__getitem__, reverse=True)
+    cold = sorted([i for i in range(n) if not cached[i]], key=loads.__getitem__, reverse=True)
     queue = deque(hot + cold)
     g, c, p = gpu_free_s, cpu_free_s, pcie_free_s
     gpu: list[int] = []
@@ -48,11 +49,10 @@ def hss(
     while queue:
         f = queue[0]
         if cached[f]:
-            pf = p
-            gf = max(g, ready_s[f]) + gpu_s[f]
+            pf, r = p, ready_s[f]
         else:
-            pf = p + copy_s
-            gf = max(g, pf) + gpu_s[f]
+            pf = r = p + copy_s
+        gf = (g if g >= r else r) + gpu_s[f]  # max(g, r) without the call
         b = queue[-1]
         cf = c + cpu_s[b] + (0.0 if cpu else cpu_first_s)
         if gf <= cf:

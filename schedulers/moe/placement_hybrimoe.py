@@ -40,6 +40,5 @@ class HybriMoEPlacement:
             view.pcie_free_s,
             view.cpu_first_s,
         )
-        ids = view.experts
-        gpu = tuple(int(ids[i]) for i in r.gpu)
-        return Placement(gpu=gpu, cpu=tuple(int(ids[i]) for i in r.cpu))
+        ids: list[int] = view.experts.tolist()
+        return Placement(gpu=tuple(ids[i] for i in r.gpu), cpu=tuple(ids[i] for i in r.cpu))

@@ -27,14 +27,17 @@ from schedulers.moe.view import LookaheadLayer, PrefetchView
 from simulator.registry import policies
 
 Best = tuple[float, int, float, int, int]  # impact, -depth, probability, layer pos, index
-Key = tuple[tuple[float, ...], tuple[float, ...], tuple[bool, ...], tuple[int, ...]]
+# a later layer's cost inputs: GPU s, CPU s, loads of its predicted experts, copy s, CPU intercept
+CostKey = tuple[tuple[float, ...], tuple[float, ...], tuple[int, ...], float, float]
 
 
-Costs = tuple[tuple[float, ...], tuple[float, ...], tuple[int, ...]]
-
-
-def _costs(la: LookaheadLayer) -> Costs:
-    return tuple(la.gpu_s.tolist()), tuple(la.cpu_s.tolist()), tuple(la.loads.tolist())
+def _bits(cached: list[bool]) -> int:
+    """Residency of a layer's predicted experts as a bit set (bit i: expert i cached)."""
+    bits = 0
+    for i, c in enumerate(cached):
+        if c:
+            bits |= 1 << i
+    return bits
 
 
 class ImpactPrefetchParams(BaseModel):
@@ -57,36 +60,62 @@ class ImpactPrefetch:
     def __init__(self, params: ImpactPrefetchParams, rng: np.random.Generator) -> None:
         self.params = params
         self.lookahead_layers = params.lookahead_layers
-        self._memo: dict[Key, float] = {}
+        self._memo: dict[tuple[int, int], float] = {}  # (cost id, cached bits) -> makespan
+        self._cost_ids: dict[CostKey, int] = {}
+        self._inputs: list[CostKey] = []
+        self._last: tuple[object, object, object, float, float, int] | None = None
 
     def makespan(self, la: LookaheadLayer, cached: list[bool], view: PrefetchView) -> float:
         """Simulated makespan of a later layer with ``cached`` residency (memoised)."""
-        return self._makespan(_costs(la), cached, view)
+        return self._span(self._cost_id(la, view), _bits(cached))
 
-    def _makespan(self, costs: Costs, cached: list[bool], view: PrefetchView) -> float:
-        key: Key = (costs[0], costs[1], tuple(cached), costs[2])
-        hit = self._memo.get(key)
+    def _cost_id(self, la: LookaheadLayer, view: PrefetchView) -> int:
+        """A small id for the layer's cost inputs. The mechanism hands the same read-only
+        arrays for every decode layer, so the last id is reused when they are the same
+        objects (and not writeable, hence unchanged)."""
+        last, arrays = self._last, (la.gpu_s, la.cpu_s, la.loads)
+        if (
+            last is not None
+            and last[0] is arrays[0] and last[1] is arrays[1] and last[2] is arrays[2]
+            and last[3] == view.copy_s and last[4] == view.cpu_first_s
+            and not any(a.flags.writeable for a in arrays)
+        ):  # fmt: skip
+            return last[5]
+        key: CostKey = (
+            tuple(la.gpu_s.tolist()), tuple(la.cpu_s.tolist()), tuple(la.loads.tolist()),
+            view.copy_s, view.cpu_first_s,
+        )  # fmt: skip
+        cid = self._cost_ids.get(key)
+        if cid is None:
+            cid = self._cost_ids[key] = len(self._inputs)
+            self._inputs.append(key)
+        self._last = (*arrays, view.copy_s, view.cpu_first_s, cid)
+        return cid
+
+    def _span(self, cid: int, bits: int) -> float:
+        hit = self._memo.get((cid, bits))
         if hit is None:
-            zeros = [0.0] * len(cached)
-            hit = hss(list(key[0]), list(key[1]), cached, zeros, list(key[3]), view.copy_s,
-                      cpu_first_s=view.cpu_first_s).makespan_s  # fmt: skip
-            self._memo[key] = hit
+            gpu_s, cpu_s, loads, copy_s, cpu_first_s = self._inputs[cid]
+            n = len(gpu_s)
+            cached = [bool(bits >> i & 1) for i in range(n)]
+            hit = hss(list(gpu_s), list(cpu_s), cached, [0.0] * n, list(loads), copy_s,
+                      cpu_first_s=cpu_first_s).makespan_s  # fmt: skip
+            self._memo[(cid, bits)] = hit
         return hit
 
-    def _best(self, view: PrefetchView, state: list[list[bool]], arrive_s: float) -> Best | None:
+    def _best(self, view: PrefetchView, state: list[int], arrive_s: float) -> Best | None:
         best: Best | None = None
         for li, la in enumerate(view.lookahead):
             if arrive_s > la.depth * view.layer_end_s:
                 continue  # would land after its layer starts: no impact counted
-            costs = _costs(la)
-            base = self._makespan(costs, state[li], view)
-            for i, c in enumerate(state[li]):
-                if c:
+            cid, bits = self._cost_id(la, view), state[li]
+            base = self._span(cid, bits)
+            probs: list[float] = la.probs[la.predicted].tolist()
+            for i in range(len(probs)):
+                if bits >> i & 1:
                     continue
-                trial = state[li].copy()
-                trial[i] = True
-                gain = base - self._makespan(costs, trial, view)
-                cand = (gain, -la.depth, float(la.probs[la.predicted[i]]), li, i)
+                gain = base - self._span(cid, bits | 1 << i)
+                cand = (gain, -la.depth, probs[i], li, i)
                 if best is None or cand[:3] > best[:3]:
                     best = cand
         return best
@@ -95,15 +124,17 @@ class ImpactPrefetch:
         """Highest-impact experts while the copy engine would otherwise idle."""
         if self.params.decode_only and view.phase != "decode":
             return ()
-        state = [la.cached.tolist() for la in view.lookahead]
         t = view.pcie_free_s
         out: list[tuple[int, int]] = []
+        if t >= view.layer_end_s:
+            return ()
+        state = [_bits(la.cached.tolist()) for la in view.lookahead]
         while t < view.layer_end_s and len(out) < self.params.max_per_layer:
             best = self._best(view, state, t + view.copy_s)
             if best is None or best[0] <= self.params.min_impact_s:
                 break
             li, i = best[3], best[4]
-            state[li][i] = True
+            state[li] |= 1 << i
             la = view.lookahead[li]
             out.append((la.layer, int(la.predicted[i])))
             t += view.copy_s
