@@ -26,7 +26,7 @@ demo: $(STAMP)
 	$(BIN)/hetsim run scenarios/quickstart.yaml --out results/quickstart --trace results/quickstart/trace.json
 
 test: $(DEV_STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q -m 'slow or not slow'
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal -q -m 'slow or not slow'
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check simulator devices workloads schedulers tests benchmarks
