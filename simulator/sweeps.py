@@ -19,6 +19,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -38,6 +39,7 @@ SHARDS = "shards"
 PROVENANCE = ("run_key", "hetsim_version", "wall_s", "error", "traceback")
 IN_FLIGHT_PER_WORKER = 4
 READ_CHUNK = 256
+READ_THREADS = 4
 DASK_BATCH = 256  # dask tasks submitted at once
 MAX_DASK_CHUNK = 16  # sweep points per dask task
 
@@ -150,9 +152,10 @@ def read_shards(shard_dir: Path, keys: Iterable[str]) -> pd.DataFrame:
     if not files:
         return pd.DataFrame()
     parts = []
-    for i in range(0, len(files), READ_CHUNK):  # bounded Arrow memory: chunks to pandas
-        tables = [pq.read_table(f) for f in files[i : i + READ_CHUNK]]
-        parts.append(pa.concat_tables(tables, promote_options="permissive").to_pandas())
+    with ThreadPoolExecutor(max_workers=READ_THREADS) as readers:  # Arrow reads drop the GIL
+        for i in range(0, len(files), READ_CHUNK):  # bounded Arrow memory: chunks to pandas
+            tables = list(readers.map(pq.read_table, files[i : i + READ_CHUNK]))
+            parts.append(pa.concat_tables(tables, promote_options="permissive").to_pandas())
     frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     order = ["point", *[c for c in frame.columns if c != "point"]]
     return frame[order].sort_values("point", kind="stable").reset_index(drop=True)
@@ -208,11 +211,13 @@ def _run_local(
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
     pending = iter(todo)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, initializer=_init_worker, initargs=(sc, shard_dir)
+    ) as pool:
         running: set[Future[Outcome]] = set()
         while True:  # keep a bounded window in flight: memory stays flat
             for task in pending:
-                running.add(pool.submit(run_task, sc, task, shard_dir))
+                running.add(pool.submit(_run_in_worker, task))
                 if len(running) >= IN_FLIGHT_PER_WORKER * workers:
                     break
             if not running:
@@ -220,6 +225,20 @@ def _run_local(
             done, running = wait(running, return_when=FIRST_COMPLETED)
             for fut in done:
                 report(fut.result())
+
+
+_WORKER: dict[str, Any] = {}
+"""Per worker process of the local pool: the scenario and shard folder, sent once by the
+pool's initializer instead of pickled with every task (never used in the parent)."""
+
+
+def _init_worker(sc: Scenario, shard_dir: str) -> None:
+    _WORKER["scenario"] = sc
+    _WORKER["shard_dir"] = shard_dir
+
+
+def _run_in_worker(task: Task) -> Outcome:
+    return run_task(_WORKER["scenario"], task, _WORKER["shard_dir"])
 
 
 def _run_dask(
@@ -248,7 +267,7 @@ def _run_dask(
         client.run(load_plugins)  # import hetsim in every worker once, before timing tasks
         scenario = client.scatter(sc, broadcast=True)  # sent once, not once per task
         n_workers = max(1, len(client.scheduler_info()["workers"]))
-        chunk = max(1, min(MAX_DASK_CHUNK, len(todo) // (32 * n_workers)))
+        chunk = max(1, min(MAX_DASK_CHUNK, len(todo) // (12 * n_workers)))
         chunks = list(_batches(todo, chunk))  # several points per task: less per-task cost
         for group in _batches(chunks, DASK_BATCH):  # bounded: memory flat for any length
             futures = client.map(run_chunk, [scenario] * len(group), group,
