@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbwrite import write_notebook
 
 CELLS = [
     (
@@ -91,17 +88,10 @@ ax.legend()""",
 ]
 
 
-def build() -> nbformat.NotebookNode:
-    """The notebook object."""
-    nb = new_notebook()
-    nb.cells = [new_markdown_cell(s) if k == "md" else new_code_cell(s) for k, s in CELLS]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    return nb
+def main() -> None:
+    """Write the notebook next to this script."""
+    print(f"wrote {write_notebook(CELLS, 'cluster.ipynb')}")
 
 
 if __name__ == "__main__":
-    nbformat.write(build(), Path(__file__).with_name("cluster.ipynb"))
+    main()

@@ -6,10 +6,7 @@ simulator.load_scenario) plus pandas and matplotlib; HETSIM_NOTEBOOK_SMALL=1 shr
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbwrite import write_notebook
 
 CELLS: list[tuple[str, str]] = [
     (
@@ -108,21 +105,10 @@ table[["detector", "interval_s", "ettr", "ettr_exact", "goodput_tokens_per_s"]].
 ]
 
 
-def build() -> nbformat.NotebookNode:
-    """The notebook, cells in order."""
-    nb = new_notebook()
-    nb.cells = [
-        new_markdown_cell(src) if kind == "md" else new_code_cell(src) for kind, src in CELLS
-    ]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    return nb
+def main() -> None:
+    """Write the notebook next to this script."""
+    print(f"wrote {write_notebook(CELLS, 'observability.ipynb')}")
 
 
 if __name__ == "__main__":
-    out = Path(__file__).resolve().parent / "observability.ipynb"
-    nbformat.write(build(), out)
-    print(f"wrote {out}")
+    main()

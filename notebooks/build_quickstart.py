@@ -5,10 +5,8 @@ Run ``python notebooks/build_quickstart.py``; the test suite executes the notebo
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from nbwrite import write_notebook
 
 CELLS = [
     new_markdown_cell(
@@ -63,13 +61,7 @@ CELLS = [
 
 def main() -> None:
     """Write the notebook next to this script."""
-    nb = new_notebook(cells=CELLS)
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, Path(__file__).with_name("quickstart.ipynb"))
+    print(f"wrote {write_notebook(CELLS, 'quickstart.ipynb')}")
 
 
 if __name__ == "__main__":

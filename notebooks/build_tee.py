@@ -1,9 +1,7 @@
 """Build notebooks/tee.ipynb (run: ``.venv/bin/python notebooks/build_tee.py``)."""
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from nbwrite import write_notebook
 
 CELLS = [
     new_markdown_cell(
@@ -61,13 +59,7 @@ CELLS = [
 
 def main() -> None:
     """Write the notebook next to this script."""
-    nb = new_notebook(cells=CELLS)
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, Path(__file__).with_name("tee.ipynb"))
+    print(f"wrote {write_notebook(CELLS, 'tee.ipynb')}")
 
 
 if __name__ == "__main__":
