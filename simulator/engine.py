@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import simpy
 
 from simulator.recorder import Recorder
@@ -42,10 +41,6 @@ class Simulation:
     def now(self) -> float:
         """Current simulated time in seconds."""
         return float(self.env.now)
-
-    def stream(self, name: str) -> np.random.Generator:
-        """Alias of ``sim.rng(name)``."""
-        return self.rng(name)
 
     def add_invariant(self, check: Callable[[], None]) -> None:
         """Register a check run by :meth:`check_invariants` (raises on violation)."""
