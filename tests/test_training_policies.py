@@ -9,7 +9,7 @@ from schedulers.training.chameleon import STABLE, WARMUP, Chameleon, ChameleonPa
 from schedulers.training.gpipe import GPipe, GPipeParams
 from schedulers.training.interleaved import Interleaved, InterleavedParams
 from schedulers.training.one_f_one_b import OneFOneB, OneFOneBParams
-from schedulers.training.slimpipe import SlimPipe, SlimPipeParams
+from schedulers.training.slimpipe import SlimPipe, SlimPipeParams, equal_cost_bounds
 from schedulers.training.static_swap import StaticSwap, StaticSwapParams
 from schedulers.training.view import PipelineView, ProfileView, StepReport
 from workloads.training_pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
@@ -117,3 +117,31 @@ def test_sliced_and_interleaved_bubbles() -> None:
 def test_interleaved_rejects_uneven_microbatches() -> None:
     with pytest.raises(ValueError, match="divisible"):
         Interleaved(InterleavedParams(chunks=2), None).schedule(PipelineView(4, 6))  # type: ignore[arg-type]
+
+
+def test_equal_cost_bounds_by_hand() -> None:
+    # attention only, slice cost ~ end^2 - start^2: equal shares at x_i = sqrt(i/n)
+    assert equal_cost_bounds(4, 0.0, 1.0) == pytest.approx([0, 0.5, 0.5**0.5, 0.75**0.5, 1])
+    # linear G = 1 and attention A = 1, n = 2: x + x^2 = (1/2)(1 + 1) -> x = (sqrt(5) - 1) / 2
+    assert equal_cost_bounds(2, 1.0, 1.0) == pytest.approx([0, (5**0.5 - 1) / 2, 1])
+    # no attention: uniform
+    assert equal_cost_bounds(3, 2.0, 0.0) == pytest.approx([0, 1 / 3, 2 / 3, 1])
+
+
+@pytest.mark.parametrize("balance, balanced", [("equal-cost", True), ("none", False)])
+def test_balanced_slices_restore_sliced_bubble(balance: str, balanced: bool) -> None:
+    # causal attention only: F of slice [a, b] costs b^2 - a^2, B twice that. Balanced
+    # slices all cost 1/n, so the schedule is 1F1B over m n equal units: bubble
+    # (p-1)/(m n + p - 1) = 3 / (2*3 + 3); uniform slices (1/9, 3/9, 5/9) do worse.
+    pol = SlimPipe(SlimPipeParams(slices=3, balance=balance), None)  # type: ignore[arg-type]
+    sched = pol.schedule(PipelineView(4, 2, linear_flops=0.0, causal_attn_flops=1.0))
+    x = sched.bounds or tuple(j / 3 for j in range(4))
+    cost = [x[j + 1] ** 2 - x[j] ** 2 for j in range(3)]
+    starts, ends = run_schedule(
+        sched, 4, lambda d, u: cost[u.slice] * (1 if u.kind == "F" else 2), 0.0
+    )
+    bubble = float(bubble_fraction(starts, ends).mean())
+    if balanced:
+        assert bubble == pytest.approx(3 / (6 + 3))
+    else:
+        assert bubble > 3 / (6 + 3) + 0.05

@@ -79,8 +79,7 @@ class PipelineWorkload(Workload):
         self.dev = cluster.device(names[0])
         capacity = cluster.memory(names[0]).capacity_bytes
         self.link = registry.link_types.get(params.p2p_link)
-        view = PipelineView(params.stages, params.micro_batches)
-        self.sched: Schedule = policies["schedule"].schedule(view)
+        self.sched: Schedule = policies["schedule"].schedule(self._view())
         layers_per_chunk, rem = divmod(params.model.layers, params.stages * self.sched.chunks)
         if rem or not layers_per_chunk:
             raise ValueError(f"model.layers {params.model.layers} not divisible into "
@@ -94,29 +93,50 @@ class PipelineWorkload(Workload):
         self.oom = ""
         self._price()
 
-    def _price(self) -> None:
-        """Forward time per slice index, activation bytes per unit, P2P time."""
+    def _view(self) -> PipelineView:
+        """The policy's view: shape plus one layer's forward FLOPs per TP rank for one
+        microbatch's whole sequence, split into linear and causal-attention parts."""
         m, p = self.params.model, self.params
-        n = self.sched.slices
-        s = m.seq_len / n
-        j = np.arange(1, n + 1)
-        gemm = 8.0 * s * m.micro_batch * m.hidden * (m.hidden + m.ffn / 2)
-        attn = 4.0 * m.seq_len**2 * m.micro_batch * m.hidden * (2 * j - 1) / (2 * n * n)
+        tokens = m.seq_len * m.micro_batch
+        linear = 8.0 * tokens * m.hidden * (m.hidden + m.ffn / 2) / p.tp
+        attn = 2.0 * m.seq_len * tokens * m.hidden / p.tp
         if not m.causal:
-            attn = np.full(n, 4.0 * s * m.seq_len * m.micro_batch * m.hidden)
-        self.f_flops = (gemm + attn) * self.k / p.tp
-        wbytes = 2.0 * self.k * m.params_per_layer / p.tp
-        self.f_s = self.dev.op_times_s(self.f_flops, np.full(n, wbytes), p.dtype)
-        self.b_s = self.dev.op_times_s(2 * self.f_flops, np.full(n, 2 * wbytes), p.dtype)
+            linear, attn = linear + 2 * attn, 0.0
+        return PipelineView(p.stages, p.micro_batches, linear, attn)
+
+    def _bounds(self) -> np.ndarray:
+        """Slice boundaries as fractions of the sequence (uniform when the policy gives none)."""
+        n, b = self.sched.slices, self.sched.bounds
+        if not b:
+            return np.arange(n + 1) / n
+        x = np.asarray(b, dtype=float)
+        if len(x) != n + 1 or x[0] != 0.0 or x[-1] != 1.0 or np.any(np.diff(x) <= 0):
+            raise ValueError(f"schedule bounds must be {n + 1} increasing fractions from 0 to 1")
+        return x
+
+    def _price(self) -> None:
+        """Per slice: forward/backward time, activation bytes, P2P bytes and time."""
+        m, p = self.params.model, self.params
+        view, x = self._view(), self._bounds()
+        lo, hi = x[:-1], x[1:]
+        self.f_flops = (
+            view.linear_flops * (hi - lo) + view.causal_attn_flops * (hi**2 - lo**2)
+        ) * self.k
+        wbytes = np.full(len(lo), 2.0 * self.k * m.params_per_layer / p.tp)
+        self.f_s = self.dev.op_times_s(self.f_flops, wbytes, p.dtype)
+        self.b_s = self.dev.op_times_s(2 * self.f_flops, 2 * wbytes, p.dtype)
         if p.recompute == "full":
             self.b_s = self.b_s + self.f_s
-        full = activation_bytes_per_layer(int(s), m.micro_batch, m.hidden, m.heads, m.ffn,
-                                          flash=True, tp=p.tp)  # fmt: skip
-        kept = 2 * s * m.micro_batch * m.hidden / p.tp if p.recompute == "full" else full
-        self.unit_act = int(kept * self.k)
-        self.work_bytes = int(full) if p.recompute == "full" else 0
-        self.p2p_bytes_unit = int(2 * s * m.micro_batch * m.hidden / p.tp)
-        self.p2p_s = self.link.transfer_time_s(self.p2p_bytes_unit)
+        tokens = m.seq_len * (hi - lo)
+        full = np.array([activation_bytes_per_layer(int(s), m.micro_batch, m.hidden, m.heads,
+                         m.ffn, flash=True, tp=p.tp) for s in tokens])  # fmt: skip
+        kept = 2 * tokens * m.micro_batch * m.hidden / p.tp if p.recompute == "full" else full
+        self.unit_act = (kept * self.k).astype(np.int64)
+        self.work_bytes = (
+            full.astype(np.int64) if p.recompute == "full" else np.zeros(len(full), np.int64)
+        )
+        self.p2p_bytes_unit = (2 * tokens * m.micro_batch * m.hidden / p.tp).astype(np.int64)
+        self.p2p_s = np.array([self.link.transfer_time_s(int(b)) for b in self.p2p_bytes_unit])
         self.states = m.state_bytes(shards=p.stages * p.tp)
 
     def _time(self, d: int, u: Unit) -> float:
@@ -125,7 +145,7 @@ class PipelineWorkload(Workload):
     def start(self) -> None:
         """Run the schedule, then replay its memory on the stage pools."""
         self.starts, self.ends = run_schedule(self.sched, self.params.stages, self._time,
-                                              self.p2p_s)  # fmt: skip
+                                              lambda u: float(self.p2p_s[u.slice]))  # fmt: skip
         for d, order in enumerate(self.sched.order):
             for u, a, b in zip(order, self.starts[d], self.ends[d], strict=True):
                 self.rows.append(d, u.kind, u.micro, u.chunk, u.slice, a, b)
@@ -138,12 +158,13 @@ class PipelineWorkload(Workload):
         ev = []
         for d, order in enumerate(self.sched.order):
             for u, a, b in zip(order, self.starts[d], self.ends[d], strict=True):
+                act, work = int(self.unit_act[u.slice]), int(self.work_bytes[u.slice])
                 if u.kind == "F":
-                    ev.append((a, 1, d, self.unit_act))
+                    ev.append((a, 1, d, act))
                 else:
-                    ev += [(b, 0, d, -self.unit_act)]
-                    if self.work_bytes:
-                        ev += [(a, 1, d, self.work_bytes), (b, 0, d, -self.work_bytes)]
+                    ev += [(b, 0, d, -act)]
+                    if work:
+                        ev += [(a, 1, d, work), (b, 0, d, -work)]
         return sorted(ev)
 
     def _replay(self) -> Any:
@@ -164,9 +185,11 @@ class PipelineWorkload(Workload):
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """See :attr:`metrics`."""
         makespan = max(max(e) for e in self.ends)
-        peaks = [peak_in_flight(o, lambda u: self.unit_act) for o in self.sched.order]
+        peaks = [
+            peak_in_flight(o, lambda u: float(self.unit_act[u.slice])) for o in self.sched.order
+        ]
         useful = 3 * sum(float(self.f_flops[u.slice]) for u in self.sched.order[0] if u.kind == "F")
-        n_p2p = sum(len(o) for o in self.sched.order[:-1])
+        p2p = sum(int(self.p2p_bytes_unit[u.slice]) for o in self.sched.order[:-1] for u in o)
         return {
             "iteration_s": makespan,
             "bubble": float(bubble_fraction(self.starts, self.ends).mean()),
@@ -175,5 +198,5 @@ class PipelineWorkload(Workload):
             "peak_bytes": max(p.peak_bytes for p in self.pools),
             "oom": int(bool(self.oom)),
             "mfu": useful / (makespan * self.dev.spec.peak(self.params.dtype)),
-            "p2p_bytes": n_p2p * self.p2p_bytes_unit * self.sched.chunks,
+            "p2p_bytes": p2p * self.sched.chunks,
         }

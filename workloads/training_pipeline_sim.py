@@ -4,7 +4,8 @@ Device ``d`` holds chunks ``c = 0..v-1``; chunk ``c`` of device ``d`` is virtual
 ``c * p + d``. A forward unit on virtual stage ``k`` starts after the same unit's forward on
 stage ``k - 1`` ended and its activation crossed the link (``p2p_s``; zero on the same
 device); a backward unit after the backward on stage ``k + 1`` (or, on the last stage, the
-unit's own forward). Each device runs its units in the order the schedule gives, each as
+unit's own forward). ``p2p_s`` may be a function of the unit (slices of unequal length).
+Each device runs its units in the order the schedule gives, each as
 soon as its dependency is met and the device is free. A schedule whose orders wait on each
 other forever is a ValueError.
 """
@@ -21,9 +22,13 @@ Key = tuple[str, int, int, int]  # (kind, micro, virtual stage, slice)
 
 
 def run_schedule(
-    sched: Schedule, stages: int, time_s: Callable[[int, Unit], float], p2p_s: float
+    sched: Schedule,
+    stages: int,
+    time_s: Callable[[int, Unit], float],
+    p2p_s: float | Callable[[Unit], float],
 ) -> tuple[list[list[float]], list[list[float]]]:
     """Start and end time of every unit of every device (same order as ``sched.order``)."""
+    hop_s = p2p_s if callable(p2p_s) else (lambda u: float(p2p_s))
     v = sched.chunks
     last = v * stages - 1
     done: dict[Key, float] = {}
@@ -38,7 +43,7 @@ def run_schedule(
         for d in range(stages):
             while pos[d] < len(sched.order[d]):
                 u = sched.order[d][pos[d]]
-                ready = _ready(u, u.chunk * stages + d, last, stages, done, p2p_s)
+                ready = _ready(u, u.chunk * stages + d, last, stages, done, hop_s(u))
                 if ready is None:
                     break
                 start = max(free[d], ready)

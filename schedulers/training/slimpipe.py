@@ -1,14 +1,25 @@
-"""SlimPipe (Li et al., arXiv 2504.14519): 1F1B over uniform sequence slices.
+"""SlimPipe (Li et al., arXiv 2504.14519): 1F1B over sequence slices, cost-balanced.
 
 Each microbatch's sequence is cut into n slices; forwards run slices in order (slice j
 attends to the KV of slices < j), backwards in reverse order (dK/dV accumulate into earlier
-slices). Stage i warms up with n + p - i - 2 forwards, then alternates. Bubble about
-(p-1)/(m n + p - 1). The mechanism prices slice j's causal attention at (2j-1)/n^2 of the
-sequence's. Not modelled: the paper's attention-context exchange that rebalances slice
-costs across devices, its interleaved variant and activation offload.
+slices). Stage i warms up with n + p - i - 2 forwards, then alternates. With equal slice
+costs the bubble is (p-1)/(m n + p - 1).
+
+Under a causal mask uniform slices are unequal: slice j of n costs (2j-1)/n^2 of the
+sequence's attention. The paper equalises per-slice time by redistributing attention work
+("attention-context exchange"); the notes give no algorithm (summaries only). This policy's
+``balance: equal-cost`` (default) is a **reconstruction** of that effect: it moves the slice
+boundaries so every slice has the same forward cost under the mechanism's estimate (linear
+FLOPs ``G`` uniform per token, causal attention ``A`` with prefix x costing ``A x^2``), as
+Seq1F1B's compute-balanced slicing does. Boundary i solves
+``G x + A x^2 = (i/n)(G + A)``; with G = 0 this is ``x_i = sqrt(i/n)``. ``balance: none``
+keeps uniform slices. Not modelled: the cross-device exchange itself (its traffic), the
+interleaved variant and activation offload.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,15 +30,31 @@ from simulator.registry import policies
 
 
 class SlimPipeParams(BaseModel):
-    """Slices per sequence (the paper tunes it; 16 is this reconstruction's default)."""
+    """Slices per sequence (the paper tunes it; 16 is this reconstruction's default) and
+    how slice boundaries are placed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     slices: int = Field(16, ge=1)
+    balance: Literal["none", "equal-cost"] = "equal-cost"
+
+
+def equal_cost_bounds(n: int, linear: float, attn: float) -> tuple[float, ...]:
+    """Fractions ``0 = x_0 < ... < x_n = 1`` with equal ``linear dx + attn d(x^2)`` per
+    slice (closed form of the quadratic; uniform when ``attn`` is 0)."""
+    if linear < 0 or attn < 0:
+        raise ValueError("slice cost estimates must be non-negative")
+    target = np.arange(n + 1) / n * (linear + attn)
+    if attn == 0:
+        x = np.arange(n + 1) / n
+    else:
+        x = (-linear + np.sqrt(linear * linear + 4.0 * attn * target)) / (2.0 * attn)
+    x[0], x[-1] = 0.0, 1.0
+    return tuple(float(v) for v in x)
 
 
 @policies.register("training.schedule", "slimpipe")
 class SlimPipe:
-    """Sliced 1F1B."""
+    """Sliced 1F1B with (by default) equal-forward-cost slice boundaries."""
 
     Params = SlimPipeParams
 
@@ -40,4 +67,7 @@ class SlimPipe:
         fwd = [Unit("F", mb, 0, j) for mb in range(m) for j in range(n)]
         bwd = [Unit("B", mb, 0, j) for mb in range(m) for j in reversed(range(n))]
         order = tuple(one_f_one_b(fwd, bwd, n + p - i - 2) for i in range(p))
-        return Schedule(order, slices=n)
+        bounds: tuple[float, ...] = ()
+        if self.params.balance == "equal-cost":
+            bounds = equal_cost_bounds(n, view.linear_flops, view.causal_attn_flops)
+        return Schedule(order, slices=n, bounds=bounds)

@@ -126,20 +126,28 @@ class Unit(NamedTuple):
 
 @dataclass(frozen=True)
 class PipelineView:
-    """The pipeline's shape: stages p, microbatches m."""
+    """The pipeline's shape (stages p, microbatches m) and the mechanism's forward-cost
+    estimate of one microbatch's sequence on one layer: ``linear_flops`` (GEMMs, uniform
+    per token) and ``causal_attn_flops`` (causal attention; the prefix of fraction x of the
+    sequence costs x^2 of it). Zeros mean no estimate."""
 
     stages: int
     micro_batches: int
+    linear_flops: float = 0.0
+    causal_attn_flops: float = 0.0
 
 
 @dataclass(frozen=True)
 class Schedule:
     """Per stage, its units in execution order; ``chunks`` model chunks per stage
-    (virtual stages), ``slices`` sequence slices per microbatch."""
+    (virtual stages), ``slices`` sequence slices per microbatch; ``bounds`` the slice
+    boundaries as fractions of the sequence (``slices + 1`` values from 0 to 1, increasing;
+    empty: uniform slices)."""
 
     order: tuple[tuple[Unit, ...], ...]
     chunks: int = 1
     slices: int = 1
+    bounds: tuple[float, ...] = ()
 
 
 class SchedulePolicy(Protocol):
