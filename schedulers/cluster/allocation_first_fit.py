@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.cluster._common import NoParams
+from schedulers.cluster._common import NoParams, greedy_allocate
 from schedulers.cluster.view import AllocationView
 from simulator.registry import policies
 
@@ -21,11 +21,4 @@ class FirstFitAllocation:
 
     def allocate(self, view: AllocationView) -> list[int | None]:
         """Type index per group, or None."""
-        free = list(view.free_gpus)
-        out: list[int | None] = []
-        for g in view.groups:
-            t = next((t for t in range(len(free)) if g.allowed[t] and free[t] >= g.gpus), None)
-            if t is not None:
-                free[t] -= g.gpus
-            out.append(t)
-        return out
+        return greedy_allocate(view.groups, view.free_gpus, lambda g, ok: ok[0])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.cluster._common import NoParams
+from schedulers.cluster._common import NoParams, greedy_allocate
 from schedulers.cluster.view import AllocationView
 from simulator.registry import policies
 
@@ -27,12 +27,6 @@ class GavelLikeAllocation:
 
     def allocate(self, view: AllocationView) -> list[int | None]:
         """Type index per group, or None."""
-        free = list(view.free_gpus)
-        out: list[int | None] = []
-        for g in view.groups:
-            ok = [t for t in range(len(free)) if g.allowed[t] and free[t] >= g.gpus]
-            t = min(ok, key=lambda t: (g.iter_s[t], t)) if ok else None
-            if t is not None:
-                free[t] -= g.gpus
-            out.append(t)
-        return out
+        return greedy_allocate(
+            view.groups, view.free_gpus, lambda g, ok: min(ok, key=lambda t: (g.iter_s[t], t))
+        )
