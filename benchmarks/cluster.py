@@ -30,7 +30,7 @@ def scenario(gpus: int, jobs: int) -> dict[str, Any]:
                      "arrival_rate_per_s": 0.0025 * gpus / 96,
                      "gpu_counts": [[1, 536], [2, 5], [4, 423], [8, 465]]},
             "deadlines": {"fraction": 0.5, "factor_low": 1.0, "factor_high": 2.0},
-            "execution": {"round_s": 600, "restart_s": 10},
+            "execution": {"round_s": 600, "restart_s": 10, "interference_model": "stage"},
         },
         "policies": {"ordering": "cuckoo", "packing": "cuckoo", "allocation": "cuckoo"},
         "outputs": {"spans": False},

@@ -9,9 +9,11 @@ CELLS = [
         "md",
         """# Cluster scheduling: Cuckoo (reconstruction), Muri and the baselines
 
-JCT CDFs per policy, deadline satisfaction rate vs deadline tightness, and GPU utilisation
-over time per GPU type, on `scenarios/cuckoo.yaml` (V100/P100/K80). Public API only.
-`HETSIM_NOTEBOOK_SMALL=1` (set by the test suite) shrinks the runs to 60 jobs.""",
+JCT CDFs per policy, deadline satisfaction rate vs deadline tightness (with Cuckoo on
+Muri's coarse interference estimate as an ablation), and GPU utilisation over time per GPU
+type, on `scenarios/cuckoo.yaml` (V100/P100/K80); then Muri's interleaving against SRTF and
+Tiresias on `scenarios/muri.yaml`. Public API only. `HETSIM_NOTEBOOK_SMALL=1` (set by the
+test suite) shrinks the runs to 60 jobs.""",
     ),
     (
         "code",
@@ -71,6 +73,11 @@ for lo, hi in TIGHTNESS:
             "workload.deadlines.factor_low": lo, "workload.deadlines.factor_high": hi}))
         row = s.summary.iloc[0]
         rows.append({"policy": n, "lambda": f"U[{lo}, {hi}]", "dsr": row["dsr"]})
+    coarse = simulator.run(SCENARIO, overrides=over(*POLICIES["cuckoo"], **{
+        "workload.deadlines.factor_low": lo, "workload.deadlines.factor_high": hi,
+        "policies.packing.estimate": "group", "policies.allocation.estimate": "group"}))
+    rows.append({"policy": "cuckoo (coarse estimate)", "lambda": f"U[{lo}, {hi}]",
+                 "dsr": coarse.summary.iloc[0]["dsr"]})
 dsr = pd.DataFrame(rows).pivot(index="lambda", columns="policy", values="dsr")
 dsr.plot(marker="o", ylabel="deadline satisfaction rate", figsize=(7, 4))
 dsr""",
@@ -84,6 +91,17 @@ for gpu_type, t in util.groupby("gpu_type", sort=False):
 ax.set_xlabel("time (h)")
 ax.set_ylabel("GPU utilisation (Cuckoo)")
 ax.legend()""",
+    ),
+    (
+        "code",
+        """MURI = simulator.load_scenario(ROOT / "scenarios" / "muri.yaml",
+                               {"workload.jobs.max_jobs": 60 if SMALL else 400})
+pairs = {"Muri-S": ("srtf", "muri"), "SRTF": ("srtf", "none"),
+         "Muri-L": ("tiresias", "muri"), "Tiresias": ("tiresias", "none")}
+muri = {n: simulator.run(MURI, overrides={"policies.ordering": o, "policies.packing": p})
+        for n, (o, p) in pairs.items()}
+cols = ["mean_jct_s", "makespan_s", "packed_share", "utilisation", "work_per_gpu_s"]
+pd.concat({n: r.summary.iloc[0][cols] for n, r in muri.items()}, axis=1).T""",
     ),
 ]
 

@@ -83,6 +83,11 @@ class ClusterWorkload(Workload):
         ex = params.execution
         if len(ex.interference) < ex.max_group_size:
             raise ValueError("execution.interference needs one factor per group size")
+        if ex.max_group_size > ex.data_slots + 2:
+            raise ValueError(
+                f"execution.max_group_size {ex.max_group_size} exceeds the cycle's "
+                f"{ex.data_slots + 2} phases (data_slots + 2)"
+            )
         self.types, nodes = inventory(params, base_dir)
         if params.speeds.reference_type not in self.types and params.jobs.kind != "alibaba2023":
             raise ValueError(
@@ -94,17 +99,24 @@ class ClusterWorkload(Workload):
         self.jobs = build_jobs(params, self.types, base_dir, rngs)
         ref = self.types.index(params.speeds.reference_type) if (
             params.speeds.reference_type in self.types) else 0  # fmt: skip
-        self.est = Estimator(self.jobs, ex.interference, ref)
+        self.est = Estimator(self.jobs, ex, ref)
         n = self.jobs.n
         self.done_iters = np.zeros(n)
         self.attained = np.zeros(n)
+        self.received = np.zeros((n, len(self.types)))  # seconds holding GPUs, per type
+        #: kept only for allocation policies that see running groups (Gavel), as it costs
+        self.track_received = bool(getattr(policies["allocation"], "sees_running", False))
         self.first_start = np.full(n, np.nan)
+        self.run_since = np.full(n, np.nan)  # start of the current run (Tiresias starvation)
+        self.last_run = np.zeros(n)  # length of the last finished run segment
+        self.stopped_at = np.full(n, np.nan)  # when the last run segment ended
         self.finish = np.full(n, np.nan)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.group_of = np.full(n, -1, dtype=np.int64)
         self.last_type = np.full(n, -1, dtype=np.int64)
         self.queued: dict[int, None] = {}
         self.groups: dict[int, Group] = {}
+        self.packed: dict[int, None] = {}  # running groups with >= 2 members (for unpack)
         self._next_gid = 0
         self._next_arrival = 0
         self._round_due = False
@@ -163,6 +175,7 @@ class ClusterWorkload(Workload):
             self.passer.preempt_round()
         self._round_due = False
         self.passer.fill()
+        self.passer.unpack()
         if self.completed == self.jobs.n and not self.done.triggered:
             self.done.succeed()
 
@@ -173,7 +186,7 @@ class ClusterWorkload(Workload):
 
     def start_group(self, members: list[int], t: int) -> None:
         """Place a new group of queued jobs on type ``t`` (the pool picks the nodes)."""
-        gpus = int(self.jobs.gpus[members[0]])
+        gpus = int(self.jobs.gpus[members].max())
         parts = self.pool.allocate(t, gpus)
         if parts is None:
             raise InvariantViolation(f"allocation of {gpus} GPUs on {self.types[t]} failed")
@@ -188,6 +201,7 @@ class ClusterWorkload(Workload):
             self.last_type[j] = t
             if np.isnan(self.first_start[j]):
                 self.first_start[j] = now
+            self.run_since[j] = now
             self.log.append(("start", now, j))
         self._reschedule(g)
 
@@ -201,16 +215,51 @@ class ClusterWorkload(Workload):
             self.last_type[j] = g.t
             if np.isnan(self.first_start[j]):
                 self.first_start[j] = now
+            self.run_since[j] = now
             self.log.append(("start", now, j))
         g.members.extend(newcomers)
         g.resume_s = now + self.params.execution.restart_s
         self._reschedule(g)
+
+    def detach(self, g: Group, j: int) -> None:
+        """Take member ``j`` out of the packed group ``g`` back to the queue (to run alone on
+        free GPUs); the members left pay a restart, as for any regroup."""
+        self.settle(g)
+        g.members.remove(j)
+        self.group_of[j] = -1
+        self.queued[j] = None
+        self._end_run(j)
+        self.log.append(("detach", self.sim.now, j))
+        g.resume_s = self.sim.now + self.params.execution.restart_s
+        self._shrink(g)
+        self._reschedule(g)
+
+    def _shrink(self, g: Group) -> None:
+        """Release GPUs a group no longer needs (cross-GPU packing: its largest member
+        left); the released part is recorded as an allocation that ends now."""
+        need = int(self.jobs.gpus[g.members].max())
+        extra = g.gpus - need
+        if extra <= 0:
+            return
+        freed, parts, left = [], list(g.parts), extra
+        while left > 0:
+            node, k = parts.pop()
+            take = min(k, left)
+            freed.append((node, take))
+            if k > take:
+                parts.append((node, k - take))
+            left -= take
+        self.pool.release(freed)
+        g.parts, g.gpus, now = parts, need, self.sim.now
+        self.alloc_spans.append((g.t, extra, g.start_s, now, max(g.sizes)))
+        self.allocs.append(g.gid, self.types[g.t], extra, max(g.sizes), g.start_s, now)
 
     def stop_group(self, g: Group, preempted: bool) -> None:
         """Release a group's GPUs; with ``preempted`` its members go back to the queue."""
         self.settle(g)
         self.pool.release(g.parts)
         del self.groups[g.gid]
+        self.packed.pop(g.gid, None)
         g.version += 1
         span = (g.t, g.gpus, g.start_s, self.sim.now, max(g.sizes))
         self.alloc_spans.append(span)
@@ -220,18 +269,30 @@ class ClusterWorkload(Workload):
             if preempted:
                 self.preemptions[j] += 1
                 self.queued[j] = None
+                self._end_run(j)
                 self.log.append(("preempt", self.sim.now, j))
 
+    def _end_run(self, j: int) -> None:
+        self.last_run[j] = self.sim.now - self.run_since[j]
+        self.stopped_at[j] = self.sim.now
+
     def settle(self, g: Group) -> None:
-        """Credit the iterations and GPU service of ``g`` up to now."""
+        """Credit the iterations and GPU service of ``g`` up to now (``received``: time
+        holding GPUs of the group's type, restart included, for Gavel's priorities)."""
         now = self.sim.now
+        if self.track_received and now > g.since_s:
+            self.received[g.members, g.t] += now - g.since_s
         begin = max(g.since_s, g.resume_s)
         if now > begin:
             self.done_iters[g.members] += (now - begin) / g.iter_s
-            self.attained[g.members] += (now - begin) * g.gpus
+            self.attained[g.members] += (now - begin) * self.jobs.gpus[g.members]
         g.since_s = now
 
     def _reschedule(self, g: Group) -> None:
+        if len(g.members) > 1:
+            self.packed[g.gid] = None
+        else:
+            self.packed.pop(g.gid, None)
         g.iter_s = self.est.iter_s(g.members, g.t)
         g.sizes.append(len(g.members))
         g.version += 1
@@ -254,6 +315,7 @@ class ClusterWorkload(Workload):
             g.members = ended  # for the allocation record
             self.stop_group(g, preempted=False)
         else:
+            self._shrink(g)
             self._reschedule(g)
         self.log.append(("tick", now, g.gid))
         self._request_pass()

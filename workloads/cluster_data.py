@@ -10,7 +10,7 @@ import csv
 import math
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ class RawJobs:
     stages_s: np.ndarray  # (n, len(STAGES)) per-iteration stage times on the reference type
     allowed: tuple[frozenset[str] | None, ...]  # GPU types a job may use (None: any)
     skipped_rows: int = 0
+    iter_s: np.ndarray | None = None  # (n,) measured solo iteration time (s), if the source has it
 
 
 def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
@@ -102,10 +103,13 @@ def read_muri_trace(
         submit = number(path, line, row, "submit_time") / 1e3
         number(path, line, row, "duration")
         iters = number(path, line, row, "iterations", 1)
-        return (0.0 if at_zero else submit, int(gpus), model, int(iters), stages, None)
+        it = number(path, line, row, "iteration_time") / 1e3 if row.get("iteration_time") else 0.0
+        return (0.0 if at_zero else submit, int(gpus), model, int(iters), stages, None, it)
 
     rows, bad = read_rows(path, parse, skip_bad, limit)
-    return _raw(rows, bad, path)
+    rows.sort(key=lambda r: r[0])  # as _raw sorts (stable), so the iteration times line up
+    it = np.array([r[6] for r in rows], dtype=float)
+    return replace(_raw(rows, bad, path), iter_s=np.where(it > 0, it, np.nan))
 
 
 def read_alibaba_tasks(
@@ -186,3 +190,51 @@ def read_stage_profiles(path: Path) -> dict[tuple[str, int], tuple[float, float,
         key = (row["model"], int(number(path, line, row, "num_gpu", 1)))
         out[key] = tuple(number(path, line, row, c) / 1e3 for c in ("data_ms", "gpu_ms", "net_ms"))
     return out  # type: ignore[return-value]
+
+
+def read_runtimes(path: Path, skip_bad: bool, low_s: float) -> tuple[np.ndarray, int]:
+    """Job run times (s) of a one-column ``runtime`` file (Philly's runtime derivative,
+    ../shared/data/philly/SOURCE.md) and the bad-row count; rows below ``low_s`` (jobs
+    that never ran: 0 s) are dropped without counting as bad."""
+
+    def parse(line: int, row: dict[str, str]) -> float | None:
+        value = number(path, line, row, "runtime")
+        return value if value >= low_s else None
+
+    rows, bad = read_rows(path, parse, skip_bad, None)
+    if not rows:
+        raise ValueError(f"{path}: no run times >= {low_s:g} s")
+    return np.array(rows, dtype=float), bad
+
+
+@dataclass(frozen=True)
+class HeliosStats:
+    """One cluster's GPU-job statistics from Helios' ``helios_cluster_summary.csv``."""
+
+    gpu_jobs: int
+    mean_run_s: float
+    median_run_s: float
+    mean_gpus: float
+    median_gpus: float
+
+
+def read_helios_summary(path: Path, cluster: str, skip_bad: bool) -> tuple[HeliosStats, int]:
+    """The ``id == cluster`` row of Helios' cluster summary (GPU-job columns) and the
+    count of bad rows skipped (other clusters' rows are parsed too, so errors surface)."""
+    cols = ("gpu_job_num", "avg_run_time_gpu", "med_run_time_gpu", "avg_gpu_num", "med_gpu_num")
+
+    def parse(line: int, row: dict[str, str]) -> tuple[str, HeliosStats]:
+        v = [number(path, line, row, c) for c in cols]
+        if v[0] < 1:
+            raise RowError(path, line, "gpu_job_num", "no GPU jobs")
+        if v[2] <= 0 or v[1] < v[2]:
+            raise RowError(path, line, "avg_run_time_gpu", "needs mean >= median > 0")
+        if v[4] < 1 or v[3] < v[4]:
+            raise RowError(path, line, "avg_gpu_num", "needs mean >= median >= 1")
+        return row.get("id", ""), HeliosStats(int(v[0]), v[1], v[2], v[3], v[4])
+
+    rows, bad = read_rows(path, parse, skip_bad, None)
+    found = dict(rows)
+    if cluster not in found:
+        raise ValueError(f"{path}: no cluster {cluster!r} (ids: {sorted(found)})")
+    return found[cluster], bad

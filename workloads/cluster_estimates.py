@@ -13,53 +13,79 @@ import numpy as np
 
 from schedulers.cluster.view import AllocationView, GroupView, OrderingView, PackingView, UnitView
 from workloads.cluster_jobs import JobTable
-from workloads.cluster_model import interleaved_iter_s
+from workloads.cluster_model import packed_cycle_s, stage_model_iter_s
+from workloads.cluster_params import Execution
 
 
 class Estimator:
-    """Solo and packed iteration times per GPU type, cached by job profile."""
+    """Solo and packed iteration times per GPU type, cached by job profile.
 
-    def __init__(self, jobs: JobTable, interference: list[float], ref_type: int) -> None:
+    Two interference models (workloads.cluster_model): ``group`` (Muri's per-size factors)
+    and ``stage`` (per-stage beta inflation). ``iter_s`` is the ground truth the mechanism
+    runs groups with (``execution.interference_model``); ``estimate`` gives either model,
+    so each policy can be handed the estimate its paper uses.
+    """
+
+    def __init__(self, jobs: JobTable, ex: Execution, ref_type: int) -> None:
         self.jobs = jobs
-        self.interference = interference
+        self.interference = ex.interference
+        self.beta = ex.stage_beta
+        self.spans = (ex.data_slots,) + (1,) * (jobs.stages_s.shape[1] - 1)
+        self.model = ex.interference_model
         self.ref = ref_type
-        keys = [(m, *row, *sp) for m, row, sp in zip(jobs.model, jobs.stages_s.tolist(),
-                                                     jobs.speed.tolist(), strict=True)]  # fmt: skip
+        keys = [(m, it, *row, *sp) for m, it, row, sp in zip(
+            jobs.model, jobs.iter_ref_s.tolist(), jobs.stages_s.tolist(), jobs.speed.tolist(),
+            strict=True)]  # fmt: skip
         index: dict[tuple[object, ...], int] = {}
         self.profile = np.array([index.setdefault(k, len(index)) for k in keys], dtype=np.int64)
         first = {p: j for j, p in reversed(list(enumerate(self.profile.tolist())))}
         self._rep = [first[p] for p in range(len(index))]
-        self._cache: dict[tuple[int, tuple[int, ...]], float] = {}
+        self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
         self._group_cache: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._best_cache: dict[tuple[object, ...], float] = {}
         n_types = jobs.speed.shape[1]
-        self.solo = np.array([[self.iter_s([j], t) for t in range(n_types)] for j in self._rep])
+        self.solo = np.array([
+            [jobs.solo_iter_on(j, t) * self.interference[0] for t in range(n_types)]
+            for j in self._rep
+        ])  # fmt: skip
 
     def iter_s(self, members: Sequence[int], t: int) -> float:
-        """Iteration time of the group ``members`` on type ``t`` (interference included)."""
-        key = (t, tuple(sorted(int(self.profile[j]) for j in members)))
+        """Ground-truth iteration time of the group ``members`` on type ``t``."""
+        return self.estimate(self.model, members, t)
+
+    def estimate(self, model: str, members: Sequence[int], t: int) -> float:
+        """Iteration time of ``members`` on type ``t`` under interference ``model``."""
+        profiles = tuple(sorted(int(self.profile[j]) for j in members))
+        if len(profiles) == 1:
+            return float(self.solo[profiles[0], t])
+        key = (model, t, profiles)
         hit = self._cache.get(key)
         if hit is None:
-            reps = [self._rep[p] for p in key[1]]
-            stages = np.array([self.jobs.stages_on(j, t) for j in reps])
-            hit = self._cache[key] = interleaved_iter_s(stages, self.interference)
+            stages = np.array([self.jobs.stages_on(self._rep[p], t) for p in profiles])
+            if model == "stage":
+                hit = stage_model_iter_s(stages, self.beta, self.spans)
+            else:
+                hit = packed_cycle_s(stages, self.spans) * self.interference[len(profiles) - 1]
+            self._cache[key] = hit
         return hit
 
     def solo_s(self, job: int, t: int) -> float:
         """Solo iteration time of ``job`` on type ``t``."""
         return float(self.solo[self.profile[job], t])
 
-    def group_iters(self, members: Sequence[int]) -> tuple[tuple[bool, ...], tuple[float, ...]]:
-        """Types every member may use, and the group's iteration time per type (inf: not
-        allowed); cached by member profiles and allowed types."""
+    def group_iters(
+        self, members: Sequence[int], model: str = "group"
+    ) -> tuple[tuple[bool, ...], tuple[float, ...]]:
+        """Types every member may use, and the group's iteration time per type under
+        ``model`` (inf: not allowed); cached by member profiles and allowed types."""
         allowed = tuple(
             bool(a) for a in np.logical_and.reduce([self.jobs.allowed[j] for j in members])
         )
-        key = (tuple(sorted(int(self.profile[j]) for j in members)), allowed)
+        key = (model, tuple(sorted(int(self.profile[j]) for j in members)), allowed)
         hit = self._group_cache.get(key)
         if hit is None:
             hit = self._group_cache[key] = tuple(
-                self.iter_s(members, t) if ok else np.inf for t, ok in enumerate(allowed)
+                self.estimate(model, members, t) if ok else np.inf for t, ok in enumerate(allowed)
             )
         return allowed, hit
 
@@ -74,8 +100,12 @@ class Estimator:
         return hit
 
     def ref_iter_s(self, members: tuple[int, ...]) -> float:
-        """Packed iteration time on the reference type (for the packing view)."""
-        return self.iter_s(members, self.ref)
+        """Group-model (Muri's factors) iteration time on the reference type."""
+        return self.estimate("group", members, self.ref)
+
+    def ref_stage_iter_s(self, members: tuple[int, ...]) -> float:
+        """Stage-model (per-stage beta) iteration time on the reference type."""
+        return self.estimate("stage", members, self.ref)
 
 
 def readonly(*arrays: np.ndarray) -> list[np.ndarray]:
@@ -108,22 +138,25 @@ def unit_view(members: Sequence[int], running: bool, rank: int, rem: dict[int, i
     """A packing candidate."""
     ms = tuple(int(j) for j in members)
     return UnitView(
-        ms, int(jobs.gpus[ms[0]]), running, rank, tuple(est.solo_s(j, est.ref) for j in ms),
+        ms, int(jobs.gpus[list(ms)].max()), running, rank,
+        tuple(est.solo_s(j, est.ref) for j in ms),
         tuple(rem[j] for j in ms), tuple(float(jobs.deadline_s[j]) for j in ms),
+        tuple(int(jobs.gpus[j]) for j in ms),
     )  # fmt: skip
 
 
-def packing_view(now: float, units: list[UnitView], free: int, max_size: int,
-                 restart_s: float, est: Estimator) -> PackingView:  # fmt: skip
+def packing_view(now: float, units: list[UnitView], free: int, max_size: int, restart_s: float,
+                 est: Estimator, cross_gpu: bool = False) -> PackingView:  # fmt: skip
     """Packing snapshot."""
-    k = est.jobs.stages_s.shape[1]
-    return PackingView(now, tuple(units), free, max_size, k, restart_s, est.ref_iter_s)
+    phases = int(sum(est.spans))
+    return PackingView(now, tuple(units), free, max_size, phases, restart_s, est.ref_iter_s,
+                       est.ref_stage_iter_s, cross_gpu)  # fmt: skip
 
 
 def group_view(now: float, members: Sequence[int], rem: dict[int, int], restart_s: float,
-               jobs: JobTable, est: Estimator) -> GroupView:  # fmt: skip
-    """A waiting group with its per-type estimates."""
-    allowed, iters = est.group_iters(members)
+               jobs: JobTable, est: Estimator, model: str = "group") -> GroupView:  # fmt: skip
+    """A waiting group with its per-type estimates under interference ``model``."""
+    allowed, iters = est.group_iters(members, model)
     worst = max(rem[j] for j in members)
     remaining = [restart_s + worst * it for it in iters]
     meets, urgency, has = [True] * len(iters), 0.0, False
@@ -138,12 +171,25 @@ def group_view(now: float, members: Sequence[int], rem: dict[int, int], restart_
         if 0 < rem[j] * best <= left:
             urgency = max(urgency, rem[j] * best / left)
     return GroupView(
-        tuple(int(j) for j in members), int(jobs.gpus[members[0]]), allowed,
+        tuple(int(j) for j in members), int(jobs.gpus[list(members)].max()), allowed,
         iters, tuple(remaining), tuple(meets), has, urgency,
     )  # fmt: skip
 
 
-def allocation_view(now: float, types: list[str], free: np.ndarray,
-                    groups: list[GroupView]) -> AllocationView:  # fmt: skip
-    """Allocation snapshot."""
-    return AllocationView(now, tuple(types), tuple(int(f) for f in free), tuple(groups))
+def with_service(gv: GroupView, received: np.ndarray, submit_s: np.ndarray, now: float,
+                 running_on: int = -1) -> GroupView:  # fmt: skip
+    """``gv`` with its members' mean time held per GPU type and mean time since submission
+    (for allocation policies that see running groups, e.g. Gavel's round priorities)."""
+    ms = list(gv.members)
+    return gv._replace(
+        received_s=tuple(float(x) for x in received[ms].mean(axis=0)),
+        active_s=float(now - submit_s[ms].mean()),
+        running_on=running_on,
+    )
+
+
+def allocation_view(now: float, types: list[str], free: np.ndarray, groups: list[GroupView],
+                    groups_stage: list[GroupView]) -> AllocationView:  # fmt: skip
+    """Allocation snapshot (groups with group-model and with stage-model estimates)."""
+    return AllocationView(now, tuple(types), tuple(int(f) for f in free), tuple(groups),
+                          groups_stage=tuple(groups_stage))  # fmt: skip

@@ -15,12 +15,15 @@ import numpy as np
 from workloads.cluster_data import (
     STAGES,
     RawJobs,
+    csv_rows,
+    number,
     read_alibaba_tasks,
     read_muri_trace,
     read_speed_table,
     read_stage_profiles,
 )
 from workloads.cluster_params import ClusterParams, Deadlines, SpeedTable, SyntheticJobs
+from workloads.cluster_sources import helios_jobs, philly_jobs
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class JobTable:
     allowed: np.ndarray  # (n, T) bool: type usable by the job
     deadline_s: np.ndarray  # (n,) absolute deadline, inf for best-effort jobs
     solo_s: np.ndarray  # (n,) solo duration on the reference type (deadline base)
+    iter_ref_s: np.ndarray  # (n,) solo iteration time on the reference type, no interference
     skipped_rows: int = 0
 
     @property
@@ -48,6 +52,13 @@ class JobTable:
         s = self.stages_s[job].copy()
         s[1] /= self.speed[job, t]
         return s
+
+    def solo_iter_on(self, job: int, t: int) -> float:
+        """Solo iteration time of ``job`` on type ``t`` (no interference factor): the
+        reference-type time scaled by the ratio of its stage sums on ``t`` and the reference
+        (an assumption where the measured time is not the stage sum)."""
+        ref = float(self.stages_s[job].sum())
+        return float(self.iter_ref_s[job]) * float(self.stages_on(job, t).sum()) / ref
 
 
 def synthetic_jobs(
@@ -104,6 +115,30 @@ def _speed(thr: dict[str, float], t: str, spec: SpeedTable) -> float:
     )
 
 
+def read_iteration_times(path: Path) -> dict[tuple[str, int], float]:
+    """(model, GPUs) -> measured solo iteration time in s (``iteration_time_ms`` column)."""
+    out = {}
+    for line, row in csv_rows(path):
+        key = (row["model"], int(number(path, line, row, "num_gpu", 1)))
+        out[key] = number(path, line, row, "iteration_time_ms") / 1e3
+    return out
+
+
+def solo_iterations(raw: RawJobs, p: ClusterParams, base: Path) -> np.ndarray:
+    """Solo iteration time per job on the reference type with ``solo_time: measured`` (as
+    Muri's simulator): the trace's ``iteration_time`` column, or for generated jobs the
+    measured time of its (model, GPUs) profile; else the sum of its stage times."""
+    stage_sum = raw.stages_s.sum(axis=1)
+    if p.execution.solo_time == "stage_sum":
+        return stage_sum
+    if raw.iter_s is not None:  # the trace's own column (Muri's traces), stage sum if absent
+        return np.where(np.isnan(raw.iter_s), stage_sum, raw.iter_s)
+    table = read_iteration_times(base / p.stage_profiles_path)
+    return np.array([
+        table.get((m, int(g)), s) for m, g, s in zip(raw.model, raw.gpus, stage_sum, strict=True)
+    ])  # fmt: skip
+
+
 def deadlines(
     solo_s: np.ndarray, submit_s: np.ndarray, spec: Deadlines, rng: np.random.Generator
 ) -> np.ndarray:
@@ -123,6 +158,14 @@ def build_jobs(
     spec = p.jobs
     if spec.kind == "synthetic":
         raw = synthetic_jobs(spec, read_stage_profiles(base / p.stage_profiles_path), rngs["jobs"])
+    elif spec.kind == "philly":  # workloads.cluster_sources
+        raw = philly_jobs(
+            spec, base, read_stage_profiles(base / p.stage_profiles_path), rngs["jobs"]
+        )
+    elif spec.kind == "helios":
+        raw = helios_jobs(
+            spec, base, read_stage_profiles(base / p.stage_profiles_path), rngs["jobs"]
+        )
     elif spec.kind == "muri_trace":
         known = set(p.speeds.model_map)
         raw = read_muri_trace(
@@ -137,10 +180,11 @@ def build_jobs(
     for j, limit in enumerate(raw.allowed):
         if limit is not None:
             allowed[j] &= np.array([t in limit for t in types])
-    solo = raw.iterations * raw.stages_s.sum(axis=1) * p.execution.interference[0]
+    iter_ref = solo_iterations(raw, p, base)
+    solo = raw.iterations * iter_ref * p.execution.interference[0]
     dl = deadlines(solo, raw.submit_s, p.deadlines, rngs["deadlines"])
     speed = np.where(allowed, speed, 1.0)  # unused where not allowed; avoids division by 0
     return JobTable(
         raw.submit_s, raw.gpus, raw.model, raw.iterations, raw.stages_s, speed, allowed, dl, solo,
-        raw.skipped_rows,
+        iter_ref, raw.skipped_rows,
     )  # fmt: skip

@@ -29,6 +29,9 @@ METRICS = {
     "utilisation": "sum of GPU-seconds allocated (restarts included) / (GPUs x makespan_s)",
     "utilisation_by_type": "the same per GPU type, as 'type:value' pairs",
     "packed_share": "share of allocated GPU-seconds held by groups that ever had >= 2 jobs",
+    "work_per_gpu_s": "sum over finished jobs of solo_s x gpus / allocated GPU-seconds: work "
+    "done per GPU-second held, in solo reference-type seconds (> 1: interleaving or faster "
+    "types do more work per GPU-second; restarts and slower types lower it)",
     "preemptions": "total preemptions (a running group stopped and requeued in a round)",
     "skipped_rows": "trace rows skipped as bad (only with skip_bad_rows)",
 }
@@ -88,6 +91,9 @@ def summarise(wl: ClusterWorkload, end_s: float) -> dict[str, float | int | str]
         "utilisation": float(busy.sum() / (wl.pool.total.sum() * span)),
         "utilisation_by_type": by_type,
         "packed_share": float(packed / busy.sum()) if busy.sum() > 0 else 0.0,
+        "work_per_gpu_s": float((jb.solo_s * jb.gpus)[done].sum() / busy.sum())
+        if busy.sum() > 0
+        else 0.0,
         "preemptions": int(wl.preemptions.sum()),
         "skipped_rows": int(jb.skipped_rows),
     }

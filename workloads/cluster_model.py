@@ -1,32 +1,105 @@
 """Physical model of the cluster domain: interleaved iteration time and the GPU pool.
 
-Interleaving (Muri, SIGCOMM'22, as in its public simulator): the m jobs of a group share
-one set of GPUs and run their k iteration stages phase-shifted, so the group's iteration
-time for a shift assignment p is ``sum_s max_j t[j, (s - p_j) mod k]``; the group takes
-the best assignment of distinct shifts and multiplies by the measured interference
-factor of its size (Muri's code: 1.015, 1.33, 1.5, 1.37 for 1-4 jobs). Every member
-completes one iteration per group iteration.
+Interleaving (Muri, SIGCOMM'22, as its public simulator computes it): the m jobs of a
+group share one set of GPUs and cycle through their stages phase-shifted. The cycle has
+``L = sum(spans)`` phases; stage s of a job occupies ``spans[s]`` consecutive phases
+(Muri's traces merge storage IO and CPU into one data column, and its simulator, run with
+4 resources, lets that column span the IO and CPU phases: ``spans = (2, 1, 1)``, so two
+jobs' data stages may overlap, one on storage and one on the CPU; ``(1, 1, 1)`` is the
+plain 3-stage cycle). Each job starts in its own phase. With phase boundaries f_q, job x
+holds stage s from f_{x+c_s} to f_{x+c_s+w_s} (c_s = phases before s, w_s its span) and
+needs ``f_{x+c_s+w_s} >= f_{x+c_s} + t[x, s]``; the steady-state iteration time is the
+largest growth rate of f per cycle, which is the maximum over cycles of the constraint
+graph on the L phases of (sum of stage times) / (cycles wrapped). The group takes the
+best assignment of jobs to phases. With all spans 1 this is
+``min over shifts of sum_s max_j t[j, (s - p_j) mod L]``.
+
+Interference (two models, ``workloads.cluster_estimates`` picks one as ground truth):
+- *group* (Muri's code): the cycle time times a measured factor per group size;
+- *stage* (Cuckoo's stage-grained estimation, reconstruction): each member's stage r is
+  inflated by its co-runners' use of r, ``t'_{j,r} = t_{j,r} (1 + sum_{i != j} beta_r
+  occ_{i,r})`` with ``occ_{i,r} = t_{i,r} / sum_r t_{i,r}``, then the cycle time is taken
+  with no further factor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import permutations
 
 import numpy as np
 
+Edge = tuple[int, int, float, int]  # (from phase, to phase, seconds, cycles wrapped)
 
-def interleaved_iter_s(stages_s: np.ndarray, interference: list[float]) -> float:
-    """Iteration time of a group whose members' stage times are the rows of ``stages_s``."""
+
+def cycle_period_s(stages_s: np.ndarray, spans: Sequence[int], slots: Sequence[int]) -> float:
+    """Steady-state iteration time of jobs (rows of ``stages_s``) starting in ``slots``."""
+    phases = int(sum(spans))
+    offsets = np.concatenate(([0], np.cumsum(spans)[:-1]))
+    edges: list[Edge] = []
+    for row, x in zip(stages_s, slots, strict=True):
+        for t, c, w in zip(row, offsets, spans, strict=True):
+            u = (x + int(c)) % phases
+            edges.append((u, (u + w) % phases, float(t), (u + w) // phases))
+    return _max_cycle_ratio(edges, phases)
+
+
+def _max_cycle_ratio(edges: list[Edge], nodes: int) -> float:
+    """Max over simple cycles of sum(seconds) / sum(wraps) (every cycle wraps >= 1)."""
+    out_edges: list[list[Edge]] = [[] for _ in range(nodes)]
+    for e in edges:
+        out_edges[e[0]].append(e)
+    best = 0.0
+
+    def walk(start: int, node: int, seen: set[int], secs: float, wraps: int) -> None:
+        nonlocal best
+        for _, v, t, w in out_edges[node]:
+            if v == start:
+                best = max(best, (secs + t) / (wraps + w))
+            elif v > start and v not in seen:
+                seen.add(v)
+                walk(start, v, seen, secs + t, wraps + w)
+                seen.discard(v)
+
+    for s in range(nodes):
+        walk(s, s, {s}, 0.0, 0)
+    return best
+
+
+def stage_inflated(stages_s: np.ndarray, beta: Sequence[float]) -> np.ndarray:
+    """Stage times inflated by co-runners: t_{j,r} (1 + sum_{i != j} beta_r occ_{i,r})."""
+    total = stages_s.sum(axis=1, keepdims=True)
+    occ = np.divide(stages_s, total, out=np.zeros_like(stages_s), where=total > 0)
+    others = occ.sum(axis=0, keepdims=True) - occ
+    return stages_s * (1.0 + np.asarray(beta, dtype=float) * others)
+
+
+def packed_cycle_s(stages_s: np.ndarray, spans: Sequence[int]) -> float:
+    """Best cycle time over assignments of the jobs to distinct phases (job 0 in phase 0)."""
+    m, phases = len(stages_s), int(sum(spans))
+    if m > phases:
+        raise ValueError(f"a group of {m} jobs needs at least {m} phases to interleave")
+    return min(
+        cycle_period_s(stages_s, spans, (0, *rest))
+        for rest in permutations(range(1, phases), m - 1)
+    )
+
+
+def interleaved_iter_s(
+    stages_s: np.ndarray, interference: list[float], spans: Sequence[int] | None = None
+) -> float:
+    """Iteration time of a group (rows of ``stages_s``) under the *group* model: the best
+    cycle time times ``interference[m - 1]`` (a lone job: its stage sum x interference[0])."""
     m, k = stages_s.shape
+    spans = tuple(spans) if spans is not None else (1,) * k
     if m == 1:
         return float(stages_s[0].sum()) * interference[0]
-    if m > k:
-        raise ValueError(f"a group of {m} jobs needs at least {m} stages to interleave, not {k}")
-    best = np.inf
-    for shifts in permutations(range(1, k), m - 1):
-        rows = [stages_s[0]] + [np.roll(stages_s[i + 1], p) for i, p in enumerate(shifts)]
-        best = min(best, float(np.max(rows, axis=0).sum()))
-    return best * interference[m - 1]
+    return packed_cycle_s(stages_s, spans) * interference[m - 1]
+
+
+def stage_model_iter_s(stages_s: np.ndarray, beta: Sequence[float], spans: Sequence[int]) -> float:
+    """Iteration time of a group of >= 2 jobs under the *stage* model (no group factor)."""
+    return packed_cycle_s(stage_inflated(stages_s, beta), spans)
 
 
 class GpuPool:

@@ -14,14 +14,19 @@ import networkx as nx
 
 from schedulers.cluster.view import PackingView
 
+#: job id -> (solo iteration s, remaining iterations, deadline s, GPUs)
+Facts = dict[int, tuple[float, int, float, int]]
 #: weight of merging a set of jobs (job ids) given the view; <= 0 means no edge
-Facts = dict[int, tuple[float, int, float]]
 Weight = Callable[[PackingView, Facts, tuple[int, ...]], float]
 
 
 def merged_demand(view: PackingView, groups: list[tuple[int, ...]]) -> int:
     """GPUs that the queued part of the candidates would take if ``groups`` ran."""
-    return sum(view.units[g[0]].gpus for g in groups if not any(view.units[i].running for i in g))
+    return sum(
+        max(view.units[i].gpus for i in g)
+        for g in groups
+        if not any(view.units[i].running for i in g)
+    )
 
 
 def members_of(view: PackingView, group: tuple[int, ...]) -> tuple[int, ...]:
@@ -55,14 +60,16 @@ def _graph(
     graph = nx.Graph()
     graph.add_nodes_from(range(len(groups)))
     for a in range(len(groups)):
-        ua = view.units[groups[a][0]]
+        ga = max(view.units[i].gpus for i in groups[a])
         ma = members_of(view, groups[a])
         run_a = any(view.units[i].running for i in groups[a])
         for b in range(a + 1, len(groups)):
-            ub = view.units[groups[b][0]]
+            gb = max(view.units[i].gpus for i in groups[b])
             run_b = any(view.units[i].running for i in groups[b])
-            if ua.gpus != ub.gpus or (run_a and run_b):
+            if (ga != gb and not view.cross_gpu) or (run_a and run_b):
                 continue
+            if (run_a and gb > ga) or (run_b and ga > gb):
+                continue  # a running group cannot grow its GPUs
             mb = members_of(view, groups[b])
             if len(ma) + len(mb) > view.max_group_size:
                 continue
@@ -73,11 +80,12 @@ def _graph(
 
 
 def job_facts(view: PackingView) -> Facts:
-    """Job id -> (solo iteration s, remaining iterations, deadline s) over all units."""
+    """Job id -> (solo iteration s, remaining iterations, deadline s, GPUs) over all units."""
     out = {}
     for u in view.units:
-        for j, s, r, d in zip(
-            u.members, u.solo_iter_s, u.remaining_iters, u.deadline_s, strict=True
+        gpus = u.member_gpus or (u.gpus,) * len(u.members)
+        for j, s, r, d, g in zip(
+            u.members, u.solo_iter_s, u.remaining_iters, u.deadline_s, gpus, strict=True
         ):
-            out[j] = (s, r, d)
+            out[j] = (s, r, d, g)
     return out

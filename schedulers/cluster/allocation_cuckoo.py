@@ -16,6 +16,8 @@ the max-flow value in closed form and a lone group's unique flow found without n
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,6 +33,9 @@ class CuckooAllocationParams(BaseModel):
     urgency_weight: float = Field(4.0, ge=0.0)
     rank_weight: float = Field(0.01, ge=0.0)
     cost_scale: float = Field(1000.0, gt=0.0, description="integer resolution of costs")
+    estimate: Literal["stage", "group"] = Field(
+        "stage", description="group-time estimate: stage-grained, or Muri's (ablation)"
+    )
 
 
 @policies.register("cluster.allocation", "cuckoo")
@@ -59,7 +64,10 @@ class CuckooAllocation:
         }
 
     def allocate(self, view: AllocationView) -> list[int | None]:
-        """Type index per group, or None (the group waits)."""
+        """Type index per group, or None (the group waits); stage-grained estimates where
+        the view carries them (``groups_stage``), else the coarse ones."""
+        if view.groups_stage and self.params.estimate == "stage":
+            view = view._replace(groups=view.groups_stage)
         costs = [self.edges(g, r) for r, g in enumerate(view.groups)]
         cheapest = [min(c, key=lambda t: (c[t], t)) if c else None for c in costs]
         use = np.zeros(len(view.types), dtype=np.int64)

@@ -12,10 +12,15 @@ from simulator.registry import policies
 
 
 class TiresiasParams(BaseModel):
-    """Queue thresholds in attained GPU-seconds (Muri's Tiresias code: 3250/7200/18000)."""
+    """Queue thresholds in attained GPU-seconds (Muri's Tiresias code: 3250/7200/18000) and
+    the starvation limit (Tiresias's STARVELIMIT; None: no promotion, as Muri's and the
+    Tiresias simulator's default runs, ``solve_starvation=0``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     thresholds_gpu_s: list[float] = Field(default_factory=lambda: [3250.0, 7200.0, 18000.0])
+    starve_limit: float | None = Field(
+        None, gt=0.0, description="promote a job waiting >= starve_limit x its last run"
+    )
 
     @field_validator("thresholds_gpu_s")
     @classmethod
@@ -27,11 +32,15 @@ class TiresiasParams(BaseModel):
 
 @policies.register("cluster.ordering", "tiresias")
 class TiresiasOrdering:
-    """2D-LAS: a job's queue is the number of thresholds its attained GPU-service reached.
+    """2D-LAS: a job's queue is the number of thresholds its attained GPU-service (since its
+    last promotion) reached.
 
-    Lower queues first; FIFO (submit time) within a queue. A job moves down exactly
-    when attained GPU-seconds reach a threshold. Simplified: no starvation promotion
-    and no placement-consolidation profiling (Tiresias's other components).
+    Lower queues first; FIFO (submit time) within a queue. A job moves down exactly when
+    attained GPU-seconds reach a threshold. Starvation promotion (with ``starve_limit``):
+    a job that has run and has waited at least ``starve_limit`` x the length of its last
+    run goes back to the top queue, its attained service counted from zero again (as the
+    promotion in Muri's copy of the Tiresias simulator resets ``executed_time``).
+    Simplified: no placement-consolidation profiling (Tiresias's other component).
     """
 
     Params = TiresiasParams
@@ -39,11 +48,32 @@ class TiresiasOrdering:
     def __init__(self, params: TiresiasParams, rng: np.random.Generator) -> None:
         self.params = params
         self._thr = np.array(params.thresholds_gpu_s)
+        self._base = np.zeros(0)  # per job id: attained GPU-s at its last promotion
 
     def queue_of(self, attained_gpu_s: np.ndarray) -> np.ndarray:
         """Queue index (0 = highest priority) of each attained service."""
         return np.searchsorted(self._thr, attained_gpu_s, side="right")
 
+    def promote(self, view: OrderingView) -> None:
+        """Reset the service count of starving jobs (idempotent while they wait)."""
+        if self.params.starve_limit is None or view.waiting_s is None or view.last_run_s is None:
+            return
+        if len(view.job) and view.job.max() >= len(self._base):
+            grown = np.zeros(max(2 * len(self._base), int(view.job.max()) + 1))
+            grown[: len(self._base)] = self._base
+            self._base = grown
+        starving = (view.last_run_s > 0) & (
+            view.waiting_s >= self.params.starve_limit * view.last_run_s
+        )
+        self._base[view.job[starving]] = view.attained_gpu_s[starving]
+
     def order(self, view: OrderingView) -> np.ndarray:
         """Positions sorted by (queue, submit_s, job)."""
-        return np.lexsort((view.job, view.submit_s, self.queue_of(view.attained_gpu_s)))
+        self.promote(view)
+        service = view.attained_gpu_s
+        if len(self._base):
+            base = np.zeros(len(view.job))
+            known = view.job < len(self._base)
+            base[known] = self._base[view.job[known]]
+            service = service - base
+        return np.lexsort((view.job, view.submit_s, self.queue_of(service)))

@@ -6,11 +6,16 @@ RECONSTRUCTION (Cuckoo's abstract only; ../shared/papers/cluster.md §3.2). Edge
 alone (R_j its remaining solo time; 0 otherwise) and ``slow_j = T_P / solo_j - 1``.
 An edge is removed when packing makes a member miss a deadline it meets alone
 (estimated with the packed iteration time and the restart delay), or gains nothing
-(T_P >= sum of solo times). Estimates are on the reference GPU type; the allocation
-step then prices the group per type. alpha, beta, gamma are not published: exposed here.
+(T_P >= sum of solo times). T_P is the stage-grained estimate (per-stage interference,
+``PackingView.estimate_stage_iter_s``; Cuckoo's abstract: "stage-grained execution-time
+estimation with runtime interference"), where Muri uses its coarse per-size factors.
+Estimates are on the reference GPU type; the allocation step then prices the group per
+type. alpha, beta, gamma are not published: exposed here.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,6 +33,9 @@ class CuckooPackingParams(BaseModel):
     alpha: float = Field(1.0, ge=0.0)
     beta: float = Field(1.0, ge=0.0)
     gamma: float = Field(0.5, ge=0.0)
+    estimate: Literal["stage", "group"] = Field(
+        "stage", description="packed-time estimate: stage-grained, or Muri's (ablation)"
+    )
 
 
 @policies.register("cluster.packing", "cuckoo")
@@ -41,12 +49,14 @@ class CuckooPacking:
 
     def weight(self, view: PackingView, facts: Facts, members: tuple[int, ...]) -> float:
         """The edge weight, or 0 when the merge breaks a deadline or gains nothing."""
-        u, t_p, solo_sum = utilisation(view, facts, members)
+        u, t_p, solo_sum = utilisation(
+            view, facts, members, stage_grained=self.params.estimate == "stage"
+        )
         if t_p >= solo_sum:
             return 0.0
         urg = slow = 0.0
         for j in members:
-            solo, rem, deadline = facts[j]
+            solo, rem, deadline, _ = facts[j]
             left = deadline - view.now_s
             alone_ok = np.isfinite(deadline) and rem * solo <= left
             if alone_ok and view.restart_s + rem * t_p > left:

@@ -1,7 +1,8 @@
 """Muri (SIGCOMM'22): interleave jobs by rounds of maximum-weight matching.
 
 Edge weight is Muri's utilisation of the merged group, U(P) = sum_j solo_j / (k T_P),
-with T_P the packed iteration time (interference included) and solo_j each member's
+k the cycle's phases (Muri's multi_resource, 4), T_P the packed iteration time with
+Muri's per-size interference factors (its coarse estimate) and solo_j each member's
 solo iteration time; an edge exists only if U > lambda |P| / k (``weight_lambda``, Muri's
 ``weight_lbd``, default 0) and packing gains throughput, T_P < sum_j solo_j (Muri's
 ``autopack`` split rule applied before matching). Heterogeneity-unaware: times are on
@@ -26,11 +27,19 @@ class MuriParams(BaseModel):
 
 
 def utilisation(
-    view: PackingView, facts: Facts, members: tuple[int, ...]
+    view: PackingView, facts: Facts, members: tuple[int, ...], stage_grained: bool = False
 ) -> tuple[float, float, float]:
-    """(U(P), T_P, sum of solo iteration times) of a set of jobs."""
-    t_p = view.estimate_iter_s(members)
-    solo = sum(facts[j][0] for j in members)
+    """(U(P), T_P, sum of solo iteration times) of a set of jobs, with Muri's per-size
+    interference factors or (``stage_grained``, when the view offers it) per-stage. With
+    members of different GPU counts (the cross-GPU ablation) each solo time is weighted by
+    the member's share of the group's GPUs (a 1-GPU job in an 8-GPU gang leaves 7 idle);
+    with equal counts this is Muri's plain sum."""
+    estimate = view.estimate_iter_s
+    if stage_grained and view.estimate_stage_iter_s is not None:
+        estimate = view.estimate_stage_iter_s
+    t_p = estimate(members)
+    gpus = max(facts[j][3] for j in members)
+    solo = sum(facts[j][0] * facts[j][3] for j in members) / gpus  # GPU-weighted
     return solo / (view.num_stages * t_p), t_p, solo
 
 

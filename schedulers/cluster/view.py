@@ -25,6 +25,8 @@ class OrderingView(NamedTuple):
     attained_gpu_s: np.ndarray  # GPU-seconds of service received so far
     deadline_s: np.ndarray  # absolute; inf for best-effort jobs
     running: np.ndarray  # bool
+    last_run_s: np.ndarray | None = None  # length of each job's last run segment (0: none)
+    waiting_s: np.ndarray | None = None  # time since that segment ended (0: running/never ran)
 
 
 class UnitView(NamedTuple):
@@ -37,6 +39,7 @@ class UnitView(NamedTuple):
     solo_iter_s: tuple[float, ...]  # per member, reference type
     remaining_iters: tuple[int, ...]
     deadline_s: tuple[float, ...]
+    member_gpus: tuple[int, ...] = ()  # per member (empty: all ``gpus``)
 
 
 class PackingView(NamedTuple):
@@ -46,10 +49,15 @@ class PackingView(NamedTuple):
     units: tuple[UnitView, ...]
     free_gpus: int
     max_group_size: int
-    num_stages: int
+    num_stages: int  # phases of the interleaving cycle (Muri's multi_resource)
     restart_s: float
-    #: packed iteration time (with interference) of a set of jobs, reference type
+    #: packed iteration time of a set of jobs on the reference type with Muri's per-size
+    #: interference factors (the coarse estimate)
     estimate_iter_s: Callable[[tuple[int, ...]], float]
+    #: the same with per-stage interference (Cuckoo's stage-grained estimate); None: absent
+    estimate_stage_iter_s: Callable[[tuple[int, ...]], float] | None = None
+    #: units with different GPU counts may merge (ablation ``execution.cross_gpu_packing``)
+    cross_gpu: bool = False
 
 
 class GroupView(NamedTuple):
@@ -63,6 +71,11 @@ class GroupView(NamedTuple):
     meets_deadlines: tuple[bool, ...]  # every deadline member finishes in time on that type
     has_deadline: bool
     urgency: float  # max over members of remaining solo time / time to deadline (0: none)
+    #: per GPU type, seconds the members have held GPUs of that type (mean over members);
+    #: filled for allocation policies with ``sees_running = True`` (else empty)
+    received_s: tuple[float, ...] = ()
+    active_s: float = 0.0  # mean time since the members' submission (same condition)
+    running_on: int = -1  # type index a running group holds (-1: waiting)
 
 
 class AllocationView(NamedTuple):
@@ -72,6 +85,12 @@ class AllocationView(NamedTuple):
     types: tuple[str, ...]
     free_gpus: tuple[int, ...]
     groups: tuple[GroupView, ...]
+    #: running groups (``running_on`` set) and GPUs per type; filled only for allocation
+    #: policies that declare ``sees_running = True`` (Gavel's LP needs every active job)
+    running: tuple[GroupView, ...] = ()
+    total_gpus: tuple[int, ...] = ()
+    #: ``groups`` again with stage-grained estimates (per-stage interference, Cuckoo's model)
+    groups_stage: tuple[GroupView, ...] = ()
 
 
 class OrderingPolicy(Protocol):
@@ -94,5 +113,9 @@ class AllocationPolicy(Protocol):
     """Decision point ``cluster.allocation``: the GPU type of each waiting group."""
 
     def allocate(self, view: AllocationView) -> list[int | None]:
-        """Per group, a type index with enough free GPUs, or None (wait)."""
+        """Per group, a type index with enough free GPUs, or None (wait).
+
+        A policy with ``sees_running = True`` is also asked at preemptive rounds with the
+        running groups among ``groups`` (``running_on`` set) and ``free_gpus`` equal to
+        the total: a running group keeps its GPUs only if given its own type again."""
         ...
