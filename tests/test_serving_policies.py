@@ -109,6 +109,29 @@ def test_goodput_wrr_splits_entry_by_group_goodput() -> None:
     assert picks.count(0) == 6 and picks.count(1) == 2  # 3:1 weights
 
 
+def test_goodput_wrr_caps_a_combo_at_its_decode_goodput() -> None:
+    # Two combos with 10 req/s of prefill each; combo 1's decode instances carry only 5
+    # req/s (RouteView.group_decode_rps), so its weight is min(10, 5): a 2:1 split.
+    pol = GoodputWrrRouting(GoodputWrrParams(), RNG)
+    insts = (_inst(0, 0, 0, 0, 100, 10.0), _inst(1, 1, 0, 0, 100, 10.0))
+    view = RouteView(0.0, 0, 10, "entry", -1, insts, group_decode_rps=((0, 20.0), (1, 5.0)))
+    picks = [pol.route(view) for _ in range(9)]
+    assert picks.count(0) == 6 and picks.count(1) == 3
+
+
+def test_goodput_wrr_routes_by_the_deployment_bucket_plan() -> None:
+    # Melange plan: instances 0 and 1 planned for bucket 4 at 1 and 3 req/s, instance 2
+    # not at all. Smooth WRR over {0: 1, 1: 3}: scores (1, 3) -> 1; (2, 2) tie -> 0;
+    # (-1, 5) -> 1; (0, 4) -> 1: sequence 1, 0, 1, 1 and never instance 2, whatever its
+    # goodput weight; bucket 7 (no plan) falls back to goodput weights.
+    pol = GoodputWrrRouting(GoodputWrrParams(), RNG)
+    insts = (_inst(0, 0, 0, 0, 100, 1.0), _inst(1, 1, 0, 0, 100, 1.0), _inst(2, 2, 0, 0, 100, 50.0))
+    view = RouteView(0.0, 0, 10, "entry", -1, insts, bucket=4, planned_rps=(1.0, 3.0, 0.0))
+    assert [pol.route(view) for _ in range(4)] == [1, 0, 1, 1]
+    other = view._replace(bucket=7, planned_rps=(0.0, 0.0, 0.0))
+    assert pol.route(other) == 2
+
+
 def test_goodput_wrr_decode_stays_in_combo_unless_full() -> None:
     pol = GoodputWrrRouting(GoodputWrrParams(), RNG)
     dec = (_inst(2, 0, 0, 5, 50, 1.0), _inst(3, 1, 0, 1, 5000, 1.0))

@@ -11,22 +11,33 @@ def _summary(path: str, **over: Any) -> Any:
     return simulator.run(path, overrides=over).summary.iloc[0]
 
 
-def test_cauchy_beats_best_homogeneous_tokens_per_usd_under_strict_slos() -> None:
+def test_cauchy_vs_colocated_ranking_flips_with_the_price_preset() -> None:
     # Cauchy (SoCC'25, abstract): up to +38.3% Tokens/USD vs the state of the art under
-    # strict SLOs. Direction asserted: more Tokens/USD than both homogeneous baselines,
-    # each sized by its own policy for 48 req/s, all meeting attainment >= 0.9.
+    # strict SLOs; the notes: rankings flip with the price preset. At 48 req/s, both
+    # policies sized by the same predictor (all runs meet attainment >= 0.9). The runs
+    # serve the same seeded requests, so $/h ranks steady-state Tokens/USD.
+    # aws-ondemand: an L40S ($1.84/h) prefills ~10 req/s, an H100 ($8.22/h) ~36: per
+    # $/h the L40S prefills 1.25x more, so Cauchy's combos mix L40S prefill with
+    # A100/L40S decode and cost less than the colocated H100 pool ($24.66/h).
+    # catalogue: the H100 ($2.49/h) costs only 1.34x an L40S ($1.861/h), so the L40S
+    # loses and Cauchy keeps H100 P/D pairs, no cheaper than colocated H100s.
     rows = {
-        dep: _summary(
+        (preset, dep): _summary(
             "scenarios/cauchy.yaml",
-            **{"policies.deployment": dep, "workload.requests.rate_per_s": 48},
+            **{
+                "policies.deployment": dep,
+                "workload.requests.rate_per_s": 48,
+                "workload.price_preset": preset,
+            },
         )
-        for dep in ("cauchy", "colocated", "distserve")
+        for preset in ("aws-ondemand", "catalogue")
+        for dep in ("cauchy", "colocated")
     }
     assert all(r.slo_attainment >= 0.9 for r in rows.values())
-    best_homogeneous = max(rows["colocated"].tokens_per_usd, rows["distserve"].tokens_per_usd)
-    assert rows["cauchy"].tokens_per_usd > best_homogeneous
-    # heterogeneous: Cauchy's combos use more than one GPU type here
-    assert ";" in rows["cauchy"].gpu_hours_by_type
+    aws_c, aws_h = rows[("aws-ondemand", "cauchy")], rows[("aws-ondemand", "colocated")]
+    cat_c, cat_h = rows[("catalogue", "cauchy")], rows[("catalogue", "colocated")]
+    assert ";" in aws_c.gpu_hours_by_type and aws_c.usd_per_hour < aws_h.usd_per_hour
+    assert ";" not in cat_c.gpu_hours_by_type and cat_c.usd_per_hour >= cat_h.usd_per_hour
 
 
 def test_disaggregation_removes_prefill_interference_from_tpot() -> None:

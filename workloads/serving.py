@@ -14,6 +14,7 @@ instances over the cluster's links; the prefill instance frees it on arrival.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -21,16 +22,26 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
 from devices.cluster import Cluster
-from schedulers.serving.view import DeploymentView, RouteView
+from schedulers.serving.view import DeploymentView, InstanceSpec, RouteView
 from simulator.engine import InvariantViolation, Simulation
 from simulator.registry import workloads
 from workloads.base import Workload, WorkloadParams
 from workloads.models import model_spec
-from workloads.serving_deploy import Config, Slo, candidate_configs, gpu_price, place
+from workloads.serving_autoscale import Autoscaler
+from workloads.serving_deploy import (
+    Config,
+    Slo,
+    bucket_key,
+    candidate_configs,
+    gpu_price,
+    place,
+)
+from workloads.serving_estimate import Lengths, Targets
 from workloads.serving_instance import Instance, Lud, RequestState
 from workloads.serving_metrics import METRICS, RequestTimes, latency_summary
 from workloads.serving_report import instance_rows, run_summary
-from workloads.serving_requests import RequestsConfig, generate
+from workloads.serving_requests import RequestsConfig, SloClass, assign_classes, generate
+from workloads.serving_subsim import SubSimGoodput
 
 DEFAULT_FABRICS = {
     "a100-80gb": "a100-nvswitch",
@@ -74,18 +85,40 @@ class ServingParams(WorkloadParams):
     mem_fraction: float = Field(0.9, gt=0.0, le=1.0)
     block_tokens: PositiveInt = 16
     max_batch: PositiveInt = 256
-    slo_mean_fraction: float = Field(0.5, gt=0.0, le=1.0)
+    sizing_attainment: float = Field(0.9, ge=0.5, lt=1.0)
+    sizing_headroom: float = Field(0.1, ge=0.0)
     estimate_sample: PositiveInt = 256
+    goodput: Literal["estimate", "simulate"] = "estimate"
     price_preset: str = "catalogue"
     tokens: Literal["output", "total"] = "output"
     lud: LudConfig | None = None
     truncate_to_context: bool = True
     gpus: list[str] | None = None
     load_weights: bool = True
+    slo_classes: list[SloClass] = Field(default_factory=list)
+    report_window_s: PositiveFloat = 60.0
 
     @model_validator(mode="after")
     def _known_model(self) -> ServingParams:
         model_spec(self.model)
+        return self
+
+    @model_validator(mode="after")
+    def _classes(self) -> ServingParams:
+        names = [c.name for c in self.slo_classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"slo_classes: names must be unique, got {names}")
+        shares = [c.share for c in self.slo_classes if c.share is not None]
+        trace = self.requests.trace
+        if trace is not None and trace.class_column is not None:
+            if not self.slo_classes or shares:
+                raise ValueError(
+                    "slo_classes: with a trace class column, give classes without share"
+                )
+        elif self.slo_classes and (
+            len(shares) != len(self.slo_classes) or abs(sum(shares) - 1.0) > 1e-6
+        ):
+            raise ValueError(f"slo_classes: shares must sum to 1, got {sum(shares):g}")
         return self
 
 
@@ -99,6 +132,7 @@ class ServingWorkload(Workload):
         "deployment": "colocated",
         "routing": "least-outstanding",
         "batching": "vllm",
+        "scaling": "none",
     }
     metrics: ClassVar[dict[str, str]] = METRICS
 
@@ -117,8 +151,10 @@ class ServingWorkload(Workload):
         )
         self.reqs = RequestState(prompt.tolist(), req.output.tolist())
         self.slo = Slo(params.slo.ttft_s, params.slo.tpot_s)
+        self._slo_classes(len(req), req.slo_class)
         self.configs = self._configs()
-        self.instances = self._deploy()
+        self.instances: list[Instance] = []
+        self._deploy()
         self.entry = [s for s in self.instances if s.role != "decode"]
         self.decode = [s for s in self.instances if s.role == "decode"]
         self._check_deployment()
@@ -127,8 +163,21 @@ class ServingWorkload(Workload):
         self.setup_s = 0.0
         self._finished = 0
         self._arrival = req.arrival_s.tolist()
+        self.entry_of = np.full(len(req), -1, dtype=np.int64)
+        self.decode_of = np.full(len(req), -1, dtype=np.int64)
+        self.autoscaler = Autoscaler(self, policies["scaling"])
 
     # ---- build -----------------------------------------------------------------------
+    def _slo_classes(self, n: int, names: np.ndarray | None) -> None:
+        """Each request's class and targets (:func:`assign_classes`)."""
+        self.class_names, self.slo_class, self.ttft_target, self.tpot_target = assign_classes(
+            self.params.slo_classes, self.slo, names, n, self.sim.rng("serving.slo_classes")
+        )
+
+    def meets(self) -> np.ndarray:
+        """Per request: finished within its class's TTFT and TPOT targets."""
+        return self.times.meets(self.ttft_target, self.tpot_target)
+
     def _gpus(self) -> dict[str, tuple[Any, int, int]]:
         names = self.params.gpus or self.cluster.device_names(kinds=("gpu",))
         out: dict[str, tuple[Any, int, int]] = {}
@@ -144,15 +193,21 @@ class ServingWorkload(Workload):
     def _configs(self) -> dict[tuple[str, int], Config]:
         p = self.params
         self.gpu_types = self._gpus()
-        prompts = self.times.prompt
-        sample = prompts[:: max(len(prompts) // p.estimate_sample, 1)]
-        f = p.slo_mean_fraction
+        every = max(len(self.times.prompt) // p.estimate_sample, 1)
+        sample = Lengths(self.times.prompt[::every], self.times.output[::every])
+        targets = Targets(self.slo.ttft_s, self.slo.tpot_s, p.sizing_attainment, p.sizing_headroom)
         found = candidate_configs(
             self.model, p.dtype, self.gpu_types, p.tp_options, p.tp_fabrics, p.mem_fraction,
-            sample, float(self.times.output.mean()), Slo(self.slo.ttft_s * f, self.slo.tpot_s * f),
-            p.price_preset, p.max_batch,
+            sample, targets, p.price_preset, p.max_batch,
         )  # fmt: skip
         return {(c.view.gpu_type, c.view.tp): c for c in found}
+
+    def _goodput_measure(self) -> SubSimGoodput | None:
+        """With ``goodput: simulate``, a unit's goodput measured by seeded sub-simulations."""
+        if self.params.goodput == "estimate":
+            return None
+        memory = {t: mem for t, (_, _, mem) in self.gpu_types.items()}
+        return SubSimGoodput(self.params.model_dump(mode="json"), memory, self.base_dir)
 
     def _deploy(self) -> list[Instance]:
         p = self.params
@@ -165,27 +220,39 @@ class ServingWorkload(Workload):
             self.slo.ttft_s, self.slo.tpot_s,
             tuple((t, c) for t, (_, c, _) in self.gpu_types.items()),
             tuple(c.view for c in self.configs.values()),
+            measure=self._goodput_measure(),
         )  # fmt: skip
         specs = tuple(self.policies["deployment"].deploy(view))
         for s in specs:
             if (s.gpu_type, s.tp) not in self.configs:
                 raise ValueError(f"deployment: {s.gpu_type} with tp={s.tp} is not a valid config")
         self.placement = place(specs, self._free)
+        self.instances = []
+        self.plans: list[dict[int, float]] = []  # per instance: bucket key -> planned req/s
+        self.bucket_of = bucket_key(self.times.prompt, self.times.output).tolist()
+        for s in specs:
+            self.make_instance(s)
+        self.planned = any(self.plans)
+        return self.instances
+
+    def make_instance(self, s: InstanceSpec) -> Instance:
+        """A new instance of spec ``s``, numbered next (placement is the caller's)."""
+        p = self.params
+        k = len(self.instances)
+        cfg = self.configs[(s.gpu_type, s.tp)]
         lud = Lud(p.lud.lookahead, p.lud.accept_p) if p.lud else None
-        out = []
-        for k, s in enumerate(specs):
-            cfg = self.configs[(s.gpu_type, s.tp)]
-            inst = Instance(
-                self.sim, k, s.role, s.group, cfg.cost, cfg.kv_tokens, p.block_tokens,
-                self.policies["batching"], self.reqs, self._prefilled, self._finished_cb,
-                lud, self.sim.rng(f"serving.lud.{k}"),
-            )  # fmt: skip
-            v = cfg.view
-            inst.goodput_rps = {"prefill": v.prefill_rps, "decode": v.decode_rps}.get(
-                s.role, v.colocated_rps
-            )
-            out.append(inst)
-        return out
+        inst = Instance(
+            self.sim, k, s.role, s.group, cfg.cost, cfg.kv_tokens, p.block_tokens,
+            self.policies["batching"], self.reqs, self._prefilled, self._finished_cb,
+            lud, self.sim.rng(f"serving.lud.{k}"),
+        )  # fmt: skip
+        v = cfg.view
+        inst.goodput_rps = {"prefill": v.prefill_rps, "decode": v.decode_rps}.get(
+            s.role, v.colocated_rps
+        )
+        self.instances.append(inst)
+        self.plans.append(dict(s.plan))
+        return inst
 
     def _check_deployment(self) -> None:
         if not self.entry:
@@ -205,11 +272,16 @@ class ServingWorkload(Workload):
     def start(self) -> None:
         """Load every instance's weights, then schedule the first arrival."""
         for inst, devs in zip(self.instances, self.placement, strict=True):
-            self._load(inst, devs)
+            self.load(inst, devs)
         if self._arrival:
             self._schedule(0)
+        self.autoscaler.start()
 
-    def _load(self, inst: Instance, devs: list[str]) -> None:
+    def load(
+        self, inst: Instance, devs: list[str], on_ready: Callable[[], None] | None = None
+    ) -> None:
+        """Allocate weights and KV on ``devs``, copy each GPU's weight share from its
+        node's CPU (in parallel), then mark ``inst`` ready and call ``on_ready``."""
         share = inst.cost.weight_bytes // inst.cost.tp
         kv = inst.capacity_blocks * inst.block_tokens * inst.cost.kv_bytes_per_token // inst.cost.tp
         events = []
@@ -222,11 +294,16 @@ class ServingWorkload(Workload):
                 events.append(self.cluster.copy(host, d, share, name="weights"))
         if not events:
             inst.set_ready()
+            if on_ready is not None:
+                on_ready()
             return
 
         def ready(_: object) -> None:
-            self.setup_s = max(self.setup_s, self.sim.now)
+            if on_ready is None:  # the initial deployment
+                self.setup_s = max(self.setup_s, self.sim.now)
             inst.set_ready()
+            if on_ready is not None:
+                on_ready()
 
         self.sim.env.all_of(events).callbacks.append(ready)
 
@@ -240,6 +317,16 @@ class ServingWorkload(Workload):
         view = RouteView(
             self.sim.now, i, self.reqs.prefill_len[i], stage, group, tuple(s.view() for s in pool)
         )
+        if stage == "entry" and self.decode:  # each group's decode capacity
+            dec: dict[int, float] = {}
+            for s in self.decode:
+                dec[s.group] = dec.get(s.group, 0.0) + s.goodput_rps
+            view = view._replace(group_decode_rps=tuple(sorted(dec.items())))
+        if stage == "entry" and self.planned:  # the deployment's per-bucket plan
+            b = self.bucket_of[i]
+            view = view._replace(
+                bucket=b, planned_rps=tuple(self.plans[s.number].get(b, 0.0) for s in pool)
+            )
         k = self.policies["routing"].route(view)
         if not 0 <= k < len(self.instances) or self.instances[k] not in pool:
             raise InvariantViolation(f"routing chose instance {k}, not a {stage} candidate")
@@ -248,7 +335,9 @@ class ServingWorkload(Workload):
     def _arrive(self, i: int) -> None:
         if i + 1 < len(self._arrival):
             self._schedule(i + 1)
-        self._route(i, "entry", self.entry, -1).submit(i)
+        inst = self._route(i, "entry", self.entry, -1)
+        self.entry_of[i] = inst.number
+        inst.submit(i)
 
     def _prefilled(self, i: int, inst: Instance) -> None:
         if np.isnan(self.times.first_token_s[i]):
@@ -260,6 +349,7 @@ class ServingWorkload(Workload):
             self._finished_cb(np.array([i]), inst)
             return
         dec = self._route(i, "decode", self.decode, inst.group)
+        self.decode_of[i] = dec.number
         self._transfer(i, inst, dec)
 
     def _transfer(self, i: int, src: Instance, dst: Instance) -> None:
@@ -309,7 +399,7 @@ class ServingWorkload(Workload):
         for row in instance_rows(self, end_s):
             table.append(*row.values())
         out: dict[str, float | int | str] = dict(
-            latency_summary(self.times, *self.slo.__dict__.values())
+            latency_summary(self.times, self.ttft_target, self.tpot_target)
         )
         out.update(run_summary(self, end_s))
         return out

@@ -17,6 +17,14 @@ of ``c_i`` cached context tokens (a prefill chunk: ``q_i`` prompt tokens; a deco
 
 The whole iteration is one roofline op (lumped, as BLIS and DistServe's roofline mode do):
 prefill-heavy iterations come out compute-bound and decode iterations memory-bound.
+
+Mixture-of-experts models (:class:`workloads.serving_models.MoEServingSpec`, e.g.
+Mixtral-8x7B): ``params`` in the FLOPs is the ACTIVE count (top-k experts), and the
+weight bytes are the non-expert weights plus the expected distinct experts the
+iteration's ``T`` tokens touch, ``moe_layers x E (1 - (1 - k/E)^T) x expert bytes``
+(uniform routing; see that module). Experts are sharded over the TP ranks like dense
+weights (Megatron-style TP inside each expert), so both terms divide by ``t``. The
+memory footprint (KV capacity) uses the total parameters.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from devices.collectives import AlgorithmFit, CollectiveFabric, collective_time_
 from devices.roofline import op_time_s
 from devices.spec import DeviceSpec, LinkSpec
 from workloads.models import BYTES_PER_PARAM, ModelSpec
+from workloads.serving_models import MoEServingSpec
 
 
 def pcie_fabric(link: LinkSpec) -> CollectiveFabric:
@@ -66,12 +75,26 @@ class IterationCost:
     @cached_property
     def _terms(self) -> tuple[float, float, int, int, bool]:
         """Constants of :meth:`time_s` (hot path): FLOPs per new token, FLOPs per
-        attention unit, weight bytes, KV bytes per token, whether TP communicates."""
+        attention unit, weight bytes read by every iteration (MoE: non-expert only),
+        KV bytes per token, whether TP communicates."""
         m = self.model
+        per_token, weights = 2.0 * m.params, self.weight_bytes
+        if isinstance(m, MoEServingSpec):
+            per_token = 2.0 * m.active_params
+            weights = int(m.non_expert_params * BYTES_PER_PARAM[self.dtype])
         return (
-            2.0 * m.params, 4.0 * m.layers * m.hidden, self.weight_bytes,
+            per_token, 4.0 * m.layers * m.hidden, weights,
             self.kv_bytes_per_token, self.tp > 1 and self.fabric is not None,
         )  # fmt: skip
+
+    def weight_bytes_read(self, new_tokens: int) -> float:
+        """Weight bytes one iteration over ``new_tokens`` tokens reads (all ranks):
+        every weight for a dense model; non-expert weights plus the expected distinct
+        experts for a MoE model."""
+        weights = float(self._terms[2])
+        if isinstance(self.model, MoEServingSpec):
+            weights += self.model.expert_bytes_read(new_tokens, self.dtype)
+        return weights
 
     def time_s(self, new_tokens: int, ctx_tokens: int, attn_units: float) -> float:
         """Seconds of one iteration: ``new_tokens = T``, ``ctx_tokens = sum c_i``,
@@ -80,9 +103,16 @@ class IterationCost:
             return 0.0
         per_token, per_attn, weights, kv, comm = self._terms
         flops = per_token * new_tokens + per_attn * attn_units
-        nbytes = weights + kv * (ctx_tokens + new_tokens)
+        if self._moe:
+            nbytes = self.weight_bytes_read(new_tokens) + kv * (ctx_tokens + new_tokens)
+        else:
+            nbytes = weights + kv * (ctx_tokens + new_tokens)
         t = op_time_s(self.spec, flops / self.tp, nbytes / self.tp, self.dtype)
         return t + self.allreduce_s(new_tokens) if comm else t
+
+    @cached_property
+    def _moe(self) -> bool:
+        return isinstance(self.model, MoEServingSpec)
 
     def allreduce_s(self, new_tokens: int) -> float:
         """TP communication of one iteration: 2 all-reduces per layer of T x hidden."""

@@ -1,36 +1,34 @@
-"""What the deployment policy sees (configs with roofline goodput estimates), GPU price
+"""What the deployment policy sees (configs with goodput estimates), GPU price
 presets, and how a deployment's instances are placed on the cluster's GPUs.
 
-Goodput estimates (requests/s one instance sustains within the SLOs, for the
-workload's mean prompt ``P`` and output ``O`` lengths) are closed forms on the
-iteration roofline; they are estimates for sizing, the simulation gives the truth:
+Every goodput in a :class:`ConfigView` (prefill-only, decode-only, colocated, and
+colocated per request-size bucket for Melange) comes from ONE predictor,
+:class:`workloads.serving_estimate.Estimator`: the largest Poisson rate whose predicted
+SLO attainment reaches the sizing attainment (``sizing_attainment``, 0.9), on the
+workload's sampled (prompt, output) lengths (see that module for the formulas). So the
+colocated (vLLM), DistServe, Cauchy and Melange policies size with the same rule.
 
-* prefill: one prompt per iteration with ``T_i = prefill_s(P_i)`` over a sample of
-  the workload's prompts; as an M/G/1 queue (Pollaczek-Khinchine) the mean TTFT is
-  ``E[T] + lambda E[T^2] / (2 (1 - lambda E[T]))``; keeping it below ``f x S_ttft``
-  (``f = slo_mean_fraction``, a sizing constant: a mean below the tail target) gives
-  ``G_P = 2D / (E[T^2] + 2D E[T])`` with ``D = f S_ttft - E[T]`` (for a constant
-  ``T`` this is ``rho = 2x / (1 + 2x)``, ``x = D / T``: the M/D/1 closed form);
-* decode: the largest batch ``b`` with ``decode_s(b, P + O/2) <= S_tpot`` and
-  ``b (P + O) <= KV tokens``; ``G_D = b / (decode_s(b) (O - 1))``;
-* colocated: over batch sizes ``b``, the largest rate with GPU time
-  ``lambda (T + (O - 1) decode_s(b) / b) <= 1`` and, since prefills pause decodes,
-  ``decode_s(b) / (1 - lambda E[T]) <= f S_tpot``, and the prefill bound above.
+Request-size buckets (Melange's input for its integer program): the sample is cut at
+``PROMPT_EDGES`` x ``OUTPUT_EDGES`` tokens; for each non-empty bucket, the colocated
+goodput of one instance serving that bucket's requests alone (Melange profiles each
+bucket alone on real GPUs; summing bucket loads linearly is Melange's model, and it
+ignores that mixing sizes in one instance widens the prefill-time spread).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from devices.catalogue import fabric_spec
 from devices.collectives import CollectiveFabric
 from devices.spec import DeviceSpec
-from schedulers.serving.view import ConfigView, InstanceSpec
+from schedulers.serving.view import BucketEstimate, ConfigView, InstanceSpec
 from simulator import registry
 from workloads.models import ModelSpec
 from workloads.serving_cost import IterationCost, pcie_fabric
+from workloads.serving_estimate import Estimator, Lengths, Targets
 
 # $/GPU-hour presets beside the catalogue's own ("catalogue": DeviceSpec.prices default).
 # Sources: ../shared/papers/serving.md section 3 (confidence tags kept).
@@ -74,64 +72,50 @@ def tp_fabric(spec: DeviceSpec, fabrics: dict[str, str]) -> CollectiveFabric:
     return pcie_fabric(registry.link_types.get(f"pcie{spec.pcie_gen or 4}-x16"))
 
 
-def prefill_moments(cost: IterationCost, prompts: np.ndarray) -> tuple[float, float]:
-    """E[T] and E[T^2] of whole-prompt prefill times over ``prompts``."""
-    t = np.array([cost.prefill_s(int(p)) for p in prompts])
-    return float(t.mean()), float((t * t).mean())
+# Request-size bucket edges in tokens (bucket i holds edges[i-1] <= n < edges[i]):
+# log-spaced like Melange's size grid, coarse enough that each bucket of a
+# 256-request sample of the Azure conversation trace holds requests.
+PROMPT_EDGES: tuple[int, ...] = (256, 1024, 2048)
+OUTPUT_EDGES: tuple[int, ...] = (128, 512)
 
 
-def prefill_rps(moments: tuple[float, float], ttft_s: float) -> float:
-    """``G_P`` of the module docstring for a mean-TTFT target ``ttft_s``."""
-    et, et2 = moments
-    d = ttft_s - et
-    return 2 * d / (et2 + 2 * d * et) if d > 0 else 0.0
+def bucket_key(prompts: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+    """Size-bucket id of each request: prompt bucket x (len(OUTPUT_EDGES) + 1) + output
+    bucket (bucket i holds edges[i-1] <= n < edges[i])."""
+    pb = np.searchsorted(PROMPT_EDGES, prompts, side="right")
+    ob = np.searchsorted(OUTPUT_EDGES, outputs, side="right")
+    return pb * (len(OUTPUT_EDGES) + 1) + ob
 
 
-def _max_batch(cost: IterationCost, ctx: float, limit: int, slo: Slo) -> int:
-    """Largest b <= limit with decode_s(b, ctx) <= S_tpot (0 if none); bisection."""
-    lo, hi = 0, limit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if cost.decode_s(mid, ctx) <= slo.tpot_s:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def size_buckets(lengths: Lengths) -> list[tuple[int, Lengths, float]]:
+    """Non-empty size buckets of a sample: (key, its requests, its share)."""
+    keys = bucket_key(lengths.prompts, lengths.outputs)
+    out = []
+    for key in sorted(set(keys.tolist())):
+        sel = keys == key
+        out.append((key, Lengths(lengths.prompts[sel], lengths.outputs[sel]), float(sel.mean())))
+    return out
 
 
-def decode_rps(
-    cost: IterationCost, prompt: float, output: float, kv: int, slo: Slo, cap: int
-) -> float:
-    """``G_D`` of the module docstring."""
-    b = _max_batch(cost, prompt + output / 2, min(cap, int(kv // (prompt + output))), slo)
-    if b == 0:
-        return 0.0
-    return b / (cost.decode_s(b, prompt + output / 2) * max(output - 1.0, 1.0))
-
-
-def colocated_rps(
-    cost: IterationCost,
-    moments: tuple[float, float],
-    prompt: float,
-    output: float,
-    kv: int,
-    slo: Slo,
-    cap: int,
-) -> float:
-    """Colocated goodput of the module docstring (batch sizes on a doubling grid)."""
-    t = moments[0]
-    bound = prefill_rps(moments, slo.ttft_s)
-    if bound <= 0:
-        return 0.0
-    bmax = min(cap, int(kv // (prompt + output)))
-    best, b = 0.0, 1
-    while b <= bmax:
-        d = cost.decode_s(b, prompt + output / 2)
-        if d < slo.tpot_s:
-            util = 1.0 / (t + max(output - 1.0, 0.0) * d / b)
-            best = max(best, min(util, (1.0 - d / slo.tpot_s) / t, bound))
-        b = b * 2 if b * 2 <= bmax or b == bmax else bmax
-    return best
+def config_view(
+    name: str,
+    tp: int,
+    usd_per_hour: float,
+    est: Estimator,
+    buckets: list[tuple[int, Lengths, float]],
+) -> ConfigView:
+    """The view of one config: its three role goodputs and its per-bucket ones."""
+    per_bucket = tuple(
+        BucketEstimate(
+            float(b.prompts.mean()), float(b.outputs.mean()), share,
+            replace(est, lengths=b).goodput("mixed"), key,
+        )
+        for key, b, share in buckets
+    )  # fmt: skip
+    return ConfigView(
+        name, tp, tp, usd_per_hour, est.kv_tokens, est.goodput("prefill"),
+        est.goodput("decode"), est.goodput("mixed"), per_bucket,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -150,15 +134,15 @@ def candidate_configs(
     tp_options: list[int],
     fabrics: dict[str, str],
     mem_fraction: float,
-    prompts: np.ndarray,
-    output: float,
-    slo: Slo,
+    lengths: Lengths,
+    targets: Targets,
     preset: str,
     cap: int,
 ) -> list[Config]:
     """Every (type, TP) that fits the model; ``gpus``: type -> (spec, count, memory);
-    ``prompts``: a sample of prompt lengths; ``slo``: already scaled by the fraction."""
-    prompt = float(prompts.mean())
+    ``lengths``: a sample of the workload's requests; ``targets``: the SLOs and the
+    sizing attainment; ``cap``: the largest decode batch."""
+    buckets = size_buckets(lengths)
     out: list[Config] = []
     short: list[str] = []
     for name, (spec, count, memory) in gpus.items():
@@ -174,13 +158,8 @@ def candidate_configs(
             except ValueError as e:
                 short.append(str(e))
                 continue
-            mom = prefill_moments(cost, prompts)
-            view = ConfigView(
-                name, tp, tp, tp * price, kv, prefill_rps(mom, slo.ttft_s),
-                decode_rps(cost, prompt, output, kv, slo, cap),
-                colocated_rps(cost, mom, prompt, output, kv, slo, cap),
-            )  # fmt: skip
-            out.append(Config(cost, kv, view))
+            est = Estimator(cost, lengths, kv, cap, targets)
+            out.append(Config(cost, kv, config_view(name, tp, tp * price, est, buckets)))
     if not out:
         raise ValueError("; ".join(short) or "no GPU in the cluster for the serving workload")
     return out

@@ -94,6 +94,12 @@ class Instance:
         self.outstanding = 0
         self.ready = False
         self.busy = False
+        # lifetime (autoscaling): provisioned at, released at (None: still held), and
+        # whether it is draining; on_drained fires once a draining instance is empty
+        self.provisioned_s = float(sim.now)
+        self.released_s: float | None = None
+        self.draining = False
+        self.on_drained: Callable[[Instance], None] | None = None
         self.goodput_rps = 0.0
         self.iterations = 0
         self.busy_s = 0.0
@@ -133,6 +139,19 @@ class Instance:
         """Free the KV blocks of a handed-off request once its transfer is done."""
         self._set_used(self.used_blocks - blocks(self.reqs.prefill_len[i], self.block_tokens))
         self.kick()
+        self.check_drained()
+
+    def empty(self) -> bool:
+        """No request queued, pending, running or holding KV blocks, no iteration."""
+        return not (
+            self.busy or self.waiting or self.pending or self.ids or self.used_blocks
+            or self.outstanding
+        )  # fmt: skip
+
+    def check_drained(self) -> None:
+        """Fire ``on_drained`` (once) if this instance drains and is now empty."""
+        if self.draining and self.released_s is None and self.on_drained and self.empty():
+            self.on_drained(self)
 
     def set_ready(self) -> None:
         """Weights are loaded: start serving."""
@@ -288,6 +307,8 @@ class Instance:
             self._start()
         else:
             self.kick()
+        if self.draining:
+            self.check_drained()
 
     def _prefilled(self, i: int) -> None:
         """Request ``i``'s prefill chunk ran: requeue it, emit its first token, hand

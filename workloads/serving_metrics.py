@@ -23,19 +23,31 @@ METRICS: dict[str, str] = {
     "e2e_p50_s": "median of E2E = finish_s - arrival_s",
     "e2e_p90_s": "90th percentile of E2E",
     "e2e_p99_s": "99th percentile of E2E",
-    "slo_attainment": "fraction of requests with TTFT <= slo.ttft_s and TPOT <= slo.tpot_s "
-    "(a one-token request meets TPOT)",
+    "slo_attainment": "fraction of requests with TTFT <= and TPOT <= their class's targets "
+    "(slo_classes; slo.ttft_s and slo.tpot_s without classes; a one-token request meets "
+    "TPOT)",
+    "slo_attainment_by_class": "'class:attainment' pairs joined by ';': the slo_attainment "
+    "of each SLO class's requests against that class's targets ('default' without classes)",
     "goodput_rps": "SLO-meeting requests / (last finish_s - first arrival_s)",
     "cost_usd": "sum over instances of GPUs x $/GPU-hour (price_preset) x provisioned "
-    "hours; instances are provisioned from t = 0 (weight loading included) to the end",
-    "usd_per_hour": "sum over instances of GPUs x $/GPU-hour",
+    "hours; an instance is provisioned from its start (t = 0, or its scale-out; weight "
+    "loading included) to its release after a drain, or to the end",
+    "usd_per_hour": "cost_usd / run hours (for a static deployment: the sum over "
+    "instances of GPUs x $/GPU-hour)",
+    "instance_hours": "sum over instances of provisioned hours",
     "tokens_per_usd": "tokens served (output, or prompt + output if tokens = total) / cost_usd",
     "goodput_tokens_per_usd": "tokens of SLO-meeting requests / cost_usd",
-    "gpus": "GPUs provisioned",
-    "gpu_hours": "GPUs x provisioned hours",
+    "offered_tokens_per_usd": "tokens of every request / cost accrued between the first and "
+    "the last arrival (instance lifetimes clipped to that window; excludes the drain tail "
+    "of a finite run)",
+    "gpus": "most GPUs provisioned at once",
+    "gpu_hours": "sum over instances of GPUs x provisioned hours",
     "gpu_hours_by_type": "'type:hours' pairs joined by ';'",
-    "deployment": "instances as 'count x role:type/tpN', joined by '+'",
-    "instances": "instances provisioned",
+    "deployment": "every instance provisioned over the run as 'count x role:type/tpN', "
+    "joined by '+'",
+    "instances": "instances provisioned over the run (scale-outs included)",
+    "scale_out_events": "units (combo replicas or colocated instances) added by the scaling policy",
+    "scale_in_events": "units the scaling policy drained",
     "kv_utilisation": "mean over instances of time-averaged used / total KV blocks",
     "kv_peak_utilisation": "max over instances of peak used / total KV blocks",
     "preemptions": "decode sequences preempted (recompute) for lack of KV blocks",
@@ -68,8 +80,8 @@ class RequestTimes:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(steps > 0, (self.finish_s - self.first_token_s) / steps, np.nan)
 
-    def meets(self, ttft_s: float, tpot_s: float) -> np.ndarray:
-        """Boolean per request: finished within both SLOs."""
+    def meets(self, ttft_s: float | np.ndarray, tpot_s: float | np.ndarray) -> np.ndarray:
+        """Boolean per request: finished within both SLOs (scalars or per request)."""
         tpot = self.tpot_s()
         ok_tpot = np.isnan(tpot) | (tpot <= tpot_s + 1e-12)
         return np.isfinite(self.finish_s) & (self.ttft_s() <= ttft_s + 1e-12) & ok_tpot
@@ -80,7 +92,15 @@ def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else 0.0
 
 
-def latency_summary(t: RequestTimes, ttft_slo: float, tpot_slo: float) -> dict[str, float]:
+def by_class(ok: np.ndarray, cls: np.ndarray, names: list[str]) -> str:
+    """``slo_attainment_by_class``: 'name:attainment' of each class with requests."""
+    parts = [f"{n}:{ok[cls == k].mean():.4g}" for k, n in enumerate(names) if (cls == k).any()]
+    return ";".join(parts)
+
+
+def latency_summary(
+    t: RequestTimes, ttft_slo: float | np.ndarray, tpot_slo: float | np.ndarray
+) -> dict[str, float]:
     """Latency, throughput and SLO metrics of :data:`METRICS`."""
     done = np.isfinite(t.finish_s)
     span = float(t.finish_s[done].max() - t.arrival_s.min()) if done.any() else 0.0

@@ -7,7 +7,13 @@ Lengths are fixed, or drawn with replacement from a trace (with trace arrivals t
 trace rows are taken in order). Importers read the documented columns of:
 
 * Azure LLM inference 2023 (Splitwise): CSV ``TIMESTAMP, ContextTokens, GeneratedTokens``;
-* Mooncake FAST'25: JSON lines ``timestamp`` (ms), ``input_length``, ``output_length``.
+* Mooncake FAST'25: JSON lines ``timestamp`` (ms), ``input_length``, ``output_length``;
+* ServeGen (Alibaba Model Studio, as reformatted in ``../shared/data/servegen``): per
+  client 10-minute windows ``client_id, window_start_s, rate_rps`` (the ``path``) and a
+  request-weighted token distribution ``field, value, probability`` (``lengths_path``),
+  see :func:`servegen_requests`.
+
+An Azure CSV may carry an SLO class per row in a column named by ``class_column``.
 
 A bad trace raises ValueError naming the file, the line and the column.
 """
@@ -17,14 +23,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
+SERVEGEN_RATE_COLUMNS = ("client_id", "window_start_s", "rate_rps")
+SERVEGEN_PDF_COLUMNS = ("field", "value", "probability")
 
 
 class _Strict(BaseModel):
@@ -34,8 +42,13 @@ class _Strict(BaseModel):
 class TraceConfig(_Strict):
     """A request trace file (relative paths resolve against the scenario's folder)."""
 
-    format: Literal["azure", "mooncake"]
+    format: Literal["azure", "mooncake", "servegen"]
     path: str
+    lengths_path: str | None = None  # servegen: the token_pdf file
+    window_s: PositiveFloat | None = None  # servegen: simulated seconds per window
+    start_s: NonNegativeFloat = 0.0  # servegen: skip windows starting before this
+    clients: list[int] | None = None  # servegen: these clients only (default all)
+    class_column: str | None = None  # azure: a column naming each row's SLO class
 
 
 class SurgeConfig(_Strict):
@@ -60,6 +73,17 @@ class RequestsConfig(_Strict):
     surge: SurgeConfig | None = None
 
 
+class SloClass(_Strict):
+    """A class of requests with its own latency targets; ``share``: the fraction of
+    requests drawn into it (the shares of all classes sum to 1), or None for every
+    class when the trace names each request's class (``requests.trace.class_column``)."""
+
+    name: str = Field(min_length=1)
+    ttft_s: PositiveFloat
+    tpot_s: PositiveFloat
+    share: float | None = Field(None, gt=0.0, le=1.0)
+
+
 @dataclass(frozen=True)
 class Trace:
     """Rows of a trace: arrival seconds from its start, prompt and output tokens."""
@@ -67,6 +91,7 @@ class Trace:
     arrival_s: np.ndarray
     prompt: np.ndarray
     output: np.ndarray
+    slo_class: np.ndarray | None = None  # class names (str) when the trace has them
 
 
 @dataclass(frozen=True)
@@ -76,6 +101,7 @@ class Requests:
     arrival_s: np.ndarray
     prompt: np.ndarray
     output: np.ndarray
+    slo_class: np.ndarray | None = None  # class names from a trace column, or None
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -94,10 +120,12 @@ def _check_counts(path: Path, values: pd.Series, column: str, first_line: int) -
     return num.to_numpy(dtype=np.int64)
 
 
-def read_azure(path: Path) -> Trace:
-    """Azure LLM 2023 CSV (line 1 is the header, so row k is on line k + 2)."""
+def read_azure(path: Path, class_column: str | None = None) -> Trace:
+    """Azure LLM 2023 CSV (line 1 is the header, so row k is on line k + 2), with an
+    optional column of SLO class names."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    missing = [c for c in AZURE_COLUMNS if c not in frame.columns]
+    wanted = (*AZURE_COLUMNS, class_column) if class_column else AZURE_COLUMNS
+    missing = [c for c in wanted if c not in frame.columns]
     if missing:
         raise ValueError(f"trace {path.name} line 1: missing column(s) {', '.join(missing)}")
     stamps = pd.to_datetime(frame["TIMESTAMP"], errors="coerce", format="mixed")
@@ -107,7 +135,13 @@ def read_azure(path: Path) -> Trace:
     seconds = (stamps - stamps.min()).dt.total_seconds().to_numpy()
     prompt = _check_counts(path, frame["ContextTokens"], "ContextTokens", 2)
     output = _check_counts(path, frame["GeneratedTokens"], "GeneratedTokens", 2)
-    return Trace(seconds, prompt, output)
+    if class_column is None:
+        return Trace(seconds, prompt, output)
+    names = frame[class_column].str.strip()
+    if (names == "").any():
+        k = int(np.flatnonzero((names == "").to_numpy())[0])
+        raise _bad(path, k + 2, class_column, "empty SLO class")
+    return Trace(seconds, prompt, output, names.to_numpy(dtype=str))
 
 
 def read_mooncake(path: Path) -> Trace:
@@ -135,9 +169,12 @@ def read_mooncake(path: Path) -> Trace:
 def read_trace(cfg: TraceConfig, base_dir: Path) -> Trace:
     """Load ``cfg`` (sorted by arrival); OSError if the file is missing."""
     path = Path(cfg.path) if Path(cfg.path).is_absolute() else base_dir / cfg.path
-    trace = read_azure(path) if cfg.format == "azure" else read_mooncake(path)
+    if cfg.class_column is not None and cfg.format != "azure":
+        raise ValueError("requests.trace.class_column: only the azure format has one")
+    trace = read_azure(path, cfg.class_column) if cfg.format == "azure" else read_mooncake(path)
     order = np.argsort(trace.arrival_s, kind="stable")
-    return Trace(trace.arrival_s[order], trace.prompt[order], trace.output[order])
+    cls = None if trace.slo_class is None else trace.slo_class[order]
+    return Trace(trace.arrival_s[order], trace.prompt[order], trace.output[order], cls)
 
 
 def _warp(epochs: np.ndarray, rate: float, surge: SurgeConfig | None) -> np.ndarray:
@@ -155,6 +192,8 @@ def _warp(epochs: np.ndarray, rate: float, surge: SurgeConfig | None) -> np.ndar
 def generate(cfg: RequestsConfig, rng: np.random.Generator, base_dir: Path) -> Requests:
     """Requests as ``cfg`` asks (rng: the workload's ``serving.requests`` stream)."""
     n = cfg.num_requests
+    if cfg.trace is not None and cfg.trace.format == "servegen":
+        return servegen_requests(cfg, cfg.trace, rng, base_dir)
     trace = read_trace(cfg.trace, base_dir) if cfg.trace is not None else None
     if (cfg.arrivals == "trace" or cfg.lengths == "trace") and trace is None:
         raise ValueError("requests.trace: needed by arrivals/lengths 'trace'")
@@ -177,8 +216,150 @@ def generate(cfg: RequestsConfig, rng: np.random.Generator, base_dir: Path) -> R
         assert trace is not None
         idx = np.arange(n) if cfg.arrivals == "trace" else rng.integers(0, len(trace.prompt), n)
         prompt, output = trace.prompt[idx], trace.output[idx]
+        cls = None if trace.slo_class is None else trace.slo_class[idx]
     else:
         prompt = np.full(n, cfg.prompt_tokens, dtype=np.int64)
         output = np.full(n, cfg.output_tokens, dtype=np.int64)
+        cls = None
+        if trace is not None and trace.slo_class is not None and cfg.arrivals == "trace":
+            cls = trace.slo_class[:n]
     # a request always has a prompt token and produces at least its first token
+    return Requests(arrival, np.maximum(prompt, 1), np.maximum(output, 1), cls)
+
+
+# ---- ServeGen -------------------------------------------------------------------------
+def _resolve(path: str, base_dir: Path) -> Path:
+    return Path(path) if Path(path).is_absolute() else base_dir / path
+
+
+def _columns(path: Path, frame: pd.DataFrame, wanted: tuple[str, ...]) -> None:
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise ValueError(f"trace {path.name} line 1: missing column(s) {', '.join(missing)}")
+
+
+def _numbers(path: Path, values: pd.Series, column: str) -> np.ndarray:
+    """Non-negative floats (row k on line k + 2)."""
+    num = pd.to_numeric(values, errors="coerce")
+    bad = num.isna() | (num < 0)
+    if bad.any():
+        k = int(np.flatnonzero(bad.to_numpy())[0])
+        raise _bad(path, k + 2, column, f"{values.iloc[k]!r} is not a number >= 0")
+    return num.to_numpy(dtype=float)
+
+
+def read_servegen_rates(
+    path: Path, clients: list[int] | None, start_s: float
+) -> tuple[np.ndarray, float]:
+    """Aggregate request rate per window (sum over the chosen clients, windows from
+    ``start_s`` on, in time order) and the window width in trace seconds."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    _columns(path, frame, SERVEGEN_RATE_COLUMNS)
+    client = _check_counts(path, frame["client_id"], "client_id", 2)
+    start = _numbers(path, frame["window_start_s"], "window_start_s")
+    rate = _numbers(path, frame["rate_rps"], "rate_rps")
+    keep = start >= start_s
+    if clients is not None:
+        keep &= np.isin(client, clients)
+    if not keep.any():
+        raise ValueError(f"trace {path.name}: no window of the chosen clients from {start_s} s")
+    starts, idx = np.unique(start[keep], return_inverse=True)
+    total = np.bincount(idx, weights=rate[keep], minlength=len(starts))
+    width = float(np.min(np.diff(starts))) if len(starts) > 1 else 600.0
+    return total, width
+
+
+def read_servegen_lengths(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``field -> (values, probabilities)`` of a token_pdf file (``input_tokens`` and
+    ``output_tokens`` are token counts)."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    _columns(path, frame, SERVEGEN_PDF_COLUMNS)
+    prob = _numbers(path, frame["probability"], "probability")
+    value = _numbers(path, frame["value"], "value")
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name in ("input_tokens", "output_tokens"):
+        rows = (frame["field"] == name).to_numpy()
+        if not rows.any() or prob[rows].sum() <= 0:
+            raise ValueError(f"trace {path.name}: no rows of field {name}")
+        frac = np.flatnonzero(rows & (value != np.floor(value)))
+        if len(frac):
+            k = int(frac[0])
+            raise _bad(path, k + 2, "value", f"{frame['value'].iloc[k]!r} is not a token count")
+        vals = value[rows].astype(np.int64)
+        out[name] = (vals, prob[rows] / prob[rows].sum())
+    return out
+
+
+def servegen_requests(
+    cfg: RequestsConfig, tc: TraceConfig, rng: np.random.Generator, base_dir: Path
+) -> Requests:
+    """ServeGen requests. Arrivals (``arrivals: trace``): a Poisson process whose rate
+    is the clients' summed ``rate_rps``, piecewise constant over windows of
+    ``window_s`` simulated seconds each (default: the trace's 600 s), scaled so its mean
+    over the windows used is ``rate_per_s`` when given; many clients superposed are
+    taken as Poisson (the per-client CV and fitted distributions are not used).
+    Lengths (``lengths: trace``): prompt and output drawn independently from the
+    ``input_tokens`` and ``output_tokens`` distributions of ``lengths_path`` (the files
+    give marginals only)."""
+    n = cfg.num_requests
+    if cfg.arrivals == "trace":
+        rates, width = read_servegen_rates(_resolve(tc.path, base_dir), tc.clients, tc.start_s)
+        if cfg.rate_per_s is not None and rates.mean() > 0:
+            rates = rates * (cfg.rate_per_s / rates.mean())
+        w = tc.window_s or width
+        knots_t = np.arange(len(rates) + 1) * w
+        knots_e = np.concatenate([[0.0], np.cumsum(rates * w)])
+        epochs = np.cumsum(rng.exponential(1.0, n))
+        if epochs[-1] > knots_e[-1]:
+            raise ValueError(
+                f"requests.num_requests: {n} requests outlast the {len(rates)} ServeGen "
+                f"windows (about {int(knots_e[-1])} fit)"
+            )
+        arrival = np.interp(epochs, knots_e, knots_t)
+    else:
+        if cfg.rate_per_s is None:
+            raise ValueError("requests.rate_per_s: needed by synthetic arrivals")
+        shape = 1.0 if cfg.arrivals == "poisson" else 1.0 / cfg.cv**2
+        arrival = _warp(np.cumsum(rng.gamma(shape, 1.0 / shape, size=n)), cfg.rate_per_s, cfg.surge)
+    if cfg.lengths == "trace":
+        if tc.lengths_path is None:
+            raise ValueError("requests.trace.lengths_path: needed by servegen lengths")
+        pdf = read_servegen_lengths(_resolve(tc.lengths_path, base_dir))
+        prompt = rng.choice(pdf["input_tokens"][0], size=n, p=pdf["input_tokens"][1])
+        output = rng.choice(pdf["output_tokens"][0], size=n, p=pdf["output_tokens"][1])
+    else:
+        prompt = np.full(n, cfg.prompt_tokens, dtype=np.int64)
+        output = np.full(n, cfg.output_tokens, dtype=np.int64)
     return Requests(arrival, np.maximum(prompt, 1), np.maximum(output, 1))
+
+
+def assign_classes(
+    classes: list[SloClass],
+    default: Any,
+    names: np.ndarray | None,
+    n: int,
+    rng: np.random.Generator,
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """(class names, class index per request, TTFT and TPOT target per request):
+    one class ``default`` with the targets of ``default`` (``ttft_s``, ``tpot_s``)
+    when ``classes`` is empty; else the trace's ``names`` or a draw by share."""
+    if not classes:
+        return (["default"], np.zeros(n, dtype=np.int64), np.full(n, default.ttft_s),
+                np.full(n, default.tpot_s))  # fmt: skip
+    labels = [c.name for c in classes]
+    if names is not None:
+        unknown = sorted(set(names.tolist()) - set(labels))
+        if unknown:
+            raise ValueError(
+                f"requests.trace.class_column: classes {unknown} are not in slo_classes {labels}"
+            )
+        index = {c: k for k, c in enumerate(labels)}
+        cls = np.array([index[x] for x in names.tolist()], dtype=np.int64)
+    elif classes[0].share is None:
+        raise ValueError("requests.trace.class_column: needs lengths or arrivals 'trace'")
+    else:
+        shares = np.array([c.share or 0.0 for c in classes])
+        cls = rng.choice(len(classes), size=n, p=shares / shares.sum())
+    ttft = np.array([c.ttft_s for c in classes])[cls]
+    tpot = np.array([c.tpot_s for c in classes])[cls]
+    return labels, cls, ttft, tpot

@@ -3,6 +3,7 @@ under availability (RECONSTRUCTION of an unpublished algorithm)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -65,8 +66,11 @@ class CauchyDeployment:
     phase, bundled as "GPU combos". Reconstructed (the paper's text is not public):
     enumerate combos, keep the ``top_m`` by Tokens/USD, then choose replica counts by
     an integer program: minimise $/h subject to goodput >= rate x (1 + headroom) and
-    GPUs of each type <= availability. Goodput per combo is the mechanism's roofline
-    estimate (the paper finds it by simulation). Each replica is a routing group."""
+    GPUs of each type <= availability. Goodput per combo comes from the mechanism's
+    attainment predictor (the one every deployment policy sizes from); when the
+    mechanism offers ``view.measure`` (goodput by seeded sub-simulation and
+    bisection, as the paper finds it), the ``top_m`` combos are re-scored with it
+    before the integer program. Each replica is a routing group."""
 
     Params = CauchyParams
 
@@ -76,6 +80,8 @@ class CauchyDeployment:
     def deploy(self, view: DeploymentView) -> tuple[InstanceSpec, ...]:
         """Replicas of the chosen combos, one group per replica."""
         kept = combos(view, self.params)[: self.params.top_m]
+        if view.measure is not None:
+            kept = [k for k in (measured(k, view.measure) for k in kept) if k.goodput_rps > 0]
         types = [t for t, _ in view.available]
         use = np.array([[_gpus(k, t) for k in kept] for t in types], dtype=float).reshape(
             len(types), len(kept)
@@ -98,6 +104,19 @@ class CauchyDeployment:
                 specs += [InstanceSpec("prefill", k.prefill.gpu_type, k.prefill.tp, g)] * k.n_p
                 specs += [InstanceSpec("decode", k.decode.gpu_type, k.decode.tp, g)] * k.n_d
         return tuple(specs)
+
+
+def unit(k: Combo) -> tuple[InstanceSpec, ...]:
+    """The instances of one replica of combo ``k`` (group 0)."""
+    return (InstanceSpec("prefill", k.prefill.gpu_type, k.prefill.tp),) * k.n_p + (
+        InstanceSpec("decode", k.decode.gpu_type, k.decode.tp),
+    ) * k.n_d
+
+
+def measured(k: Combo, measure: Callable[[tuple[InstanceSpec, ...], float], float]) -> Combo:
+    """Combo ``k`` with its goodput (and Tokens/USD) as the mechanism measures it."""
+    g = measure(unit(k), k.goodput_rps)
+    return k._replace(goodput_rps=g, tokens_per_usd=k.tokens_per_usd * g / k.goodput_rps)
 
 
 def _gpus(k: Combo, gpu_type: str) -> int:

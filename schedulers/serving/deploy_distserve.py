@@ -23,7 +23,8 @@ class DistServeDeployment:
     """DistServe (Zhong et al., OSDI'24): prefill and decode on separate instances of
     ONE GPU type; search the TP degree of each phase and the prefill:decode instance
     ratio for the target rate. Simplified: the per-phase goodput comes from the
-    mechanism's roofline estimate (DistServe bisects simulated runs), no pipeline
+    mechanism's attainment predictor, the one every deployment policy sizes from
+    (DistServe bisects simulated runs), no pipeline
     parallelism, and the objective is least cost (DistServe's per-GPU goodput)."""
 
     Params = DistServeParams

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
 from schedulers.serving.view import DeploymentView, InstanceSpec, Role
 from simulator.registry import policies
 
 
 class FixedEntry(BaseModel):
-    """``count`` instances of one shape."""
+    """``count`` instances of one shape; ``group``: their routing group (None: as
+    ``FixedParams.one_group`` says)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     role: Role = "mixed"
     gpu_type: str
     tp: PositiveInt = 1
     count: PositiveInt = 1
+    group: NonNegativeInt | None = None
 
 
 class FixedParams(BaseModel):
@@ -43,5 +45,6 @@ class FixedDeployment:
         for e in self.params.instances:
             for _ in range(e.count):
                 group = 0 if self.params.one_group else len(out)
+                group = group if e.group is None else e.group
                 out.append(InstanceSpec(e.role, e.gpu_type, e.tp, group))
         return tuple(out)

@@ -1,0 +1,88 @@
+"""Cauchy's autoscaling: utilisation thresholds with hold times (RECONSTRUCTION)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
+
+from schedulers.serving.scale_units import unit_to_add, unit_to_drain, utilisation
+from schedulers.serving.view import ScaleDecision, ScaleView
+from simulator.registry import policies
+
+
+class HysteresisParams(BaseModel):
+    """Unknown constants of Cauchy's autoscaler, exposed (``../shared/papers/serving.md``
+    §1.2 step 9 gives Δ = 30-60 s, u_hi ≈ 0.85-0.9, u_lo ≈ 0.5-0.6, a cooldown):
+    ``period_s`` (Δ), ``window_s`` (rate window), ``upper``/``lower`` utilisation
+    thresholds, ``hold_out_s``/``hold_in_s`` (how long a threshold must be crossed at
+    every check before acting), ``min_units`` (units never drained below),
+    ``pd_ratios`` (prefill:decode ratios of the combos it may add)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    period_s: PositiveFloat = 30.0
+    window_s: PositiveFloat = 60.0
+    upper: PositiveFloat = 0.9
+    lower: NonNegativeFloat = 0.5
+    hold_out_s: NonNegativeFloat = 60.0
+    hold_in_s: NonNegativeFloat = 300.0
+    min_units: PositiveInt = 1
+    drain_rule: Literal["least-efficient", "most-saving"] = "least-efficient"
+    pd_ratios: list[tuple[PositiveInt, PositiveInt]] = Field(
+        default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)]
+    )
+
+    @model_validator(mode="after")
+    def _band(self) -> HysteresisParams:
+        if not self.lower < self.upper:
+            raise ValueError(f"lower ({self.lower}) must be below upper ({self.upper})")
+        return self
+
+
+@policies.register("serving.scaling", "hysteresis")
+class HysteresisScaling:
+    """Cauchy (SoCC'25) "dynamic autoscaling keeps cost efficiency stable when requests
+    surge", as reconstructed: every ``period_s`` the utilisation ``u`` = measured rate
+    over the window / summed goodput estimates of warming and active units. When
+    ``u > upper`` at every check for ``hold_out_s``, add the free combo (or colocated
+    instance) with the best estimated Tokens/USD; when ``u < lower`` at every check for
+    ``hold_in_s`` (longer), drain the active unit with the lowest estimated goodput per
+    dollar, if the rest keeps ``u <= upper``. A held condition restarts after acting,
+    so consecutive actions are at least one hold apart. Warming units count as capacity
+    (no second scale-out while one warms up)."""
+
+    Params = HysteresisParams
+
+    def __init__(self, params: HysteresisParams, rng: np.random.Generator) -> None:
+        self.params = params
+        self.period_s: float | None = params.period_s
+        self.window_s = params.window_s
+        self._above: float | None = None  # since when u > upper at every check
+        self._below: float | None = None
+
+    def decide(self, view: ScaleView) -> ScaleDecision:
+        """See the class docstring."""
+        p, now = self.params, view.now_s
+        u = utilisation(view)
+        self._above = (self._above if self._above is not None else now) if u > p.upper else None
+        self._below = (self._below if self._below is not None else now) if u < p.lower else None
+        if self._above is not None and now - self._above >= p.hold_out_s - 1e-9:
+            add = unit_to_add(view, p.pd_ratios)
+            if add:
+                self._above = None
+                return ScaleDecision(add=add)
+        if self._below is not None and now - self._below >= p.hold_in_s - 1e-9:
+            group = unit_to_drain(view, p.min_units, p.upper, p.drain_rule)
+            if group is not None:
+                self._below = None
+                return ScaleDecision(drain=(group,))
+        return ScaleDecision()

@@ -1,0 +1,74 @@
+"""Shared rules of the serving scaling policies: the load signal, which unit to add
+and which unit to drain (RECONSTRUCTION of Cauchy's autoscaler,
+``../shared/papers/serving.md`` §1.2 step 9)."""
+
+from __future__ import annotations
+
+import math
+
+from schedulers.serving.deploy_cauchy import CauchyParams, combos
+from schedulers.serving.view import InstanceSpec, ScaleView, UnitView
+
+
+def utilisation(view: ScaleView) -> float:
+    """``u = rate / capacity``: measured arrivals over the window divided by the summed
+    goodput estimates of the warming and active units (inf with no capacity)."""
+    if view.capacity_rps <= 0:
+        return math.inf
+    return view.rate_per_s / view.capacity_rps
+
+
+def unit_to_add(view: ScaleView, pd_ratios: list[tuple[int, int]]) -> tuple[InstanceSpec, ...]:
+    """The best unit that fits the free GPUs: under disaggregation the combo with the
+    highest estimated Tokens/USD (Cauchy's ranking, :func:`combos`), otherwise one
+    colocated instance of the config with the most estimated goodput per dollar;
+    () when nothing fits."""
+    free = dict(view.deployment.available)
+    if view.disaggregated:
+        for k in combos(view.deployment, CauchyParams(pd_ratios=pd_ratios)):
+            need: dict[str, int] = {}
+            need[k.prefill.gpu_type] = k.n_p * k.prefill.gpus
+            need[k.decode.gpu_type] = need.get(k.decode.gpu_type, 0) + k.n_d * k.decode.gpus
+            if all(n <= free.get(t, 0) for t, n in need.items()):
+                return (InstanceSpec("prefill", k.prefill.gpu_type, k.prefill.tp),) * k.n_p + (
+                    InstanceSpec("decode", k.decode.gpu_type, k.decode.tp),
+                ) * k.n_d
+        return ()
+    fits = [
+        c
+        for c in view.deployment.configs
+        if c.colocated_rps > 0 and c.gpus <= free.get(c.gpu_type, 0)
+    ]
+    if not fits:
+        return ()
+    best = max(fits, key=lambda c: (c.colocated_rps / c.usd_per_hour, -c.gpus))
+    return (InstanceSpec("mixed", best.gpu_type, best.tp),)
+
+
+def unit_to_drain(
+    view: ScaleView, min_units: int, upper: float | None, rule: str = "least-efficient"
+) -> int | None:
+    """The active unit to drain, if more than ``min_units`` are active: with ``upper``
+    given, only among units whose removal keeps the utilisation at or below ``upper``.
+    ``rule``: ``least-efficient`` (the notes' reading: lowest estimated goodput per
+    dollar, the newest on ties) or ``most-saving`` (highest $/h, the newest on ties).
+    None when no unit qualifies."""
+    active = [u for u in view.units if u.state == "active"]
+    if len(active) <= min_units:
+        return None
+    if upper is not None:
+        active = [u for u in active if _fits_without(view, u, upper)]
+    if not active:
+        return None
+    if rule == "most-saving":
+        return max(active, key=lambda u: (u.usd_per_hour, u.added_s)).group
+    return min(active, key=_efficiency).group
+
+
+def _fits_without(view: ScaleView, u: UnitView, upper: float) -> bool:
+    left = view.capacity_rps - u.goodput_rps
+    return left > 0 and view.rate_per_s / left <= upper
+
+
+def _efficiency(u: UnitView) -> tuple[float, float]:
+    return (u.goodput_rps / max(u.usd_per_hour, 1e-12), -u.added_s)
