@@ -10,10 +10,11 @@ CELLS = [
         """# Cluster scheduling: Cuckoo (reconstruction), Muri and the baselines
 
 JCT CDFs per policy, deadline satisfaction rate vs deadline tightness (with Cuckoo on
-Muri's coarse interference estimate as an ablation), and GPU utilisation over time per GPU
-type, on `scenarios/cuckoo.yaml` (V100/P100/K80); then Muri's interleaving against SRTF and
-Tiresias on `scenarios/muri.yaml`. Public API only. `HETSIM_NOTEBOOK_SMALL=1` (set by the
-test suite) shrinks the runs to 60 jobs.""",
+Muri's coarse interference estimate as an ablation), the DSR ratio against the arrival
+rate at the tightest deadlines (`scenarios/cuckoo_load.yaml`'s sweep), and GPU
+utilisation over time per GPU type, on `scenarios/cuckoo.yaml` (V100/P100/K80); then
+Muri's interleaving against SRTF and Tiresias on `scenarios/muri.yaml`. Public API only.
+`HETSIM_NOTEBOOK_SMALL=1` (set by the test suite) shrinks the runs to 60 jobs.""",
     ),
     (
         "code",
@@ -40,11 +41,14 @@ POLICIES = {
     "tiresias": ("tiresias", "none", "first-fit"),
     "muri": ("srtf", "muri", "first-fit"),
     "gavel-like": ("tiresias", "none", "gavel-like"),
+    "gavel LP": ("fifo", "none", "gavel"),  # time-shares only with preemptive rounds
 }
 
 
 def over(o, p, a, **extra):
-    return {"policies.ordering": o, "policies.packing": p, "policies.allocation": a, **extra}""",
+    pre = {"workload.execution.preemption": a == "gavel"}
+    return {"policies.ordering": o, "policies.packing": p, "policies.allocation": a, **pre,
+            **extra}""",
     ),
     (
         "code",
@@ -81,6 +85,23 @@ for lo, hi in TIGHTNESS:
 dsr = pd.DataFrame(rows).pivot(index="lambda", columns="policy", values="dsr")
 dsr.plot(marker="o", ylabel="deadline satisfaction rate", figsize=(7, 4))
 dsr""",
+    ),
+    (
+        "code",
+        """RATES = [0.002, 0.004] if SMALL else [0.002, 0.003, 0.004, 0.006, 0.008]
+rows = []
+for rate in RATES:
+    for n, p in POLICIES.items():
+        s = simulator.run(SCENARIO, overrides=over(*p, **{
+            "workload.deadlines.factor_low": 0.5, "workload.deadlines.factor_high": 1.5,
+            "workload.jobs.arrival_rate_per_s": rate}))
+        rows.append({"policy": n, "arrivals per s": rate, "dsr": s.summary.iloc[0]["dsr"]})
+load = pd.DataFrame(rows).pivot(index="arrivals per s", columns="policy", values="dsr")
+base = load.drop(columns="cuckoo")
+ratio = pd.DataFrame({"cuckoo / best baseline": load["cuckoo"] / base.max(axis=1),
+                      "cuckoo / gavel LP": load["cuckoo"] / load["gavel LP"]})
+ratio.plot(marker="o", ylabel="DSR ratio at lambda ~ U[0.5, 1.5]", figsize=(7, 4))
+load.join(ratio)""",
     ),
     (
         "code",

@@ -268,7 +268,7 @@ def test_muri_interleaving_directions_on_philly_trace() -> None:
 def test_scenarios_validate() -> None:
     from tests.conftest import missing_shared_data
 
-    for name in ("muri", "cuckoo", "alibaba2023"):
+    for name in ("muri", "cuckoo", "cuckoo_load", "gavel", "alibaba2023"):
         path = SCENARIOS / f"{name}.yaml"
         if missing_shared_data(path):
             continue  # the Alibaba trace is not shipped; validated where ../shared has it

@@ -99,6 +99,13 @@ class Estimator:
             hit = self._best_cache[key] = min(float(row[t]) for t in ok) if ok else 0
         return hit
 
+    def stage_iter_on(self, members: tuple[int, ...], t: int) -> float:
+        """Stage-model iteration time of ``members`` on type ``t`` (one member: its solo
+        time there); inf if a member may not use ``t``."""
+        if not all(self.jobs.allowed[j, t] for j in members):
+            return float("inf")
+        return self.estimate("stage", members, t)
+
     def ref_iter_s(self, members: tuple[int, ...]) -> float:
         """Group-model (Muri's factors) iteration time on the reference type."""
         return self.estimate("group", members, self.ref)
@@ -134,23 +141,25 @@ def ordering_view(
 
 
 def unit_view(members: Sequence[int], running: bool, rank: int, rem: dict[int, int],
-              jobs: JobTable, est: Estimator) -> UnitView:  # fmt: skip
-    """A packing candidate."""
+              jobs: JobTable, est: Estimator, running_on: int = -1) -> UnitView:  # fmt: skip
+    """A packing candidate (``running_on``: the type a running group holds)."""
     ms = tuple(int(j) for j in members)
     return UnitView(
         ms, int(jobs.gpus[list(ms)].max()), running, rank,
         tuple(est.solo_s(j, est.ref) for j in ms),
         tuple(rem[j] for j in ms), tuple(float(jobs.deadline_s[j]) for j in ms),
-        tuple(int(jobs.gpus[j]) for j in ms),
+        tuple(int(jobs.gpus[j]) for j in ms), running_on,
     )  # fmt: skip
 
 
-def packing_view(now: float, units: list[UnitView], free: int, max_size: int, restart_s: float,
-                 est: Estimator, cross_gpu: bool = False) -> PackingView:  # fmt: skip
-    """Packing snapshot."""
+def packing_view(now: float, units: list[UnitView], free: np.ndarray, max_size: int,
+                 restart_s: float, est: Estimator,
+                 cross_gpu: bool = False) -> PackingView:  # fmt: skip
+    """Packing snapshot (``free``: free GPUs per type)."""
     phases = int(sum(est.spans))
-    return PackingView(now, tuple(units), free, max_size, phases, restart_s, est.ref_iter_s,
-                       est.ref_stage_iter_s, cross_gpu)  # fmt: skip
+    return PackingView(now, tuple(units), int(free.sum()), max_size, phases, restart_s,
+                       est.ref_iter_s, est.ref_stage_iter_s, cross_gpu,
+                       tuple(int(f) for f in free), est.stage_iter_on)  # fmt: skip
 
 
 def group_view(now: float, members: Sequence[int], rem: dict[int, int], restart_s: float,

@@ -102,7 +102,7 @@ class SchedulingPass:
         cands = window[: self.ex.pack_window]
         sizes = None if self.ex.cross_gpu_packing else {int(wl.jobs.gpus[j]) for j in cands}
         opened = self._open_groups(sizes)
-        key = (tuple(cands), tuple((g.gid, len(g.members)) for g in opened), free)
+        key = (tuple(cands), tuple((g.gid, len(g.members)) for g in opened), tuple(wl.pool.free))
         if key == self._futile:
             return [[j] for j in window]  # same candidates as a pass that merged nothing
         out = self._pack_candidates(cands, opened, rank, free)
@@ -119,8 +119,9 @@ class SchedulingPass:
         members = window + [j for g in opened for j in g.members]
         rem = {j: wl.remaining(j) for j in members}
         units = [unit_view([j], False, rank[j], rem, wl.jobs, wl.est) for j in window]
-        units += [unit_view(g.members, True, len(window), rem, wl.jobs, wl.est) for g in opened]
-        view = packing_view(wl.sim.now, units, free, self.ex.max_group_size,
+        units += [unit_view(g.members, True, len(window), rem, wl.jobs, wl.est, g.t)
+                  for g in opened]  # fmt: skip
+        view = packing_view(wl.sim.now, units, wl.pool.free, self.ex.max_group_size,
                             self.ex.restart_s, wl.est, self.ex.cross_gpu_packing)  # fmt: skip
         merges = wl.policies["packing"].pack(view)
         merged: set[int] = set()

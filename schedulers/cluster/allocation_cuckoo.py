@@ -4,9 +4,13 @@ RECONSTRUCTION (Cuckoo's abstract only; ../shared/papers/cluster.md §3.3). Netw
 source -> group (capacity = its GPUs) -> GPU type (an edge only where the group may run
 and, if any type lets every deadline member finish in time, only such types) -> sink
 (capacity = free GPUs). The min-cost max-flow places as many GPUs as possible,
-then minimises cost = per-GPU remaining time on the type, weighted by
-``1 + urgency_weight x urgency`` (urgent groups claim the faster types) plus
-``rank_weight x rank`` (earlier groups in the order win ties for scarce types). A group
+then minimises cost per GPU = ``w (r_t / r_best - 2) + rank_weight x rank`` with
+``w = 1 + urgency_weight x urgency`` and r_t the group's remaining time on type t: the
+slowdown over its best type, weighted by urgency (urgent groups claim the faster types),
+minus a placement credit w (when GPUs are short, the flow leaves out the groups whose
+placement is worth least: the least urgent, then the latest in the order). An earlier
+version had cost ``w r_t / r_best + rank_weight x rank``: with every group's cost scaled
+up by its urgency, a short cluster left the *most* urgent groups out (docs/cluster.md). A group
 must run on one type: it takes the type carrying most of its flow if it still fits,
 else its next cheapest edge that fits; groups that fit nowhere (source side of the min
 cut) wait. When no type is contended, each group's cheapest edge is the min-cost flow
@@ -59,7 +63,7 @@ class CuckooAllocation:
         p = self.params
         factor = 1.0 + p.urgency_weight * g.urgency
         return {
-            t: round(p.cost_scale * (factor * g.remaining_s[t] / best + p.rank_weight * rank))
+            t: round(p.cost_scale * (factor * (g.remaining_s[t] / best - 2) + p.rank_weight * rank))
             for t in types
         }
 

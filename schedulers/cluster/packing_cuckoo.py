@@ -3,14 +3,23 @@
 RECONSTRUCTION (Cuckoo's abstract only; ../shared/papers/cluster.md §3.2). Edge weight
 ``alpha * U(P) + beta * sum_j urg_j - gamma * sum_j slow_j`` with U Muri's utilisation,
 ``urg_j = min(1, R_j / (D_j - now))`` for a deadline job that can still meet its deadline
-alone (R_j its remaining solo time; 0 otherwise) and ``slow_j = T_P / solo_j - 1``.
-An edge is removed when packing makes a member miss a deadline it meets alone
-(estimated with the packed iteration time and the restart delay), or gains nothing
-(T_P >= sum of solo times). T_P is the stage-grained estimate (per-stage interference,
-``PackingView.estimate_stage_iter_s``; Cuckoo's abstract: "stage-grained execution-time
-estimation with runtime interference"), where Muri uses its coarse per-size factors.
-Estimates are on the reference GPU type; the allocation step then prices the group per
-type. alpha, beta, gamma are not published: exposed here.
+alone (R_j its remaining solo time on its fastest candidate type; 0 otherwise) and
+``slow_j = T_P / solo_j - 1``. T_P is the stage-grained estimate (per-stage interference;
+Cuckoo's abstract: "stage-grained execution-time estimation with runtime interference"),
+where Muri uses its coarse per-size factors.
+
+Per-type rule (``target: fastest``, default): the GPU stage scales with the type's speed
+and the data and network stages do not, so which jobs interleave well depends on the
+type. Every quantity above is taken on the merge's *target type*: the type a running
+member group holds; else, among the allowed types with free GPUs for the group (all
+allowed types if none has room), the one with the least packed iteration time T_P(t)
+among those that keep every member's deadline (a member that meets its deadline alone on
+its fastest candidate type must finish by it packed on t, restart included). If no type
+keeps the deadlines the edge is removed. That target is the type Cuckoo's allocation
+then picks for the group alone (its cheapest deadline-safe edge: least remaining time),
+so packing and allocation price the same type. An edge that gains nothing on the target
+(T_P >= sum of solo times there) is removed. ``target: reference`` is the earlier
+estimate on the reference type (ablation). alpha, beta, gamma are not published.
 """
 
 from __future__ import annotations
@@ -36,6 +45,11 @@ class CuckooPackingParams(BaseModel):
     estimate: Literal["stage", "group"] = Field(
         "stage", description="packed-time estimate: stage-grained, or Muri's (ablation)"
     )
+    target: Literal["fastest", "reference"] = Field(
+        "fastest",
+        description="GPU type the estimate is taken on: the merge's fastest deadline-safe "
+        "type with room (see module doc), or the reference type (ablation)",
+    )
 
 
 @policies.register("cluster.packing", "cuckoo")
@@ -46,9 +60,38 @@ class CuckooPacking:
 
     def __init__(self, params: CuckooPackingParams, rng: np.random.Generator) -> None:
         self.params = params
+        self._held: dict[int, int] = {}  # job id -> type its running group holds
 
     def weight(self, view: PackingView, facts: Facts, members: tuple[int, ...]) -> float:
         """The edge weight, or 0 when the merge breaks a deadline or gains nothing."""
+        on = view.estimate_stage_iter_on
+        if self.params.target == "reference" or self.params.estimate == "group" or on is None:
+            return self._reference_weight(view, facts, members)
+        gpus = max(facts[j][3] for j in members)
+        held = {self._held[j] for j in members if j in self._held}
+        allowed = [t for t in range(len(view.free_by_type)) if np.isfinite(on(members, t))]
+        types = sorted(held) or [t for t in allowed if view.free_by_type[t] >= gpus] or allowed
+        left = {j: facts[j][2] - view.now_s for j in members}
+        solo = {j: [on((j,), t) for t in types] for j in members}
+        alone = {j: facts[j][1] * min(solo[j]) <= left[j] for j in members}
+        best: tuple[float, int] | None = None
+        for i, t in enumerate(types):
+            t_p = on(members, t)
+            if all(not alone[j] or view.restart_s + facts[j][1] * t_p <= left[j] for j in members):
+                best = min(best or (t_p, i), (t_p, i))
+        if best is None:
+            return 0.0
+        t_p, i = best
+        solo_sum = sum(solo[j][i] * facts[j][3] for j in members) / gpus  # GPU-weighted
+        if t_p >= solo_sum:
+            return 0.0
+        urg = sum(min(1.0, facts[j][1] * min(solo[j]) / left[j]) for j in members if alone[j])
+        slow = sum(t_p / solo[j][i] - 1.0 for j in members)
+        p = self.params
+        return p.alpha * solo_sum / (view.num_stages * t_p) + p.beta * urg - p.gamma * slow
+
+    def _reference_weight(self, view: PackingView, facts: Facts, members: tuple[int, ...]) -> float:
+        """The weight with every time on the reference type (the ablation)."""
         u, t_p, solo_sum = utilisation(
             view, facts, members, stage_grained=self.params.estimate == "stage"
         )
@@ -68,4 +111,5 @@ class CuckooPacking:
 
     def pack(self, view: PackingView) -> list[tuple[int, ...]]:
         """Merges chosen by matching rounds."""
+        self._held = {j: u.running_on for u in view.units if u.running for j in u.members}
         return matching_rounds(view, self.weight)

@@ -40,6 +40,7 @@ class UnitView(NamedTuple):
     remaining_iters: tuple[int, ...]
     deadline_s: tuple[float, ...]
     member_gpus: tuple[int, ...] = ()  # per member (empty: all ``gpus``)
+    running_on: int = -1  # GPU type index a running group holds (-1: queued)
 
 
 class PackingView(NamedTuple):
@@ -58,6 +59,11 @@ class PackingView(NamedTuple):
     estimate_stage_iter_s: Callable[[tuple[int, ...]], float] | None = None
     #: units with different GPU counts may merge (ablation ``execution.cross_gpu_packing``)
     cross_gpu: bool = False
+    #: free GPUs per GPU type (empty: not offered)
+    free_by_type: tuple[int, ...] = ()
+    #: iteration time of a set of jobs on GPU type t with the stage-grained estimate (a
+    #: lone job: its solo time on t; inf where a member may not run on t); None: absent
+    estimate_stage_iter_on: Callable[[tuple[int, ...], int], float] | None = None
 
 
 class GroupView(NamedTuple):

@@ -1,0 +1,102 @@
+"""Cuckoo's headline directions on short seeded runs (docs/cluster.md, "Cuckoo").
+
+Baselines: EDF, Tiresias, Muri-S (SRTF + Muri packing) with first-fit placement, the
+greedy Gavel-like allocator, and Gavel's LP with preemptive rounds (its time-sharing).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import simulator
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+BASELINES = {
+    "edf": ("edf", "none", "first-fit"),
+    "tiresias": ("tiresias", "none", "first-fit"),
+    "muri-s": ("srtf", "muri", "first-fit"),
+    "gavel-like": ("tiresias", "none", "gavel-like"),
+    "gavel": ("fifo", "none", "gavel"),
+}
+A100 = {  # A100 nodes instead of P100 (GPU-stage speed 1.73 x V100: an assumption)
+    "workload.inventory": [{"gpu_type": t, "nodes": 4, "gpus_per_node": 8}
+                           for t in ("a100", "v100", "k80")],
+    "workload.speeds.type_speeds": {"a100": 1.73},
+}  # fmt: skip
+
+
+def run(policy: tuple[str, str, str], **over: Any) -> Any:
+    o, p, a = policy
+    base = {"workload.jobs.num_jobs": 150, "policies.ordering": o, "policies.packing": p,
+            "policies.allocation": a, "workload.execution.preemption": a == "gavel"}  # fmt: skip
+    base.update(over)
+    return simulator.run(SCENARIOS / "cuckoo_load.yaml", overrides=base)
+
+
+def ratios(**over: Any) -> tuple[float, float]:
+    """Cuckoo's DSR / the best baseline's, and the best baseline's mean JCT / Cuckoo's."""
+    c = run(("cuckoo", "cuckoo", "cuckoo"), **over).summary.iloc[0]
+    b = [run(p, **over).summary.iloc[0] for p in BASELINES.values()]
+    return c["dsr"] / max(x["dsr"] for x in b), min(x["mean_jct_s"] for x in b) / c["mean_jct_s"]
+
+
+@pytest.mark.slow
+def test_cuckoo_lead_grows_with_load() -> None:
+    # lambda ~ U[0.5, 1.5], 150 jobs, seed 1. Offered load ~0.67 of the cluster's
+    # V100-equivalent capacity at 0.002/s, ~2.0 at 0.006/s (docs/cluster.md). At light load
+    # every policy meets about every feasible deadline (ratio near 1; measured 1.02 on the
+    # 300-job scenario); overloaded, Cuckoo drops jobs that can no longer make it and
+    # orders the rest by slack, so its DSR lead and its JCT lead grow (measured on 300 jobs,
+    # seeds 1-3: 1.86-2.26x DSR and 1.28-1.42x JCT at 0.006/s; here 1.04x DSR at 0.002/s,
+    # 1.31x DSR and 1.24x JCT at 0.006/s). Tolerances: the lead at 0.006/s is at least
+    # 1.1x and 0.05 above the lead at 0.002/s; JCT lead > 1.05x.
+    low_dsr, _ = ratios(**{"workload.jobs.arrival_rate_per_s": 0.002})
+    high_dsr, high_jct = ratios(**{"workload.jobs.arrival_rate_per_s": 0.006})
+    assert high_dsr >= 1.1
+    assert high_dsr >= low_dsr + 0.05
+    assert high_jct > 1.05
+
+
+@pytest.mark.slow
+def test_faster_type_rescues_tight_deadlines() -> None:
+    # Deadlines are lambda x solo time on the V100 reference; a job with lambda < 1 can meet
+    # its deadline only on a type faster than V100 for its model. With A100 nodes (GPU stage
+    # 1.73x faster) fewer deadlines are infeasible even alone, and Cuckoo, which places
+    # urgent jobs on their fastest deadline-safe type, meets some lambda < 1 deadlines
+    # there and a higher DSR overall than on V100/P100/K80 (measured 0.53-0.59 vs 0.41-0.42
+    # on 300 jobs at 0.003/s, seeds 1-3).
+    over = {"workload.jobs.arrival_rate_per_s": 0.003}
+    base = run(("cuckoo", "cuckoo", "cuckoo"), **over)
+    fast = run(("cuckoo", "cuckoo", "cuckoo"), **over, **A100)
+    b, f = base.summary.iloc[0], fast.summary.iloc[0]
+    assert f["infeasible_deadlines"] < b["infeasible_deadlines"]
+    assert f["dsr"] > b["dsr"] + 0.05
+    jobs = fast.tables["jobs"]
+    lam = (jobs["deadline_s"] - jobs["submit_s"]) / jobs["solo_s"]
+    rescued = jobs[(lam < 1) & jobs["met_deadline"].astype(bool)]
+    # measured (300 jobs, seeds 1-3): 30 / 27 / 36 such jobs met, all ending on A100. A
+    # packed group can beat a member's measured solo time (its cycle uses stage sums), so
+    # a rare one ends elsewhere (4 of 300 on V100/P100/K80 without A100): tolerance 80%.
+    assert len(rescued) > 0
+    assert (rescued["gpu_type"] == "a100").mean() >= 0.8
+
+
+@pytest.mark.slow
+def test_lead_over_tiresias_grows_as_deadlines_tighten() -> None:
+    # Cuckoo's DSR / Tiresias's (deadline-agnostic), lambda ~ U[0.5, 1.5] vs U[2, 3], mean
+    # over seeds 1-3 of 150-job runs at 0.004/s. On the 300-job scenario it grows on every
+    # seed (docs/cluster.md: 1.09-1.24 at U[2, 3] -> 1.13-1.69 at U[0.5, 1.5]); here
+    # measured 1.66 / 1.45 / 1.38 vs 1.46 / 1.30 / 1.28 (means 1.49 vs 1.35); the mean is
+    # used because short runs are noisy per seed. Tolerance 0.05.
+    def lead(lo: float, hi: float, seed: int) -> float:
+        over = {"seed": seed, "workload.jobs.arrival_rate_per_s": 0.004,
+                "workload.deadlines.factor_low": lo, "workload.deadlines.factor_high": hi}  # fmt: skip
+        c = run(("cuckoo", "cuckoo", "cuckoo"), **over).summary.iloc[0]
+        return c["dsr"] / run(BASELINES["tiresias"], **over).summary.iloc[0]["dsr"]
+
+    tight = sum(lead(0.5, 1.5, s) for s in (1, 2, 3)) / 3
+    loose = sum(lead(2.0, 3.0, s) for s in (1, 2, 3)) / 3
+    assert tight >= loose + 0.05
