@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from workloads.cluster_data import (
-    STAGES,
     RawJobs,
     csv_rows,
     number,
@@ -23,7 +22,7 @@ from workloads.cluster_data import (
     read_stage_profiles,
 )
 from workloads.cluster_params import ClusterParams, Deadlines, SpeedTable, SyntheticJobs
-from workloads.cluster_sources import helios_jobs, philly_jobs
+from workloads.cluster_sources import helios_jobs, jobs_from_durations, philly_jobs, poisson_mix
 
 
 @dataclass(frozen=True)
@@ -67,21 +66,11 @@ def synthetic_jobs(
     rng: np.random.Generator,
 ) -> RawJobs:
     """Poisson arrivals; GPU count by weight; model uniform; lognormal solo duration."""
-    n = spec.num_jobs
-    submit = np.cumsum(rng.exponential(1.0 / spec.arrival_rate_per_s, n))
-    counts = np.array([c for c, _ in spec.gpu_counts], dtype=np.int64)
-    weights = np.array([w for _, w in spec.gpu_counts], dtype=float)
-    gpus = rng.choice(counts, size=n, p=weights / weights.sum())
-    models = [spec.models[i] for i in rng.integers(0, len(spec.models), n)]
-    duration = spec.duration_median_s * np.exp(spec.duration_sigma * rng.standard_normal(n))
-    stages = np.empty((n, len(STAGES)))
-    for j in range(n):
-        key = (models[j], int(gpus[j]))
-        if key not in profiles:
-            raise KeyError(f"no stage profile for model {key[0]!r} on {key[1]} GPUs")
-        stages[j] = profiles[key]
-    iters = np.maximum(1, np.round(duration / stages.sum(axis=1))).astype(np.int64)
-    return RawJobs(submit, gpus, tuple(models), iters, stages, (None,) * n)
+    submit, gpus, models = poisson_mix(spec, rng)
+    duration = spec.duration_median_s * np.exp(
+        spec.duration_sigma * rng.standard_normal(spec.num_jobs)
+    )
+    return jobs_from_durations(submit, gpus, models, duration, profiles, 0)
 
 
 def speed_matrix(

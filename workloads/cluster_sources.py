@@ -33,11 +33,25 @@ from workloads.cluster_data import (
     read_helios_summary,
     read_runtimes,
 )
-from workloads.cluster_params import HeliosJobs, PhillyJobs
+from workloads.cluster_params import HeliosJobs, PhillyJobs, SyntheticJobs
 
 DAY_S = 86400.0
 #: largest GPU count of the stage-profile table (Muri's traces go up to 32)
 MAX_HELIOS_GPUS = 32
+
+
+def poisson_mix(
+    spec: PhillyJobs | SyntheticJobs, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Submit times (Poisson at ``arrival_rate_per_s``), GPU counts drawn by weight and
+    models drawn uniformly, for ``num_jobs`` jobs, in that draw order."""
+    n = spec.num_jobs
+    submit = np.cumsum(rng.exponential(1.0 / spec.arrival_rate_per_s, n))
+    counts = np.array([c for c, _ in spec.gpu_counts], dtype=np.int64)
+    weights = np.array([w for _, w in spec.gpu_counts], dtype=float)
+    gpus = rng.choice(counts, size=n, p=weights / weights.sum())
+    models = [spec.models[i] for i in rng.integers(0, len(spec.models), n)]
+    return submit, gpus, models
 
 
 def jobs_from_durations(
@@ -64,13 +78,8 @@ def philly_jobs(
     """Philly run times resampled as solo durations; Poisson arrivals; weighted GPU counts."""
     runtimes, bad = read_runtimes(base / spec.runtime_path, spec.skip_bad_rows,
                                   spec.min_runtime_s)  # fmt: skip
-    n = spec.num_jobs
-    submit = np.cumsum(rng.exponential(1.0 / spec.arrival_rate_per_s, n))
-    counts = np.array([c for c, _ in spec.gpu_counts], dtype=np.int64)
-    weights = np.array([w for _, w in spec.gpu_counts], dtype=float)
-    gpus = rng.choice(counts, size=n, p=weights / weights.sum())
-    models = [spec.models[i] for i in rng.integers(0, len(spec.models), n)]
-    duration = runtimes[rng.integers(0, len(runtimes), n)]
+    submit, gpus, models = poisson_mix(spec, rng)
+    duration = runtimes[rng.integers(0, len(runtimes), spec.num_jobs)]
     return jobs_from_durations(submit, gpus, models, duration, profiles, bad)
 
 

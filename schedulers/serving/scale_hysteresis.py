@@ -5,47 +5,28 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeFloat,
-    PositiveFloat,
-    PositiveInt,
-    model_validator,
-)
+from pydantic import NonNegativeFloat
 
-from schedulers.serving.scale_units import unit_to_add, unit_to_drain, utilisation
+from schedulers.serving.scale_units import (
+    ThresholdParams,
+    unit_to_add,
+    unit_to_drain,
+    utilisation,
+)
 from schedulers.serving.view import ScaleDecision, ScaleView
 from simulator.registry import policies
 
 
-class HysteresisParams(BaseModel):
+class HysteresisParams(ThresholdParams):
     """Unknown constants of Cauchy's autoscaler, exposed (``../shared/papers/serving.md``
-    §1.2 step 9 gives Δ = 30-60 s, u_hi ≈ 0.85-0.9, u_lo ≈ 0.5-0.6, a cooldown):
-    ``period_s`` (Δ), ``window_s`` (rate window), ``upper``/``lower`` utilisation
-    thresholds, ``hold_out_s``/``hold_in_s`` (how long a threshold must be crossed at
-    every check before acting), ``min_units`` (units never drained below),
-    ``pd_ratios`` (prefill:decode ratios of the combos it may add)."""
+    §1.2 step 9 gives Δ = 30-60 s, u_hi ≈ 0.85-0.9, u_lo ≈ 0.5-0.6, a cooldown): those
+    of :class:`ThresholdParams` (``period_s`` is Δ) plus ``hold_out_s``/``hold_in_s``
+    (how long a threshold must be crossed at every check before acting) and
+    ``drain_rule`` (which active unit a scale-in drains)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    period_s: PositiveFloat = 30.0
-    window_s: PositiveFloat = 60.0
-    upper: PositiveFloat = 0.9
-    lower: NonNegativeFloat = 0.5
     hold_out_s: NonNegativeFloat = 60.0
     hold_in_s: NonNegativeFloat = 300.0
-    min_units: PositiveInt = 1
     drain_rule: Literal["least-efficient", "most-saving"] = "least-efficient"
-    pd_ratios: list[tuple[PositiveInt, PositiveInt]] = Field(
-        default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)]
-    )
-
-    @model_validator(mode="after")
-    def _band(self) -> HysteresisParams:
-        if not self.lower < self.upper:
-            raise ValueError(f"lower ({self.lower}) must be below upper ({self.upper})")
-        return self
 
 
 @policies.register("serving.scaling", "hysteresis")

@@ -3,40 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeFloat,
-    PositiveFloat,
-    PositiveInt,
-    model_validator,
-)
 
-from schedulers.serving.scale_units import unit_to_add, unit_to_drain, utilisation
+from schedulers.serving.scale_units import (
+    ThresholdParams,
+    unit_to_add,
+    unit_to_drain,
+    utilisation,
+)
 from schedulers.serving.view import ScaleDecision, ScaleView
 from simulator.registry import policies
 
 
-class ReactiveParams(BaseModel):
+class ReactiveParams(ThresholdParams):
     """``period_s``, ``window_s``, the thresholds and ``min_units`` as in
     ``hysteresis`` (same defaults); no hold times."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    period_s: PositiveFloat = 30.0
-    window_s: PositiveFloat = 60.0
-    upper: PositiveFloat = 0.9
-    lower: NonNegativeFloat = 0.5
-    min_units: PositiveInt = 1
-    pd_ratios: list[tuple[PositiveInt, PositiveInt]] = Field(
-        default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)]
-    )
-
-    @model_validator(mode="after")
-    def _band(self) -> ReactiveParams:
-        if not self.lower < self.upper:
-            raise ValueError(f"lower ({self.lower}) must be below upper ({self.upper})")
-        return self
 
 
 @policies.register("serving.scaling", "reactive")

@@ -5,9 +5,43 @@ and which unit to drain (RECONSTRUCTION of Cauchy's autoscaler,
 from __future__ import annotations
 
 import math
+from typing import Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
 from schedulers.serving.deploy_cauchy import CauchyParams, combos
 from schedulers.serving.view import InstanceSpec, ScaleView, UnitView
+
+
+class ThresholdParams(BaseModel):
+    """Constants every utilisation-threshold scaler shares: ``period_s`` (how often it
+    decides), ``window_s`` (rate window), ``upper``/``lower`` utilisation thresholds,
+    ``min_units`` (units never drained below), ``pd_ratios`` (prefill:decode ratios of
+    the combos it may add)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    period_s: PositiveFloat = 30.0
+    window_s: PositiveFloat = 60.0
+    upper: PositiveFloat = 0.9
+    lower: NonNegativeFloat = 0.5
+    min_units: PositiveInt = 1
+    pd_ratios: list[tuple[PositiveInt, PositiveInt]] = Field(
+        default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)]
+    )
+
+    @model_validator(mode="after")
+    def _band(self) -> Self:
+        if not self.lower < self.upper:
+            raise ValueError(f"lower ({self.lower}) must be below upper ({self.upper})")
+        return self
 
 
 def utilisation(view: ScaleView) -> float:
