@@ -92,6 +92,8 @@ class Instance:
         self.used_blocks = 0
         self.queued_tokens = 0
         self.outstanding = 0
+        self._resident_area = 0.0  # integral of outstanding requests over time (request-s)
+        self._resident_t = 0.0
         self.ready = False
         self.busy = False
         # lifetime (autoscaling): provisioned at, released at (None: still held), and
@@ -125,14 +127,14 @@ class Instance:
     def submit(self, i: int) -> None:
         """A request to prefill (entry) or to re-prefill after preemption."""
         self.waiting.append(i)
-        self.outstanding += 1
+        self._add_outstanding(1)
         self.queued_tokens += self.reqs.prefill_len[i]
         self.kick()
 
     def handoff(self, i: int) -> None:
         """A request whose KV cache arrived from a prefill instance (decode role)."""
         self.pending.append(i)
-        self.outstanding += 1
+        self._add_outstanding(1)
         self.kick()
 
     def release(self, i: int) -> None:
@@ -322,10 +324,10 @@ class Instance:
         self.tokens_out += 1
         self.on_prefilled(i, self)
         if self.role == "prefill":
-            self.outstanding -= 1
+            self._add_outstanding(-1)
         elif reqs.left[i] <= 0:
             self._set_used(self.used_blocks - blocks(reqs.prefill_len[i], self.block_tokens))
-            self.outstanding -= 1
+            self._add_outstanding(-1)
             self.on_finished(np.array([i]), self)
         else:
             self._join(i, reqs.prefill_len[i])
@@ -379,8 +381,19 @@ class Instance:
         self._set_used(self.used_blocks - freed)
         self.ids, self._ctx0, self._left0 = keep_ids, keep_ctx0, keep_left0
         self._min_left0 = min(keep_left0, default=NO_SEQUENCE)
-        self.outstanding -= len(finished)
+        self._add_outstanding(-len(finished))
         self.on_finished(np.array(finished, dtype=np.int64), self)
+
+    def _add_outstanding(self, delta: int) -> None:
+        now = float(self._env.now)
+        self._resident_area += self.outstanding * (now - self._resident_t)
+        self._resident_t = now
+        self.outstanding += delta
+
+    def request_seconds(self, end_s: float) -> float:
+        """Integral over [0, end_s] of the requests this instance holds (queued, pending,
+        running): its share of the time-average number in the system (Little's L)."""
+        return self._resident_area + self.outstanding * (end_s - self._resident_t)
 
     def _set_used(self, blocks_now: int) -> None:
         now = float(self._env.now)

@@ -52,6 +52,7 @@ def instance_rows(w: ServingWorkload, end_s: float) -> list[dict[str, Any]]:
                 "kv_capacity_tokens": s.capacity_blocks * s.block_tokens,
                 "kv_utilisation": s.kv_utilisation(end_s),
                 "kv_peak_utilisation": s.peak_blocks / s.capacity_blocks,
+                "request_seconds": s.request_seconds(end_s),
                 "goodput_estimate_rps": s.goodput_rps,
                 "usd_per_hour": price, "cost_usd": price * (b - a) / 3600.0,
             }
