@@ -179,6 +179,37 @@ for ax in axes:
 axes[0].legend(fontsize=6)
 fig.tight_layout()""",
     ),
+    (
+        "md",
+        """Prefix caching on the Mooncake conversation sample (`prefix-cache.yaml`): two
+colocated H100 instances, the cache off and on, cache-blind (least-outstanding) and
+cache-aware (prefix-affinity) routing, over the offered rate.""",
+    ),
+    (
+        "code",
+        """pc = simulator.load_scenario(ROOT / "scenarios" / "prefix-cache.yaml")
+pc_grid = {"sweep": {**pc.raw["sweep"], "workload.requests.rate_per_s": [6, 9]}}
+pcs = simulator.sweep(pc.with_overrides(pc_grid) if SMALL else pc, workers=1)
+pcs["case"] = [
+    ("on, " + (r if isinstance(r, str) else r["name"])) if c else "off"
+    for c, r in zip(pcs["workload.prefix_cache"], pcs["policies.routing"])
+]
+pcs = pcs.drop_duplicates(["case", "workload.requests.rate_per_s"])
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+for case, g in pcs.groupby("case"):
+    x = g["workload.requests.rate_per_s"]
+    axes[0].plot(x, g["ttft_mean_s"], marker="o", label=case)
+    axes[1].plot(x, g["slo_attainment"], marker="o", label=case)
+    axes[2].plot(x, g["goodput_tokens_per_usd"], marker="o", label=case)
+for ax, name in zip(axes, ["mean TTFT (s)", "SLO attainment", "goodput Tokens/USD"]):
+    ax.set_xlabel("offered req/s")
+    ax.set_ylabel(name)
+axes[0].set_yscale("log")
+axes[0].legend(fontsize=7)
+fig.tight_layout()
+pcs[["case", "workload.requests.rate_per_s", "prefix_hit_rate", "ttft_mean_s",
+     "slo_attainment", "tokens_per_usd", "goodput_tokens_per_usd"]]""",
+    ),
 ]
 
 

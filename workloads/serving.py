@@ -39,6 +39,7 @@ from workloads.serving_deploy import (
 from workloads.serving_estimate import Lengths, Targets
 from workloads.serving_instance import Instance, Lud, RequestState
 from workloads.serving_metrics import METRICS, RequestTimes, latency_summary
+from workloads.serving_prefix import PrefixCache
 from workloads.serving_report import instance_rows, run_summary
 from workloads.serving_requests import RequestsConfig, SloClass, assign_classes, generate
 from workloads.serving_subsim import SubSimGoodput
@@ -97,6 +98,7 @@ class ServingParams(WorkloadParams):
     load_weights: bool = True
     slo_classes: list[SloClass] = Field(default_factory=list)
     report_window_s: PositiveFloat = 60.0
+    prefix_cache: bool = False  # automatic prefix caching on colocated/prefill instances
 
     @model_validator(mode="after")
     def _known_model(self) -> ServingParams:
@@ -150,6 +152,13 @@ class ServingWorkload(Workload):
             req.arrival_s, np.full(len(req), np.nan), np.full(len(req), np.nan), prompt, req.output
         )
         self.reqs = RequestState(prompt.tolist(), req.output.tolist())
+        self.hashes = req.hashes
+        if params.prefix_cache and self.hashes is None:
+            raise ValueError(
+                "workload.prefix_cache: needs requests with prefix-block hashes "
+                "(a mooncake trace with hash_ids and lengths: trace)"
+            )
+        self._prompt = prompt.tolist()
         self.slo = Slo(params.slo.ttft_s, params.slo.tpot_s)
         self._slo_classes(len(req), req.slo_class)
         self.configs = self._configs()
@@ -241,10 +250,13 @@ class ServingWorkload(Workload):
         k = len(self.instances)
         cfg = self.configs[(s.gpu_type, s.tp)]
         lud = Lud(p.lud.lookahead, p.lud.accept_p) if p.lud else None
+        cache = None
+        if p.prefix_cache and s.role != "decode" and self.hashes is not None:
+            cache = PrefixCache(self.hashes, self._prompt, p.block_tokens)
         inst = Instance(
             self.sim, k, s.role, s.group, cfg.cost, cfg.kv_tokens, p.block_tokens,
             self.policies["batching"], self.reqs, self._prefilled, self._finished_cb,
-            lud, self.sim.rng(f"serving.lud.{k}"),
+            lud, self.sim.rng(f"serving.lud.{k}"), cache,
         )  # fmt: skip
         v = cfg.view
         inst.goodput_rps = {"prefill": v.prefill_rps, "decode": v.decode_rps}.get(
@@ -327,6 +339,11 @@ class ServingWorkload(Workload):
             view = view._replace(
                 bucket=b, planned_rps=tuple(self.plans[s.number].get(b, 0.0) for s in pool)
             )
+        if stage == "entry" and self.params.prefix_cache:  # what each cache holds
+            n = self.reqs.prefill_len[i]
+            view = view._replace(
+                cached_tokens=tuple(s.cache.peek(i, n) if s.cache else 0 for s in pool)
+            )
         k = self.policies["routing"].route(view)
         if not 0 <= k < len(self.instances) or self.instances[k] not in pool:
             raise InvariantViolation(f"routing chose instance {k}, not a {stage} candidate")
@@ -385,7 +402,10 @@ class ServingWorkload(Workload):
             raise InvariantViolation(f"{self._finished} of {len(t.arrival_s)} requests finished")
         if (t.finish_s < t.first_token_s).any() or (t.first_token_s < t.arrival_s).any():
             raise InvariantViolation("a request finished before its first token or arrival")
-        held = [s.number for s in self.instances if s.used_blocks or len(s.ids)]
+        held = [
+            s.number for s in self.instances
+            if s.used_blocks or len(s.ids) or (s.cache and s.cache.pinned_blocks)
+        ]  # fmt: skip
         if held:
             raise InvariantViolation(f"instances {held} still hold KV blocks at the end")
 

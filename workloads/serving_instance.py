@@ -10,7 +10,10 @@ decodes run out of blocks), prices the iteration with
 :class:`~workloads.serving_cost.IterationCost` and schedules one timeout. Token
 accounting: a prefill of ``n`` tokens caches ``n`` tokens and emits one token; a decode
 step of a sequence with ``c`` cached tokens caches ``c + 1`` and emits one (LUD: ``K``
-positions run, ``A`` tokens are accepted and kept).
+positions run, ``A`` tokens are accepted and kept). With a prefix cache
+(:mod:`workloads.serving_prefix`, colocated and prefill roles), a prefill starts after
+the request's longest cached prefix and finished prompts' blocks stay cached until
+evicted.
 
 Hot path: the running batch is stored relative to a step counter ``S`` (standard decode
 steps taken): a sequence's cached tokens are ``ctx0 + S`` and its tokens left
@@ -32,6 +35,7 @@ import numpy as np
 from schedulers.serving.view import BatchView, InstanceView, Role, blocks
 from simulator.engine import InvariantViolation, Simulation
 from workloads.serving_cost import IterationCost
+from workloads.serving_prefix import CachedKv, PrefixCache
 
 WAITING_VIEW = 64  # queue entries a batching policy sees
 NO_SEQUENCE = 1 << 62  # min(left0) of an empty batch
@@ -56,7 +60,7 @@ class Lud:
     accept_p: float
 
 
-class Instance:
+class Instance(CachedKv):
     """A serving instance; the workload submits requests and receives callbacks."""
 
     def __init__(
@@ -74,10 +78,11 @@ class Instance:
         on_finished: Callable[[np.ndarray, Instance], None],
         lud: Lud | None = None,
         rng: np.random.Generator | None = None,
+        cache: PrefixCache | None = None,
     ) -> None:
         self.sim, self.number, self.role, self.group = sim, number, role, group
         self.cost, self.policy, self.reqs, self.lud, self.rng = cost, policy, reqs, lud, rng
-        self.block_tokens = block_tokens
+        self.block_tokens, self.cache = block_tokens, cache
         self.capacity_blocks = kv_tokens // block_tokens
         self.on_prefilled, self.on_finished = on_prefilled, on_finished
         self.waiting: deque[int] = deque()
@@ -110,6 +115,7 @@ class Instance:
         self.peak_blocks = 0
         self._kv_area = 0.0  # integral of used blocks over time
         self._kv_t = 0.0
+        self._kv_level = 0  # used blocks plus cached blocks requests hold
         self._env = sim.env
         self._key = ("serving", number)
         self.track = sim.recorder.track(f"instance{number}:{role}", group="serving")
@@ -120,7 +126,7 @@ class Instance:
         return InstanceView(
             self.number, self.group, self.cost.spec.name, self.role, self.outstanding,
             self.queued_tokens, len(self.ids),
-            (self.capacity_blocks - self.used_blocks) * self.block_tokens, self.goodput_rps,
+            self._free_blocks() * self.block_tokens, self.goodput_rps,
         )  # fmt: skip
 
     # ---- inputs ------------------------------------------------------------------------
@@ -139,7 +145,7 @@ class Instance:
 
     def release(self, i: int) -> None:
         """Free the KV blocks of a handed-off request once its transfer is done."""
-        self._set_used(self.used_blocks - blocks(self.reqs.prefill_len[i], self.block_tokens))
+        self._free_seq(i, self.reqs.prefill_len[i])
         self.kick()
         self.check_drained()
 
@@ -183,7 +189,10 @@ class Instance:
         n_dec = len(self.ids) if with_decodes else 0
         if taken:
             new, ctx_sum, attn = self._reserve_prefills(taken, chunks, new, ctx_sum, attn)
-        if self.used_blocks > self.capacity_blocks:
+        if chunks and not taken and not n_dec and self.ids:  # prefills went back: decode
+            new, ctx_sum, attn, accepted = self._reserve_decodes()
+            n_dec = len(self.ids)
+        if not self._fits(0):
             raise InvariantViolation(f"instance {self.number}: KV over capacity")
         if new == 0:
             for i in reversed(taken):
@@ -198,9 +207,13 @@ class Instance:
     def _reserve_prefills(
         self, taken: list[int], chunks: tuple[int, ...], new: int, ctx_sum: int, attn: float
     ) -> tuple[int, int, float]:
-        """Blocks for this iteration's prefill chunks; adds their terms to the decodes'."""
+        """Blocks for this iteration's prefill chunks; adds their terms to the decodes'.
+        With a prefix cache, a request starting its prefill first takes its cached
+        prefix, and requests whose blocks no longer fit go back to the queue."""
         done, bt = self.reqs.done, self.block_tokens
-        for i, q in zip(taken, chunks, strict=True):
+        if self.cache is not None:
+            self._take_prefixes(taken, chunks)
+        for i, q in zip(taken, chunks, strict=False):
             c = done.get(i, 0)
             q = min(q, self.reqs.prefill_len[i] - c)
             new, ctx_sum, attn = new + q, ctx_sum + c, attn + q * (c + q / 2.0)
@@ -214,10 +227,12 @@ class Instance:
         for k, i in enumerate(self.waiting):
             if k == WAITING_VIEW:
                 break
-            done = self.reqs.done.get(i, 0)
+            done = self.reqs.done.get(i)
+            if done is None:
+                done = self.cache.peek(i, self.reqs.prefill_len[i]) if self.cache else 0
             head.append((self.reqs.prefill_len[i] - done, done))
         reserve = self._growth(1) if decodes else 0
-        free = max(self.capacity_blocks - self.used_blocks - reserve, 0) * self.block_tokens
+        free = max(self._free_blocks() - reserve, 0) * self.block_tokens
         return BatchView(
             float(self._env.now), self.role, len(self.ids), tuple(head), free, self.block_tokens
         )
@@ -242,7 +257,7 @@ class Instance:
         one each, standard decoding)."""
         k = self.lud.lookahead if self.lud else 1
         growth = self._growth(k)
-        while self.ids and self.used_blocks + growth > self.capacity_blocks:
+        while self.ids and not self._fits(growth):
             self._preempt_last()
             growth = self._growth(k)
         self._set_used(self.used_blocks + growth)
@@ -263,7 +278,7 @@ class Instance:
         self._residues[c0 % self.block_tokens] -= 1
         if left0 == self._min_left0:
             self._min_left0 = min(self._left0, default=NO_SEQUENCE)
-        self._set_used(self.used_blocks - blocks(c, self.block_tokens))
+        self._free_seq(i, c)
         self.preemptions += 1
         self.reqs.preemptions.append(i)
         self.reqs.prefill_len[i] = c + 1  # recompute prompt and every token emitted
@@ -320,13 +335,15 @@ class Instance:
             self.waiting.appendleft(i)  # a partial (chunked) prefill
             return
         del reqs.done[i]
+        if self.cache is not None:  # its prompt blocks join the cache, held by it
+            self._set_used(self.used_blocks - self.cache.insert(i))
         reqs.left[i] -= 1
         self.tokens_out += 1
         self.on_prefilled(i, self)
         if self.role == "prefill":
             self._add_outstanding(-1)
         elif reqs.left[i] <= 0:
-            self._set_used(self.used_blocks - blocks(reqs.prefill_len[i], self.block_tokens))
+            self._free_seq(i, reqs.prefill_len[i])
             self._add_outstanding(-1)
             self.on_finished(np.array([i]), self)
         else:
@@ -362,7 +379,7 @@ class Instance:
 
     def _retire(self) -> None:
         """Remove the sequences with no tokens left and free their blocks."""
-        s, bt = self._steps, self.block_tokens
+        s, bt, cache = self._steps, self.block_tokens, self.cache
         finished: list[int] = []
         freed = 0
         keep_ids: list[int] = []
@@ -371,7 +388,7 @@ class Instance:
         for i, c0, l0 in zip(self.ids, self._ctx0, self._left0, strict=True):
             if l0 - s <= 0:
                 finished.append(i)
-                freed += -(-(c0 + s) // bt)
+                freed += -(-(c0 + s) // bt) - (cache.release(i) if cache else 0)
                 self._ctx0_sum -= c0
                 self._residues[c0 % bt] -= 1
             else:
@@ -397,13 +414,16 @@ class Instance:
 
     def _set_used(self, blocks_now: int) -> None:
         now = float(self._env.now)
-        self._kv_area += self.used_blocks * (now - self._kv_t)
+        self._kv_area += self._kv_level * (now - self._kv_t)
         self._kv_t = now
         self.used_blocks = blocks_now
+        if self.cache is not None:
+            blocks_now += self.cache.pinned_blocks
+        self._kv_level = blocks_now
         if blocks_now > self.peak_blocks:
             self.peak_blocks = blocks_now
 
     def kv_utilisation(self, end_s: float) -> float:
         """Time-average of used / capacity KV blocks over [0, end_s]."""
-        area = self._kv_area + self.used_blocks * (end_s - self._kv_t)
+        area = self._kv_area + self._kv_level * (end_s - self._kv_t)
         return area / (self.capacity_blocks * end_s) if end_s > 0 else 0.0

@@ -57,6 +57,11 @@ METRICS: dict[str, str] = {
     "iterations": "batch iterations run, all instances",
     "setup_s": "time the last instance finished loading its weights",
     "price_preset": "name of the $/GPU-hour preset",
+    "prefix_hit_rate": "prefix cache (prefix_cache: true): prompt tokens found cached / prompt "
+    "tokens of the prefills that looked up a cached prefix (every first prefill and "
+    "re-prefill on a colocated or prefill instance); 0 with the cache off",
+    "prefix_saved_tokens": "prefill tokens skipped because their KV blocks were cached "
+    "(the numerator of prefix_hit_rate)",
 }
 
 

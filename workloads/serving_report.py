@@ -53,6 +53,8 @@ def instance_rows(w: ServingWorkload, end_s: float) -> list[dict[str, Any]]:
                 "kv_utilisation": s.kv_utilisation(end_s),
                 "kv_peak_utilisation": s.peak_blocks / s.capacity_blocks,
                 "request_seconds": s.request_seconds(end_s),
+                "prefix_hit_tokens": s.cache.hit_tokens if s.cache else 0,
+                "prefix_evicted_blocks": s.cache.evicted_blocks if s.cache else 0,
                 "goodput_estimate_rps": s.goodput_rps,
                 "usd_per_hour": price, "cost_usd": price * (b - a) / 3600.0,
             }
@@ -139,6 +141,8 @@ def run_summary(w: ServingWorkload, end_s: float) -> dict[str, float | int | str
     shapes = Counter(f"{s.role}:{s.cost.spec.name}/tp{s.cost.tp}" for s in w.instances)
     caps = [s.peak_blocks / s.capacity_blocks for s in w.instances]
     scaler = w.autoscaler
+    caches = [s.cache for s in w.instances if s.cache is not None]
+    hits, looked = sum(c.hit_tokens for c in caches), sum(c.lookup_tokens for c in caches)
     return {
         "slo_attainment_by_class": by_class(ok, w.slo_class, w.class_names),
         "cost_usd": cost,
@@ -163,4 +167,6 @@ def run_summary(w: ServingWorkload, end_s: float) -> dict[str, float | int | str
         "iterations": sum(s.iterations for s in w.instances),
         "setup_s": w.setup_s,
         "price_preset": w.params.price_preset,
+        "prefix_hit_rate": hits / looked if looked else 0.0,
+        "prefix_saved_tokens": hits,
     }

@@ -7,7 +7,10 @@ Lengths are fixed, or drawn with replacement from a trace (with trace arrivals t
 trace rows are taken in order). Importers read the documented columns of:
 
 * Azure LLM inference 2023 (Splitwise): CSV ``TIMESTAMP, ContextTokens, GeneratedTokens``;
-* Mooncake FAST'25: JSON lines ``timestamp`` (ms), ``input_length``, ``output_length``;
+* Mooncake FAST'25: JSON lines ``timestamp`` (ms), ``input_length``, ``output_length``
+  and optional ``hash_ids`` (one hash per ``hash_block_tokens`` = 512-token block of the
+  prompt, equal ids marking reusable prefix blocks), kept as a flat int64 array plus
+  per-request offsets (:class:`BlockHashes`);
 * ServeGen (Alibaba Model Studio, as reformatted in ``../shared/data/servegen``): per
   client 10-minute windows ``client_id, window_start_s, rate_rps`` (the ``path``) and a
   request-weighted token distribution ``field, value, probability`` (``lengths_path``),
@@ -49,6 +52,7 @@ class TraceConfig(_Strict):
     start_s: NonNegativeFloat = 0.0  # servegen: skip windows starting before this
     clients: list[int] | None = None  # servegen: these clients only (default all)
     class_column: str | None = None  # azure: a column naming each row's SLO class
+    hash_block_tokens: PositiveInt = 512  # mooncake: prompt tokens per hash_ids entry
 
 
 class SurgeConfig(_Strict):
@@ -85,6 +89,29 @@ class SloClass(_Strict):
 
 
 @dataclass(frozen=True)
+class BlockHashes:
+    """Prefix-block hashes of every request: request ``i`` has
+    ``flat[offsets[i]:offsets[i + 1]]``, one hash per ``block_tokens`` prompt tokens
+    (the last block may be partial)."""
+
+    flat: np.ndarray  # int64
+    offsets: np.ndarray  # int64, len = requests + 1
+    block_tokens: int
+
+    def of(self, i: int) -> np.ndarray:
+        """Request ``i``'s hashes."""
+        return self.flat[self.offsets[i] : self.offsets[i + 1]]
+
+    def take(self, idx: np.ndarray) -> BlockHashes:
+        """The hashes of requests ``idx``, in that order."""
+        lens = np.diff(self.offsets)[idx]
+        offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        shift = np.repeat(self.offsets[idx] - offsets[:-1], lens)
+        flat = self.flat[shift + np.arange(int(offsets[-1]), dtype=np.int64)]
+        return BlockHashes(flat, offsets, self.block_tokens)
+
+
+@dataclass(frozen=True)
 class Trace:
     """Rows of a trace: arrival seconds from its start, prompt and output tokens."""
 
@@ -92,6 +119,7 @@ class Trace:
     prompt: np.ndarray
     output: np.ndarray
     slo_class: np.ndarray | None = None  # class names (str) when the trace has them
+    hashes: BlockHashes | None = None  # prefix-block hashes (mooncake hash_ids)
 
 
 @dataclass(frozen=True)
@@ -102,6 +130,7 @@ class Requests:
     prompt: np.ndarray
     output: np.ndarray
     slo_class: np.ndarray | None = None  # class names from a trace column, or None
+    hashes: BlockHashes | None = None  # prefix-block hashes from a trace, or None
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -144,15 +173,35 @@ def read_azure(path: Path, class_column: str | None = None) -> Trace:
     return Trace(seconds, prompt, output, names.to_numpy(dtype=str))
 
 
-def read_mooncake(path: Path) -> Trace:
-    """Mooncake JSON lines (row k is on line k + 1; timestamps in ms)."""
-    rows = []
+def _hash_ids(path: Path, line_no: int, obj: dict[str, Any], block_tokens: int) -> list[int]:
+    """A row's ``hash_ids`` (empty if absent): ints >= 0, at most one per prompt block."""
+    ids = obj.get("hash_ids", [])
+    if not isinstance(ids, list):
+        raise _bad(path, line_no, "hash_ids", f"{ids!r} is not a list")
+    for v in ids:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise _bad(path, line_no, "hash_ids", f"{v!r} is not a block hash (int >= 0)")
+    most = -(-int(obj["input_length"]) // block_tokens)
+    if len(ids) > most:
+        raise _bad(
+            path, line_no, "hash_ids",
+            f"{len(ids)} hashes for {obj['input_length']} tokens ({most} blocks of {block_tokens})",
+        )  # fmt: skip
+    return ids
+
+
+def read_mooncake(path: Path, block_tokens: int = 512) -> Trace:
+    """Mooncake JSON lines (row k is on line k + 1; timestamps in ms); ``hash_ids``
+    when any row has them (rows without get none)."""
+    rows, ids, lens = [], [], []
     with path.open() as f:
         for line_no, line in enumerate(f, start=1):
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError:
                 raise _bad(path, line_no, "-", "not a JSON object") from None
+            if not isinstance(obj, dict):
+                raise _bad(path, line_no, "-", "not a JSON object")
             for name in MOONCAKE_FIELDS:
                 if name not in obj:
                     raise _bad(path, line_no, name, "missing")
@@ -160,10 +209,17 @@ def read_mooncake(path: Path) -> Trace:
                 if not isinstance(v, int | float) or v < 0 or v != int(v):
                     raise _bad(path, line_no, name, f"{v!r} is not a count >= 0")
             rows.append([obj[n] for n in MOONCAKE_FIELDS])
+            row_ids = _hash_ids(path, line_no, obj, block_tokens)
+            ids.extend(row_ids)
+            lens.append(len(row_ids))
     if not rows:
         raise ValueError(f"trace {path.name}: no rows")
     data = np.asarray(rows, dtype=np.int64)
-    return Trace(data[:, 0] / 1000.0, data[:, 1], data[:, 2])
+    hashes = None
+    if ids:
+        offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        hashes = BlockHashes(np.asarray(ids, dtype=np.int64), offsets, block_tokens)
+    return Trace(data[:, 0] / 1000.0, data[:, 1], data[:, 2], hashes=hashes)
 
 
 def read_trace(cfg: TraceConfig, base_dir: Path) -> Trace:
@@ -171,10 +227,14 @@ def read_trace(cfg: TraceConfig, base_dir: Path) -> Trace:
     path = Path(cfg.path) if Path(cfg.path).is_absolute() else base_dir / cfg.path
     if cfg.class_column is not None and cfg.format != "azure":
         raise ValueError("requests.trace.class_column: only the azure format has one")
-    trace = read_azure(path, cfg.class_column) if cfg.format == "azure" else read_mooncake(path)
+    if cfg.format == "azure":
+        trace = read_azure(path, cfg.class_column)
+    else:
+        trace = read_mooncake(path, cfg.hash_block_tokens)
     order = np.argsort(trace.arrival_s, kind="stable")
     cls = None if trace.slo_class is None else trace.slo_class[order]
-    return Trace(trace.arrival_s[order], trace.prompt[order], trace.output[order], cls)
+    hashes = None if trace.hashes is None else trace.hashes.take(order)
+    return Trace(trace.arrival_s[order], trace.prompt[order], trace.output[order], cls, hashes)
 
 
 def _warp(epochs: np.ndarray, rate: float, surge: SurgeConfig | None) -> np.ndarray:
@@ -217,14 +277,15 @@ def generate(cfg: RequestsConfig, rng: np.random.Generator, base_dir: Path) -> R
         idx = np.arange(n) if cfg.arrivals == "trace" else rng.integers(0, len(trace.prompt), n)
         prompt, output = trace.prompt[idx], trace.output[idx]
         cls = None if trace.slo_class is None else trace.slo_class[idx]
+        hashes = None if trace.hashes is None else trace.hashes.take(idx)
     else:
         prompt = np.full(n, cfg.prompt_tokens, dtype=np.int64)
         output = np.full(n, cfg.output_tokens, dtype=np.int64)
-        cls = None
+        cls, hashes = None, None
         if trace is not None and trace.slo_class is not None and cfg.arrivals == "trace":
             cls = trace.slo_class[:n]
     # a request always has a prompt token and produces at least its first token
-    return Requests(arrival, np.maximum(prompt, 1), np.maximum(output, 1), cls)
+    return Requests(arrival, np.maximum(prompt, 1), np.maximum(output, 1), cls, hashes)
 
 
 # ---- ServeGen -------------------------------------------------------------------------

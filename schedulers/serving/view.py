@@ -108,7 +108,9 @@ class RouteView(NamedTuple):
     ``instances``, the rate of that bucket the deployment planned for each candidate
     (empty when the deployment made no per-bucket plan); ``group_decode_rps``: on
     entry, (group, summed goodput estimate of its decode instances) for every group
-    with decode instances in routing (empty when colocated)."""
+    with decode instances in routing (empty when colocated); ``cached_tokens``: on
+    entry with ``prefix_cache`` on, parallel to ``instances``, the tokens of the
+    request's prompt that candidate's prefix cache holds now (empty otherwise)."""
 
     now_s: float
     request_id: int
@@ -119,6 +121,7 @@ class RouteView(NamedTuple):
     bucket: int = -1
     planned_rps: tuple[float, ...] = ()
     group_decode_rps: tuple[tuple[int, float], ...] = ()
+    cached_tokens: tuple[int, ...] = ()
 
 
 class RoutingPolicy(Protocol):
