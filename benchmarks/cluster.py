@@ -2,8 +2,9 @@
 
 Prints jobs simulated per CPU second (time.process_time; wall time alongside, which
 counts other processes sharing the cores) at 1,000 GPUs (10,000 jobs) and 10,000 GPUs
-(100,000 jobs), with the same per-GPU load, and the ratio of per-job costs (flat = 1).
-Run: .venv/bin/python benchmarks/cluster.py [--small]
+(100,000 jobs), with the same per-GPU load, and the ratio of per-job costs (flat = 1);
+``--contention`` adds a 1,000-GPU run with node contention on (default capacities).
+Run: .venv/bin/python benchmarks/cluster.py [--small] [--contention]
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import simulator
 from simulator.scenario import from_dict
 
 
-def scenario(gpus: int, jobs: int) -> dict[str, Any]:
+def scenario(gpus: int, jobs: int, contention: bool = False) -> dict[str, Any]:
     """Equal thirds of V100/P100/K80 8-GPU nodes; arrivals scaled with the cluster."""
     nodes = max(1, gpus // 24)
-    return {
+    raw: dict[str, Any] = {
         "name": f"bench-{gpus}", "seed": 1,
         "cluster": {"nodes": [{"name": "n", "devices": {"gpu": {"type": "v100"}}}]},
         "workload": {
@@ -35,16 +36,20 @@ def scenario(gpus: int, jobs: int) -> dict[str, Any]:
         "policies": {"ordering": "cuckoo", "packing": "cuckoo", "allocation": "cuckoo"},
         "outputs": {"spans": False},
     }  # fmt: skip
+    if contention:
+        raw["workload"]["contention"] = {"enabled": True}
+    return raw
 
 
-def measure(gpus: int, jobs: int) -> float:
+def measure(gpus: int, jobs: int, contention: bool = False) -> float:
     """Jobs per CPU second of this process (build + run); wall time printed too."""
-    sc = from_dict(scenario(gpus, jobs))
+    sc = from_dict(scenario(gpus, jobs, contention))
     t0, c0 = time.perf_counter(), time.process_time()
     res = simulator.run(sc)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     row = res.summary.iloc[0]
-    print(f"{gpus:>6} GPUs {jobs:>7} jobs: {cpu:7.2f} s CPU ({wall:7.2f} s wall), "
+    label = "contention on " if contention else ""
+    print(f"{label}{gpus:>6} GPUs {jobs:>7} jobs: {cpu:7.2f} s CPU ({wall:7.2f} s wall), "
           f"{jobs / cpu:9.0f} jobs/CPU-s, utilisation {row['utilisation']:.2f}, "
           f"DSR {row['dsr']:.3f}, mean JCT {row['mean_jct_s']:.0f} s")  # fmt: skip
     return jobs / cpu
@@ -56,6 +61,9 @@ def main() -> None:
     small = measure(1000, 10000 // div)
     large = measure(10000, 100000 // div)
     print(f"per-job cost ratio (10,000 / 1,000 GPUs): {small / large:.2f} (flat = 1.0)")
+    if "--contention" in sys.argv:
+        on = measure(1000, 10000 // div, contention=True)
+        print(f"node contention on, per-job cost vs off at 1,000 GPUs: {small / on:.2f}x")
 
 
 if __name__ == "__main__":

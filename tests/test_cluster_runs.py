@@ -157,10 +157,11 @@ def test_gpu_pool_best_fit_and_spread() -> None:
     packing=st.sampled_from(["none", "muri", "cuckoo"]),
     ordering=st.sampled_from(["fifo", "tiresias", "cuckoo"]),
     cross=st.booleans(),
+    contention=st.booleans(),
 )  # fmt: skip
 def test_every_job_completes_once_no_double_allocation(
     tmp_path_factory: pytest.TempPathFactory, jobs: list, packing: str, ordering: str,
-    cross: bool,
+    cross: bool, contention: bool,
 ) -> None:  # fmt: skip
     profile = {"dqn": "446,8,0", "bert": "0.5,160,18", "resnet18": "711,110,73", "gpt2": "1,410,40"}
     rows = [f"{i},{g},{s * 1000},{it},{m},1,1,0,1,{profile[m]},0"
@@ -170,6 +171,11 @@ def test_every_job_completes_once_no_double_allocation(
                    solo_time="stage_sum", cross_gpu_packing=cross)  # fmt: skip
     raw["workload"]["inventory"].append({"gpu_type": "k80", "nodes": 1, "gpus_per_node": 8})
     raw["policies"] = {"ordering": ordering, "packing": packing, "allocation": "cuckoo"}
+    if contention:  # tight node capacities; v100 as 2 x 4 GPUs so 8-GPU jobs use the NIC
+        raw["workload"]["contention"] = {"enabled": True}
+        caps = {"cpu_cores": 16.0, "storage_Bps": 1e7, "nic_Bps": 1e9}
+        raw["workload"]["inventory"][0].update(nodes=2, gpus_per_node=4, **caps)
+        raw["workload"]["inventory"][1].update(caps)
     wl = run_log(raw)  # check() asserts completion exactly once and the pool accounting
     assert wl.completed == len(jobs)
     assert wl.pool.free.tolist() == [8, 8]

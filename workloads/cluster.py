@@ -9,7 +9,9 @@ progress (checkpoint-restart). One coalesced scheduling pass runs at the end of 
 instant with an arrival, a completion or a periodic round (``sim.at_end_of_instant``):
 it asks the ordering, packing and allocation policies in turn, with views built by
 workloads.cluster_estimates. Rounds with ``preemption`` may first stop running groups
-that the order no longer admits.
+that the order no longer admits. With ``contention.enabled``, groups sharing a node also
+contend for its CPU cores, storage and NIC (workloads.cluster_contention): a change of
+the groups on a node re-times the others there.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from devices.cluster import Cluster
 from simulator.engine import InvariantViolation, Simulation
 from simulator.registry import workloads
 from workloads.base import Workload
+from workloads.cluster_contention import NO_STRETCH, NodeContention, Stretch, node_capacities
 from workloads.cluster_data import read_alibaba_nodes
 from workloads.cluster_estimates import Estimator
 from workloads.cluster_jobs import build_jobs
@@ -48,6 +51,8 @@ class Group:
     start_s: float
     version: int = 0
     sizes: list[int] = field(default_factory=list)
+    stretch: Stretch = NO_STRETCH  # node contention on (data, gpu, net) stages
+    stretch_since_s: float = 0.0
 
 
 def inventory(p: ClusterParams, base: Path) -> tuple[list[str], list[tuple[int, int]]]:
@@ -97,6 +102,12 @@ class ClusterWorkload(Workload):
         self.pool = GpuPool(self.types, nodes)
         rngs = {k: sim.rng(f"cluster.{k}") for k in ("jobs", "deadlines")}
         self.jobs = build_jobs(params, self.types, base_dir, rngs)
+        self.contention: NodeContention | None = None
+        if params.contention.enabled:
+            inv = params.inventory
+            caps = [g for g in inv for _ in range(g.nodes)] if isinstance(inv, list) else [
+                inv] * len(nodes)  # fmt: skip
+            self.contention = NodeContention(node_capacities(caps), self.jobs, params.contention)
         ref = self.types.index(params.speeds.reference_type) if (
             params.speeds.reference_type in self.types) else 0  # fmt: skip
         self.est = Estimator(self.jobs, ex, ref)
@@ -127,6 +138,9 @@ class ClusterWorkload(Workload):
             "allocations", ("group", "gpu_type", "gpus", "size", "start_s", "end_s")
         )
         self.alloc_spans: list[tuple[int, int, float, float, int]] = []
+        self.stretched = sim.recorder.table(
+            "contention", ("group", "gpus", "start_s", "end_s", "data_stretch", "net_stretch")
+        ) if self.contention is not None else None  # fmt: skip
         self.log: list[tuple[str, float, int]] = []  # (event, time, job/group) for tests
         self.passer = SchedulingPass(self)
         sim.add_invariant(self.check_pool)
@@ -261,6 +275,10 @@ class ClusterWorkload(Workload):
         del self.groups[g.gid]
         self.packed.pop(g.gid, None)
         g.version += 1
+        if self.contention is not None:
+            self._set_stretch(g, NO_STRETCH)
+            for h in sorted(self.contention.remove(g.gid)):
+                self._retime(self.groups[h])
         span = (g.t, g.gpus, g.start_s, self.sim.now, max(g.sizes))
         self.alloc_spans.append(span)
         self.allocs.append(g.gid, self.types[g.t], g.gpus, span[4], g.start_s, self.sim.now)
@@ -294,12 +312,43 @@ class ClusterWorkload(Workload):
         else:
             self.packed.pop(g.gid, None)
         g.iter_s = self.est.iter_s(g.members, g.t)
+        touched: set[int] = set()
+        if self.contention is not None:
+            c = self.contention
+            touched = c.place(g.gid, c.group_loads(g.members, g.gpus, g.parts, g.iter_s))
+            self._set_stretch(g, c.stretch(g.gid))
+            g.iter_s = self.est.stretched_iter_s(g.members, g.t, g.stretch)
         g.sizes.append(len(g.members))
+        self._arm(g)
+        for h in sorted(touched):
+            self._retime(self.groups[h])
+
+    def _arm(self, g: Group) -> None:
+        """(Re)set the group's next completion timer from its current iteration time."""
         g.version += 1
         left = min(self.jobs.iterations[j] - self.done_iters[j] for j in g.members)
         delay = max(g.resume_s, self.sim.now) - self.sim.now + max(0.0, left) * g.iter_s
         version = g.version
         self.sim.env.timeout(delay).callbacks.append(lambda _: self._tick(g, version))
+
+    def _retime(self, g: Group) -> None:
+        """Node contention changed around running group ``g``: settle its progress at the
+        old iteration time, then run on at the new one (no restart: nothing moved)."""
+        assert self.contention is not None
+        s = self.contention.stretch(g.gid)
+        if s == g.stretch:
+            return
+        self.settle(g)
+        self._set_stretch(g, s)
+        g.iter_s = self.est.stretched_iter_s(g.members, g.t, s)
+        self._arm(g)
+
+    def _set_stretch(self, g: Group, s: Stretch) -> None:
+        """Record the interval ``g`` ran stretched (table ``contention``), then switch."""
+        now = self.sim.now
+        if g.stretch != NO_STRETCH and self.stretched is not None and now > g.stretch_since_s:
+            self.stretched.append(g.gid, g.gpus, g.stretch_since_s, now, g.stretch[0], g.stretch[2])
+        g.stretch, g.stretch_since_s = s, now
 
     def _tick(self, g: Group, version: int) -> None:
         if g.version != version:
@@ -353,6 +402,8 @@ class ClusterWorkload(Workload):
             raise InvariantViolation(f"{self.jobs.n - self.completed} jobs never completed")
         if self.groups or self.queued:
             raise InvariantViolation("groups or queued jobs left at the end")
+        if self.contention is not None and self.contention.contrib:
+            raise InvariantViolation("node contention still counts groups that stopped")
         self.check_pool()
 
     def horizon_s(self) -> float | None:

@@ -43,6 +43,7 @@ class Estimator:
         self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
         self._group_cache: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._best_cache: dict[tuple[object, ...], float] = {}
+        self._stretch_cache: dict[tuple[object, ...], float] = {}
         n_types = jobs.speed.shape[1]
         self.solo = np.array([
             [jobs.solo_iter_on(j, t) * self.interference[0] for t in range(n_types)]
@@ -62,11 +63,34 @@ class Estimator:
         hit = self._cache.get(key)
         if hit is None:
             stages = np.array([self.jobs.stages_on(self._rep[p], t) for p in profiles])
-            if model == "stage":
-                hit = stage_model_iter_s(stages, self.beta, self.spans)
+            hit = self._cache[key] = self._packed(model, stages)
+        return hit
+
+    def _packed(self, model: str, stages: np.ndarray) -> float:
+        if model == "stage":
+            return stage_model_iter_s(stages, self.beta, self.spans)
+        return packed_cycle_s(stages, self.spans) * self.interference[len(stages) - 1]
+
+    def stretched_iter_s(self, members: Sequence[int], t: int, stretch: tuple[float, ...]) -> float:
+        """Ground-truth iteration time with stage s multiplied by ``stretch[s]`` (node
+        contention, workloads.cluster_contention): a group's cycle is recomputed from the
+        stretched stages; a lone job's measured time is scaled by the ratio of its
+        stretched and plain stage sums (as across GPU types). Cached by stretch."""
+        if all(x == 1.0 for x in stretch):
+            return self.iter_s(members, t)
+        profiles = tuple(sorted(int(self.profile[j]) for j in members))
+        key = (self.model, t, profiles, *stretch)
+        hit = self._stretch_cache.get(key)
+        if hit is None:
+            stages = np.array([self.jobs.stages_on(self._rep[p], t) for p in profiles])
+            scaled = stages * np.asarray(stretch)
+            if len(profiles) == 1:
+                plain = float(stages.sum())
+                solo = float(self.solo[profiles[0], t])
+                hit = solo * float(scaled.sum()) / plain if plain > 0 else solo
             else:
-                hit = packed_cycle_s(stages, self.spans) * self.interference[len(profiles) - 1]
-            self._cache[key] = hit
+                hit = self._packed(self.model, scaled)
+            self._stretch_cache[key] = hit
         return hit
 
     def solo_s(self, job: int, t: int) -> float:

@@ -36,16 +36,38 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class NodeGroup(_Strict):
-    """``nodes`` identical machines, each with ``gpus_per_node`` GPUs of one type."""
+#: Node capacities used only with ``contention.enabled`` (see docs/cluster.md).
+CPU_CORES_DOC = "CPU cores per node (default 92: Muri's testbed node, 8 V100 + 92 CPUs)"
+NIC_DOC = (
+    "inter-node NIC bytes/s per node (default 12.5e9 = one 100 Gb/s InfiniBand EDR port, a "
+    "common V100-server figure; ASSUMPTION: Muri does not state its testbed's NIC)"
+)
+STORAGE_DOC = (
+    "storage read bytes/s per node (default 2e9; ASSUMPTION, no source: a local NVMe SSD "
+    "or a fast shared file system)"
+)
+
+
+class NodeCapacity(_Strict):
+    """Per-node CPU, storage and NIC capacities (only read with node contention on)."""
+
+    cpu_cores: PositiveFloat = Field(92.0, description=CPU_CORES_DOC)
+    storage_Bps: PositiveFloat = Field(2e9, description=STORAGE_DOC)
+    nic_Bps: PositiveFloat = Field(12.5e9, description=NIC_DOC)
+
+
+class NodeGroup(NodeCapacity):
+    """``nodes`` identical machines, each with ``gpus_per_node`` GPUs of one type, and
+    CPU cores, storage and NIC bandwidth (used by node contention)."""
 
     gpu_type: str
     nodes: PositiveInt
     gpus_per_node: PositiveInt = 8
 
 
-class AlibabaInventory(_Strict):
-    """The GPU node list of Alibaba's cluster-trace-gpu-v2023 (one node per row)."""
+class AlibabaInventory(NodeCapacity):
+    """The GPU node list of Alibaba's cluster-trace-gpu-v2023 (one node per row); the
+    capacities apply to every node."""
 
     kind: Literal["alibaba2023"] = "alibaba2023"
     trace_dir: str = Field(description="folder holding openb_node_list_gpu_node.csv")
@@ -210,6 +232,62 @@ class Execution(_Strict):
     )
 
 
+#: Published parameter counts (gradient bytes = count x grad_bytes_per_param): torchvision's
+#: model docs (vgg16 138.4M, vgg19 143.7M, resnet18 11.7M, shufflenet_v2_x1_0 2.3M),
+#: BERT-base 110M (Devlin et al. 2019; ASSUMPTION that Muri's "bert" is base), GPT-2 small
+#: 124M (Hugging Face gpt2), a2c/dqn: the Nature-DQN Atari network (Mnih et al. 2015; conv
+#: 32x8x8, 64x4x4, 64x3x3, fc 512, 18 actions: 1,693,362; ASSUMPTION for a2c's trunk).
+PARAM_COUNTS = {
+    "vgg16": 138.4e6,
+    "vgg19": 143.7e6,
+    "resnet18": 11.7e6,
+    "shufflenet_v2_x1_0": 2.3e6,
+    "bert": 110e6,
+    "gpt2": 124e6,
+    "a2c": 1.69e6,
+    "dqn": 1.69e6,
+}
+
+#: Storage bytes read per GPU per iteration. ASSUMPTION (no source for Muri's batch sizes):
+#: image models 32 ImageNet images per GPU x 110 KB (ImageNet-1k train: about 140 GB over
+#: 1.28M images); bert/gpt2 32 sequences x 512 tokens x 4 B; a2c/dqn read nothing (their
+#: data stage is environment simulation on the CPU).
+STORAGE_BYTES_PER_GPU_ITER = {
+    "vgg16": 3.52e6,
+    "vgg19": 3.52e6,
+    "resnet18": 3.52e6,
+    "shufflenet_v2_x1_0": 3.52e6,
+    "bert": 65536.0,
+    "gpt2": 65536.0,
+    "a2c": 0.0,
+    "dqn": 0.0,
+}
+
+
+class Contention(_Strict):
+    """Node contention between groups sharing a node (off by default). Mean-field rule in
+    workloads/cluster_contention.py; every demand constant below is exposed."""
+
+    enabled: bool = False
+    cpu_cores_per_gpu: NonNegativeFloat = Field(
+        11.5,
+        description="cores a job uses per GPU during its data stage. ASSUMPTION: Muri's "
+        "profiles were measured at the testbed's per-GPU share, 92 cores / 8 GPUs",
+    )
+    cpu_cores_per_gpu_by_model: dict[str, NonNegativeFloat] = Field(
+        default_factory=dict, description="per-model overrides of cpu_cores_per_gpu"
+    )
+    storage_bytes_per_gpu_iter: dict[str, NonNegativeFloat] = Field(
+        default_factory=lambda: dict(STORAGE_BYTES_PER_GPU_ITER),
+        description="bytes read per GPU per iteration in the data stage (models absent: 0)",
+    )
+    param_count: dict[str, NonNegativeFloat] = Field(
+        default_factory=lambda: dict(PARAM_COUNTS),
+        description="model parameters (gradient bytes; models absent: no NIC demand)",
+    )
+    grad_bytes_per_param: PositiveFloat = Field(4.0, description="fp32 gradients")
+
+
 class ClusterParams(WorkloadParams):
     """The ``workload:`` block of a cluster-scheduling scenario."""
 
@@ -219,5 +297,6 @@ class ClusterParams(WorkloadParams):
     speeds: SpeedTable = Field(default_factory=lambda: SpeedTable.model_validate({}))
     deadlines: Deadlines = Field(default_factory=lambda: Deadlines.model_validate({}))
     execution: Execution = Field(default_factory=lambda: Execution.model_validate({}))
+    contention: Contention = Field(default_factory=lambda: Contention.model_validate({}))
     stage_profiles_path: str = Field(str(DATA_DIR / "muri_stage_profiles.csv"))
     utilisation_bins: PositiveInt = Field(50, description="time bins of the utilisation table")
