@@ -16,7 +16,7 @@ import simulator
 from schedulers.serving.route_prefix_affinity import PrefixAffinityParams, PrefixAffinityRouting
 from schedulers.serving.view import InstanceView, RouteView
 from simulator.cli import main
-from workloads.serving_requests import TraceConfig, read_trace
+from workloads.serving_traces import TraceConfig, read_trace
 
 DATA = Path(__file__).parents[1] / "workloads" / "data" / "serving"
 SAMPLE = DATA / "mooncake_conversation_sample.jsonl"
@@ -238,7 +238,7 @@ def test_prefix_affinity_follows_the_cache_within_the_imbalance() -> None:
 
 def test_concurrent_copies_are_shared_once_computed_and_released_deepest_first() -> None:
     from workloads.serving_prefix import PrefixCache
-    from workloads.serving_requests import BlockHashes
+    from workloads.serving_traces import BlockHashes
 
     # three prompts of 1100 tokens: blocks of 512, 512, 76 tokens = 32, 32, 5 KV blocks
     flat = np.array([1, 2, 3, 1, 2, 3, 1, 2, 7], dtype=np.int64)

@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 
 from simulator.cli import main
-from workloads.serving_requests import (
-    RequestsConfig,
-    TraceConfig,
-    generate,
-    read_servegen_lengths,
-    read_servegen_rates,
-)
+from workloads.serving_requests import RequestsConfig, generate
+from workloads.serving_traces import TraceConfig, read_servegen_lengths, read_servegen_rates
 
 DATA = Path(__file__).resolve().parents[1] / "workloads" / "data" / "serving"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "servegen"

@@ -31,7 +31,7 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from schedulers.serving.view import blocks
-from workloads.serving_requests import BlockHashes
+from workloads.serving_traces import BlockHashes
 
 ROOT = 0
 
