@@ -113,3 +113,61 @@ def test_negative_capacity_names_the_field(
     assert main(["run", str(yaml_path), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "s.yaml: workload.inventory[0].cpu_cores: Input should be greater than 0" in err
+
+
+# Two data-bound 4-GPU dqn jobs: data 1.0 s, GPU 0.5 s, 1.5 s alone (stage_sum), 30
+# iterations each; one node, 2 cores per GPU in the data stage. Interleaved in Muri's
+# 4-phase cycle (stage model, beta 0, no group factor): job 0's data spans phases 0-1 and
+# job 1's phases 1-2 (the data column spans two phases, so the two overlap in phase 1: one
+# on storage, one on the CPU in Muri's model), then job 0's GPU stage in phase 2 and job
+# 1's in phase 3. The binding cycle is job 0's data + both GPU stages: d + 2p = 1.0 + 2 x
+# 0.5 = 2.0 s per iteration (placing them two phases apart costs 2d = 2.0 as well).
+PAIR = [f"{i},4,0,30,dqn,128,1,0,1500,1000,500,0,0" for i in (0, 1)]
+EXEC = {"solo_time": "stage_sum", "interference_model": "stage", "stage_beta": [0, 0, 0]}
+
+
+def pair_run(tmp_path: Path, packing: str, cores: float | None, gpus: int = 4, **pol: Any) -> Any:
+    """The pair on one ``gpus``-GPU node with ``cores`` cores (None: contention off)."""
+    raw = scenario(trace(tmp_path, PAIR), gpus=gpus, **EXEC)
+    if cores is not None:
+        raw["workload"]["inventory"][0]["cpu_cores"] = cores
+        raw["workload"]["contention"] = {"enabled": True, "cpu_cores_per_gpu": 2.0}
+    raw["policies"] = {"packing": packing}
+    if pol:
+        raw["policies"] = {"packing": {"name": packing, **pol}}
+    return run_log(raw)
+
+
+def test_share_estimate_by_hand(tmp_path: Path) -> None:
+    # One 8-GPU node with 12 cores: a 4-GPU group's share is 4/8 x 12 = 6 cores. Alone a job
+    # loads 2 x 4 x 1.0 / 1.5 = 5.33 cores < 6: 1.5 s. The pair loads 2 x (2 x 4 x 1.0) /
+    # 2.0 = 8 cores: data stretch 8 / 6 = 4/3, so data 1.333 s each and the cycle
+    # min(d' + 2p, 2d') = min(1.333 + 1.0, 2.667) = 2.333 s. Muri's coarse estimate: 2.0.
+    wl = pair_run(tmp_path, "none", 12.0, gpus=8)
+    share = wl.share
+    assert share.stretch_on((0, 1), 0, 2.0) == pytest.approx((4 / 3, 1.0, 1.0))
+    assert share.iter_on((0, 1), 0) == pytest.approx(7 / 3)
+    assert share.iter_on((0,), 0) == pytest.approx(1.5)
+    assert wl.est.ref_iter_s((0, 1)) == pytest.approx(2.0)
+    assert pair_run(tmp_path, "none", None).share is None  # contention off: not offered
+
+
+def test_cuckoo_contention_aware_does_not_pair_muri_does(tmp_path: Path) -> None:
+    # One 4-GPU node, 6 cores (the pair's share is the whole node). Without contention both
+    # policies interleave (2.0 s < 3.0 s; Cuckoo's weight U - 0.5 x slowdown = 3 / (4 x 2)
+    # - 0.5 x 2 x (2 / 1.5 - 1) = 0.042 > 0): both end at 30 x 2.0 = 60 s.
+    for packing in ("muri", "cuckoo"):
+        assert pair_run(tmp_path, packing, None).finish.tolist() == pytest.approx([60, 60])
+    # With contention: 8 cores / 6 -> data stretch 4/3, 2.333 s per packed iteration (the
+    # stage-stretched cycle, as in test_share_estimate_by_hand). Muri's coarse estimate is
+    # blind (2.0 < 3.0): it packs and both end at 30 x 7/3 = 70 s. Cuckoo's weight on the
+    # contention-aware estimate: 3 / (4 x 7/3) - 0.5 x 2 x (14/9 - 1) = 0.321 - 0.556 < 0,
+    # no edge: FIFO runs job 0 alone (5.33 cores < 6, 1.5 s) to 45 s, then job 1 to 90 s.
+    muri = pair_run(tmp_path, "muri", 6.0)
+    assert muri.finish.tolist() == pytest.approx([70.0, 70.0])
+    stretched = muri.sim.recorder.tables()["contention"]  # one packed group, one interval
+    assert stretched["data_stretch"].tolist() == pytest.approx([4 / 3])
+    assert pair_run(tmp_path, "cuckoo", 6.0).finish.tolist() == pytest.approx([45.0, 90.0])
+    # The ablation (contention: false) prices blind and packs like Muri.
+    blind = pair_run(tmp_path, "cuckoo", 6.0, contention=False)
+    assert blind.finish.tolist() == pytest.approx([70.0, 70.0])

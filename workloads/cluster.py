@@ -26,7 +26,13 @@ from devices.cluster import Cluster
 from simulator.engine import InvariantViolation, Simulation
 from simulator.registry import workloads
 from workloads.base import Workload
-from workloads.cluster_contention import NO_STRETCH, NodeContention, Stretch, node_capacities
+from workloads.cluster_contention import (
+    NO_STRETCH,
+    NodeContention,
+    ShareEstimate,
+    Stretch,
+    node_capacities,
+)
 from workloads.cluster_data import read_alibaba_nodes
 from workloads.cluster_estimates import Estimator
 from workloads.cluster_jobs import build_jobs
@@ -111,6 +117,9 @@ class ClusterWorkload(Workload):
         ref = self.types.index(params.speeds.reference_type) if (
             params.speeds.reference_type in self.types) else 0  # fmt: skip
         self.est = Estimator(self.jobs, ex, ref)
+        pool = self.pool  # Cuckoo's contention-aware packing estimate (None: contention off)
+        self.share = None if self.contention is None else ShareEstimate(
+            self.contention, self.est, pool.node_type, pool.capacity, len(self.types))  # fmt: skip
         n = self.jobs.n
         self.done_iters = np.zeros(n)
         self.attained = np.zeros(n)

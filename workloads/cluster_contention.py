@@ -29,11 +29,15 @@ packing a smaller member is counted on the group's nodes in proportion to its GP
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from workloads.cluster_jobs import JobTable
 from workloads.cluster_params import Contention, NodeCapacity
+
+if TYPE_CHECKING:
+    from workloads.cluster_estimates import Estimator
 
 RESOURCES = ("cpu", "storage", "nic")
 Stretch = tuple[float, float, float]  # per stage: data, gpu, network
@@ -133,3 +137,77 @@ class NodeContention:
         if data == 1.0 and net == 1.0:
             return NO_STRETCH
         return (round(data, 9), 1.0, round(net, 9))
+
+
+class ShareEstimate:
+    """Contention-aware iteration time for a packing policy (Cuckoo's, opt-in): the
+    stage-grained estimate of a set of jobs on type t with its data and network stages
+    stretched by the set's *own* expected load against the node capacity share of the GPUs
+    it will hold.
+
+    Rule: a group of g GPUs on nodes of G GPUs of type t is entitled to g / G of a node's
+    cores and storage bandwidth (per-GPU capacity ``c_t`` = the type's total capacity /
+    its GPUs). Its load is the contention mechanism's, ``sum_j work_j g_j / T_P`` with
+    ``T_P`` the uncontended stage-grained estimate (one shot, as the mechanism), so the
+    data stretch is ``max(1, load / (g c_t))`` per resource. The NIC: a group wider than a
+    node spans ``n = ceil(g / G)`` nodes and sends ``2 (n - 1) / n x gradient bytes / T_P``
+    per node against one node's NIC; 0 within a node. Why the share and not the actual
+    node: the policy prices a merge before the pool picks nodes, and the neighbours change
+    with every placement; if every group keeps within its share no node is oversubscribed,
+    so the share is the condition under which the merge's estimate holds whoever the
+    neighbours are. A lone job is priced the same way (at the default demand of 11.5 cores
+    per GPU on 92-core 8-GPU nodes it never exceeds its share alone: its data stage is at
+    most its whole iteration). Cached by (type, member profiles and GPUs).
+    """
+
+    def __init__(
+        self, contention: NodeContention, est: Estimator, node_type: np.ndarray,
+        node_gpus: np.ndarray, n_types: int,
+    ) -> None:  # fmt: skip
+        """``node_type``, ``node_gpus``: type index and GPUs of every node (the pool's)."""
+        c = contention
+        gpus = np.bincount(node_type, weights=node_gpus, minlength=n_types)
+        nodes = np.bincount(node_type, minlength=n_types)
+        caps = np.stack([np.bincount(node_type, weights=c.cap[:, r], minlength=n_types)
+                         for r in range(3)], axis=1)  # fmt: skip
+        with np.errstate(divide="ignore", invalid="ignore"):
+            #: per type: cores and storage B/s per GPU, NIC B/s per node, GPUs per node
+            self.per_gpu = caps / gpus[:, None]
+            self.node_nic = caps[:, 2] / nodes
+            self.gpus_per_node = gpus / nodes
+        self.c = c
+        self.est = est
+        self._cache: dict[tuple[object, ...], float] = {}
+
+    def iter_on(self, members: tuple[int, ...], t: int) -> float:
+        """Contention-aware stage-grained iteration time of ``members`` on type ``t``
+        (inf where a member may not run on t)."""
+        est = self.est
+        key = (t, tuple(sorted((int(est.profile[j]), int(self.c.gpus[j])) for j in members)))
+        hit = self._cache.get(key)
+        if hit is None:
+            t_p = est.stage_iter_on(members, t)
+            hit = t_p if not np.isfinite(t_p) else self._stretched(members, t, t_p)
+            self._cache[key] = hit
+        return hit
+
+    def stretch_on(self, members: tuple[int, ...], t: int, t_p: float) -> Stretch:
+        """(data, 1, network) multipliers of the set's own load against its share."""
+        if t_p <= 0:
+            return NO_STRETCH
+        ms = list(members)
+        g_j = self.c.gpus[ms]
+        g = int(g_j.max())
+        cpu = float(self.c.cpu_work[ms] @ g_j) / t_p / (g * self.per_gpu[t, 0])
+        storage = float(self.c.storage_work[ms] @ g_j) / t_p / (g * self.per_gpu[t, 1])
+        n = int(np.ceil(g / self.gpus_per_node[t]))
+        nic = 0.0
+        if n > 1:
+            nic = 2.0 * (n - 1) / n * float(self.c.grad_bytes[ms].sum()) / t_p / self.node_nic[t]
+        return (round(max(1.0, cpu, storage), 9), 1.0, round(max(1.0, nic), 9))
+
+    def _stretched(self, members: tuple[int, ...], t: int, t_p: float) -> float:
+        s = self.stretch_on(members, t, t_p)
+        if s == NO_STRETCH:
+            return t_p
+        return self.est.stretched_iter_s(members, t, s, model="stage")

@@ -7,7 +7,7 @@ cached per (type, member profiles), so a pass costs O(candidates), not O(cluster
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -71,15 +71,19 @@ class Estimator:
             return stage_model_iter_s(stages, self.beta, self.spans)
         return packed_cycle_s(stages, self.spans) * self.interference[len(stages) - 1]
 
-    def stretched_iter_s(self, members: Sequence[int], t: int, stretch: tuple[float, ...]) -> float:
-        """Ground-truth iteration time with stage s multiplied by ``stretch[s]`` (node
-        contention, workloads.cluster_contention): a group's cycle is recomputed from the
-        stretched stages; a lone job's measured time is scaled by the ratio of its
-        stretched and plain stage sums (as across GPU types). Cached by stretch."""
+    def stretched_iter_s(
+        self, members: Sequence[int], t: int, stretch: tuple[float, ...], model: str = ""
+    ) -> float:
+        """Ground-truth iteration time (or under interference ``model``) with stage s
+        multiplied by ``stretch[s]`` (node contention, workloads.cluster_contention): a
+        group's cycle is recomputed from the stretched stages; a lone job's measured time
+        is scaled by the ratio of its stretched and plain stage sums (as across GPU
+        types). Cached by stretch."""
+        model = model or self.model
         if all(x == 1.0 for x in stretch):
-            return self.iter_s(members, t)
+            return self.estimate(model, members, t)
         profiles = tuple(sorted(int(self.profile[j]) for j in members))
-        key = (self.model, t, profiles, *stretch)
+        key = (model, t, profiles, *stretch)
         hit = self._stretch_cache.get(key)
         if hit is None:
             stages = np.array([self.jobs.stages_on(self._rep[p], t) for p in profiles])
@@ -89,7 +93,7 @@ class Estimator:
                 solo = float(self.solo[profiles[0], t])
                 hit = solo * float(scaled.sum()) / plain if plain > 0 else solo
             else:
-                hit = self._packed(self.model, scaled)
+                hit = self._packed(model, scaled)
             self._stretch_cache[key] = hit
         return hit
 
@@ -177,13 +181,16 @@ def unit_view(members: Sequence[int], running: bool, rank: int, rem: dict[int, i
 
 
 def packing_view(now: float, units: list[UnitView], free: np.ndarray, max_size: int,
-                 restart_s: float, est: Estimator,
-                 cross_gpu: bool = False) -> PackingView:  # fmt: skip
-    """Packing snapshot (``free``: free GPUs per type)."""
+                 restart_s: float, est: Estimator, cross_gpu: bool = False,
+                 contended_on: Callable[[tuple[int, ...], int], float] | None = None,
+                 ) -> PackingView:  # fmt: skip
+    """Packing snapshot (``free``: free GPUs per type; ``contended_on``: the
+    contention-aware estimate, offered only with node contention on)."""
     phases = int(sum(est.spans))
     return PackingView(now, tuple(units), int(free.sum()), max_size, phases, restart_s,
                        est.ref_iter_s, est.ref_stage_iter_s, cross_gpu,
-                       tuple(int(f) for f in free), est.stage_iter_on)  # fmt: skip
+                       tuple(int(f) for f in free), est.stage_iter_on,
+                       contended_on)  # fmt: skip
 
 
 def group_view(now: float, members: Sequence[int], rem: dict[int, int], restart_s: float,

@@ -121,8 +121,10 @@ class SchedulingPass:
         units = [unit_view([j], False, rank[j], rem, wl.jobs, wl.est) for j in window]
         units += [unit_view(g.members, True, len(window), rem, wl.jobs, wl.est, g.t)
                   for g in opened]  # fmt: skip
+        contended = None if wl.share is None else wl.share.iter_on
         view = packing_view(wl.sim.now, units, wl.pool.free, self.ex.max_group_size,
-                            self.ex.restart_s, wl.est, self.ex.cross_gpu_packing)  # fmt: skip
+                            self.ex.restart_s, wl.est, self.ex.cross_gpu_packing,
+                            contended)  # fmt: skip
         merges = wl.policies["packing"].pack(view)
         merged: set[int] = set()
         out: list[list[int]] = []

@@ -20,6 +20,15 @@ then picks for the group alone (its cheapest deadline-safe edge: least remaining
 so packing and allocation price the same type. An edge that gains nothing on the target
 (T_P >= sum of solo times there) is removed. ``target: reference`` is the earlier
 estimate on the reference type (ablation). alpha, beta, gamma are not published.
+
+Node contention (``contention: true``, default; used only when the view offers
+``estimate_contended_on``, i.e. with ``workload.contention.enabled``): every T(t) above
+(packed and solo) is the stage-grained estimate with the data and network stages
+stretched by the set's own expected CPU/storage/NIC load against the node share of the
+GPUs it will hold (workloads.cluster_contention.ShareEstimate). So a pair whose two data
+stages overlap in the cycle and together need more cores than their share loses its gain
+(no edge) or weight. Cuckoo's abstract criticises Muri for simplifying interference "when
+jobs use one resource simultaneously"; this rule is our reading of it (reconstruction).
 """
 
 from __future__ import annotations
@@ -50,6 +59,11 @@ class CuckooPackingParams(BaseModel):
         description="GPU type the estimate is taken on: the merge's fastest deadline-safe "
         "type with room (see module doc), or the reference type (ablation)",
     )
+    contention: bool = Field(
+        True,
+        description="price merges with the contention-aware estimate when the view offers "
+        "it (node contention on); false: contention-blind (ablation)",
+    )
 
 
 @policies.register("cluster.packing", "cuckoo")
@@ -65,6 +79,8 @@ class CuckooPacking:
     def weight(self, view: PackingView, facts: Facts, members: tuple[int, ...]) -> float:
         """The edge weight, or 0 when the merge breaks a deadline or gains nothing."""
         on = view.estimate_stage_iter_on
+        if self.params.contention and view.estimate_contended_on is not None:
+            on = view.estimate_contended_on
         if self.params.target == "reference" or self.params.estimate == "group" or on is None:
             return self._reference_weight(view, facts, members)
         gpus = max(facts[j][3] for j in members)

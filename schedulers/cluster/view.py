@@ -64,6 +64,10 @@ class PackingView(NamedTuple):
     #: iteration time of a set of jobs on GPU type t with the stage-grained estimate (a
     #: lone job: its solo time on t; inf where a member may not run on t); None: absent
     estimate_stage_iter_on: Callable[[tuple[int, ...], int], float] | None = None
+    #: the same with the data/network stages stretched by the set's own expected load on
+    #: a node's CPU cores, storage and NIC against the share of the GPUs it holds
+    #: (workloads.cluster_contention.ShareEstimate); offered only with node contention on
+    estimate_contended_on: Callable[[tuple[int, ...], int], float] | None = None
 
 
 class GroupView(NamedTuple):
