@@ -42,9 +42,7 @@ class CommGroup:
         return len(self.devices)
 
     def time_s(self, op: str, nbytes: int, algorithm: str | None = None) -> float:
-        """Uncontended time of one collective of ``nbytes`` on this group."""
-        if self.size == 1:
-            return 0.0
+        """Uncontended time of one collective of ``nbytes`` on this group (0 for one rank)."""
         return collective_time_s(op, self.size, nbytes, self.fabric, algorithm)
 
     def run(self, op: str, nbytes: int, algorithm: str | None = None) -> simpy.Event:

@@ -106,6 +106,7 @@ class FlowNetwork:
         self.rel_tol = rel_tol
         self.time_tol_s = time_tol_s
         self.links: dict[str, NetLink] = {}
+        self._capacity_Bps: dict[str, float] = {}  # link -> capacity, read at every recompute
         self.active: dict[int, Flow] = {}
         self.on_recompute: Callable[[FlowNetwork], None] | None = None
         self.bytes_delivered = 0.0
@@ -123,6 +124,7 @@ class FlowNetwork:
         if capacity_Bps <= 0 or latency_s < 0:
             raise ValueError(f"link {name!r}: capacity must be > 0 and latency >= 0")
         link = self.links[name] = NetLink(name, float(capacity_Bps), float(latency_s))
+        self._capacity_Bps[name] = link.capacity_Bps
         self.sim.recorder.track(f"{self.name}:{name}", self.group, "link")
         return link
 
@@ -186,8 +188,7 @@ class FlowNetwork:
     def _reschedule(self) -> None:
         """Recompute fair rates and schedule the earliest completion."""
         paths = {fid: f.path for fid, f in self.active.items()}
-        caps = {n: link.capacity_Bps for n, link in self.links.items()}
-        for fid, rate in max_min_rates(paths, caps).items():
+        for fid, rate in max_min_rates(paths, self._capacity_Bps).items():
             flow = self.active[fid]
             if rate != flow.rate_Bps:
                 flow.rate_history.append((self.sim.now, rate))

@@ -8,7 +8,6 @@ run broke one of its own invariants (a bug: please report it with the scenario).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,7 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run a scenario's sweep, streaming shards; exit code = number of failed runs."""
-    from simulator.atomic import atomic_write_text
+    from simulator.atomic import atomic_write, atomic_write_text
     from simulator.result import write_frame
     from simulator.runner import as_scenario
     from simulator.sweeps import sweep
@@ -98,8 +97,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(shown.to_string(index=False))
     if out:
         fmt = args.format or sc.outputs.format
-        write_frame(table, Path(out) / f".sweep.{fmt}.tmp", fmt)
-        os.replace(Path(out) / f".sweep.{fmt}.tmp", Path(out) / f"sweep.{fmt}")
+        atomic_write(Path(out) / f"sweep.{fmt}", lambda tmp: write_frame(table, tmp, fmt))
         atomic_write_text(Path(out) / "scenario.yaml", yaml.safe_dump(sc.raw, sort_keys=False))
         print(f"results: {out}")
     if failed:

@@ -12,7 +12,6 @@ two simulations in one process never see each other through them.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -63,7 +62,7 @@ def type_name(annotation: Any) -> str:
 
 def describe_params(obj: Any) -> dict[str, str]:
     """Parameter name -> 'type = default' for a class with a pydantic/dataclass ``Params``,
-    a pydantic model or dataclass itself, or a plain callable's signature."""
+    or a pydantic model or dataclass itself (anything else: no parameters)."""
     params = getattr(obj, "Params", None) or obj
     fields = getattr(params, "model_fields", None)
     if fields is not None:
@@ -174,12 +173,3 @@ link_types: Registry[Any] = Registry("link type")
 models: Registry[Any] = Registry("model")
 workloads: Registry[Any] = Registry("workload kind")
 policies = PolicyRegistry()
-
-
-def signature_params(fn: Callable[..., Any]) -> dict[str, str]:
-    """Parameters of a plain function as 'name -> annotation = default'."""
-    out = {}
-    for p in inspect.signature(fn).parameters.values():
-        ann = type_name(p.annotation)
-        out[p.name] = ann if p.default is p.empty else f"{ann} = {p.default!r}"
-    return out

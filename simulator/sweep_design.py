@@ -153,20 +153,23 @@ def _pick(values: Values, u: float) -> Any:
     return values[min(int(u * len(values)), len(values) - 1)]
 
 
-def _random(spec: SweepSpec) -> list[dict[str, Any]]:
-    rng = np.random.default_rng(spec.sample_seed)
+def _sampled(spec: SweepSpec, u: np.ndarray) -> list[dict[str, Any]]:
+    """One point per row of quantiles ``u`` (samples x parameters)."""
     keys = list(spec.parameters)
-    assert spec.samples is not None
-    u = rng.random((spec.samples, len(keys)))
     return [{k: _pick(spec.parameters[k], float(row[j])) for j, k in enumerate(keys)} for row in u]
+
+
+def _random(spec: SweepSpec) -> list[dict[str, Any]]:
+    assert spec.samples is not None
+    rng = np.random.default_rng(spec.sample_seed)
+    return _sampled(spec, rng.random((spec.samples, len(spec.parameters))))
 
 
 def _lhs(spec: SweepSpec) -> list[dict[str, Any]]:
     from scipy.stats import qmc
 
-    keys = list(spec.parameters)
     assert spec.samples is not None
-    if not keys:
+    if not spec.parameters:
         return [{} for _ in range(spec.samples)]
-    u = qmc.LatinHypercube(d=len(keys), seed=spec.sample_seed).random(spec.samples)
-    return [{k: _pick(spec.parameters[k], float(row[j])) for j, k in enumerate(keys)} for row in u]
+    u = qmc.LatinHypercube(d=len(spec.parameters), seed=spec.sample_seed).random(spec.samples)
+    return _sampled(spec, u)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from simulator.atomic import atomic_write
 from simulator.errors import ScenarioError
 from simulator.plugins import load_plugins
 from simulator.runner import as_scenario, simulate
@@ -131,14 +131,9 @@ def run_chunk(sc: Scenario, tasks: list[Task], shard_dir: str) -> list[Outcome]:
 
 def write_shard(shard_dir: Path, key: str, row: dict[str, Any]) -> None:
     """One row as a Parquet file, written to a temporary name then renamed."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=shard_dir)
-    os.close(fd)
-    try:
-        pq.write_table(pa.Table.from_pylist([row]), tmp)
-        os.replace(tmp, shard_dir / f"{key}.parquet")
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(
+        shard_dir / f"{key}.parquet", lambda tmp: pq.write_table(pa.Table.from_pylist([row]), tmp)
+    )
 
 
 def done_keys(shard_dir: Path) -> set[str]:
