@@ -133,6 +133,18 @@ class Cluster:
         except KeyError:
             raise KeyError(f"no device {name!r}; cluster has {sorted(self._devices)}") from None
 
+    def accelerator(self, name: str | None, field: str) -> str:
+        """``name`` if given (KeyError lists the devices if unknown), else the first GPU or
+        NPU in configuration order: the device a single-device workload prices its work
+        on. ValueError naming ``field`` if the cluster has none."""
+        if name is not None:
+            self.device(name)
+            return name
+        found = self.device_names(("gpu", "npu"))
+        if not found:
+            raise ValueError(f"{field}: the cluster has no gpu or npu")
+        return found[0]
+
     def devices(self) -> list[ComputeDevice]:
         """Every compute device, in configuration order."""
         return list(self._devices.values())

@@ -36,12 +36,12 @@ from simulator.engine import InvariantViolation, Simulation
 from simulator.registry import policies as policy_registry
 from simulator.registry import workloads
 from workloads.base import Workload, WorkloadParams
-from workloads.moe_costs import MoECosts, StepCosts, cpu_override
+from workloads.moe_costs import MoECosts, StepCosts, cpu_override, read_only
 from workloads.moe_layer import check_placement, placement_view, route, timeline
 from workloads.moe_metrics import METRICS, Counters, summarise
 from workloads.moe_models import ModelRef, MoEModel, resolve_model
 from workloads.moe_prefetch import issue_prefetches
-from workloads.moe_residency import Residency, frozen
+from workloads.moe_residency import Residency
 from workloads.moe_routing import Routing, SyntheticRouting, build_trace
 
 LAYER_COLUMNS = (
@@ -140,11 +140,7 @@ class MoEWorkload(Workload):
     # ---- set-up -------------------------------------------------------------------
     @staticmethod
     def _devices(cluster: Cluster, params: MoEParams) -> tuple[str, str]:
-        gpus = cluster.device_names(kinds=("gpu", "npu"))
-        gpu = params.gpu or (gpus[0] if gpus else None)
-        if gpu is None:
-            raise ValueError("gpu: the cluster has no GPU")
-        cluster.device(gpu)
+        gpu = cluster.accelerator(params.gpu, "gpu")
         cpu = params.cpu or cluster.host_of(gpu)
         if cpu is None:
             raise ValueError(f"cpu: GPU {gpu} has no host CPU on its node")
@@ -189,7 +185,7 @@ class MoEWorkload(Workload):
         m, w = self.model, self.params.warmup_tokens
         top1, acc, freq = [], [], []
         for layer in range(m.moe_layers):
-            probs = frozen(self.trace.probs(0, w, layer))
+            probs = read_only(self.trace.probs(0, w, layer))
             mask, _, _ = route(self.gating, self._gating_view(layer, "decode", probs))
             pred = self.trace.predicted(0, w, layer, 1).argmax(axis=1)
             top1.append(float((mask.sum(axis=1) == 1).mean()))
@@ -201,9 +197,9 @@ class MoEWorkload(Workload):
             experts=m.routed_experts,
             top_k=m.top_k,
             total_slots=total,
-            top1_ratio=frozen(np.asarray(top1)),
-            prefetch_accuracy=frozen(np.asarray(acc)),
-            frequency=frozen(np.asarray(freq)),
+            top1_ratio=read_only(np.asarray(top1)),
+            prefetch_accuracy=read_only(np.asarray(acc)),
+            frequency=read_only(np.asarray(freq)),
         )
 
     def _allocate(self) -> Residency:
@@ -325,9 +321,9 @@ class MoEWorkload(Workload):
         """Read-only router probabilities of a step at ``layer``; a decode token's are
         computed once for all layers and handed out as row views."""
         if t1 - t0 != 1:
-            return frozen(self.trace.probs(t0, t1, layer))
+            return read_only(self.trace.probs(t0, t1, layer))
         if self._token[0] != t0:
-            self._token = (t0, frozen(self.trace.token_probs(t0)))
+            self._token = (t0, read_only(self.trace.token_probs(t0)))
         return self._token[1][layer : layer + 1]
 
     def _prefetch(

@@ -118,10 +118,8 @@ class ObservabilityWorkload(Workload):
         super().__init__(sim, cluster, params, policies, base_dir)
         if not hasattr(policies["detector"], "detect"):
             raise ValueError("the detector policy cannot analyse per-rank telemetry")
-        gpus = params.gpu or next(iter(cluster.device_names(kinds=("gpu", "npu"))), None)
-        if gpus is None:
-            raise ValueError("the cluster has no gpu or npu to price the operators")
-        self.base = base_times(params.model, params.comm, cluster.device(gpus), params.ranks)
+        gpu = cluster.accelerator(params.gpu, "gpu")
+        self.base = base_times(params.model, params.comm, cluster.device(gpu), params.ranks)
         self.rng = sim.rng("observability.noise")
         self.rank_factor = rank_factors(params.noise, params.ranks, sim.rng("observability.ranks"))
         self.faults = self._inject(sim.rng("observability.faults"))

@@ -121,9 +121,7 @@ class FaultJobWorkload(Workload):
                 "this job-level workload needs a black-box detector model "
                 "(policies.detector: kaiops); telemetry detectors run in kind 'observability'"
             )
-        name = params.gpu or next(iter(cluster.device_names(kinds=("gpu", "npu"))), None)
-        if name is None:
-            raise ValueError("the cluster has no gpu or npu to price the operators")
+        name = cluster.accelerator(params.gpu, "gpu")
         self.base = base_times(params.model, params.comm, cluster.device(name), params.gpus)
         self.horizon = params.duration_days * SECONDS_PER_DAY
         self.stops = sample_fail_stop(

@@ -84,14 +84,12 @@ class TrainingWorkload(Workload):
     def __init__(self, sim: Simulation, cluster: Cluster, params: TrainingParams,
                  policies: dict[str, Any], base_dir: Path) -> None:  # fmt: skip
         super().__init__(sim, cluster, params, policies, base_dir)
-        names = [params.device] if params.device else cluster.device_names(("gpu", "npu"))
-        if not names:
-            raise ValueError("device: the cluster has no gpu or npu")
-        self.dev = cluster.device(names[0])
-        host = cluster.host_of(names[0])
+        name = cluster.accelerator(params.device, "device")
+        self.dev = cluster.device(name)
+        host = cluster.host_of(name)
         if host is None:
-            raise ValueError(f"device: {names[0]} has no host cpu on its node to swap to")
-        self.pool = cluster.memory(names[0])
+            raise ValueError(f"device: {name} has no host cpu on its node to swap to")
+        self.pool = cluster.memory(name)
         model = params.model
         if params.size_x_hbm is not None:
             layers = layers_for_size(model, params.size_x_hbm, self.pool.capacity_bytes)
@@ -99,6 +97,8 @@ class TrainingWorkload(Workload):
         self.model = model
         self.variants = self._draw_variants()
         self._seqs: dict[Variant, tuple[Lifetimes, np.ndarray]] = {}
+        self._profiles: dict[Variant, dict[str, Any]] = {}
+        self._offload_steps: dict[Variant, OffloadStep] = {}
         self.swap = policies["swap"]
         # a policy that declares ``offloads_optimizer`` keeps only 4 B/param on the device
         per_param = (
@@ -108,7 +108,7 @@ class TrainingWorkload(Workload):
         )
         seqs = [self._sequence(v)[0] for v in set(self.variants)]
         fit_check(self.model, seqs, self.pool, per_param)
-        self.exec = Executor(cluster, names[0], host, params.profiler_op_overhead_s)
+        self.exec = Executor(cluster, name, host, params.profiler_op_overhead_s)
         self.cpu_adam_s = cpu_adam_s(cluster, host, self.model.params, params.cpu_adam)
         self.rows = sim.recorder.table("iterations", ITER_COLUMNS)
         self.op_rows = sim.recorder.table("ops", OP_COLUMNS)
@@ -144,23 +144,28 @@ class TrainingWorkload(Workload):
         for k, v in enumerate(self.variants):
             decision = self.swap.decide(report)
             lt, op_s = self._sequence(v)
-            self.exec.set_op_times(op_s)
             try:
-                offload = self._offload(decision.plan.offload is not None, lt)
+                offload = self._offload(decision.plan.offload is not None, v)
                 st = yield from self.exec.run(lt, op_s, decision.plan, decision.profile, offload)
             except OutOfMemory as e:
                 self.failure = f"iteration {k}: {e}"
                 break
             self.stats.append(st)
             self._record(k, v, lt, st, decision.profile)
-            profile = self._profile(lt, op_s, st) if decision.profile else None
+            profile = self._profile(v, st) if decision.profile else None
             report = StepReport(k, lt.seq.n_ops, st.step_s, st.forced_swaps, profile)
         self.done.succeed()
 
-    def _offload(self, offloaded: bool, lt: Lifetimes) -> OffloadStep | None:
-        """Place the optimizer states for this iteration; the host step when offloaded."""
+    def _offload(self, offloaded: bool, v: Variant) -> OffloadStep | None:
+        """Place the optimizer states for this iteration; the host step when offloaded
+        (priced once per variant)."""
         place_states(self.pool, self.exec.host_pool, self.model.params, offloaded)
-        return offload_step(self.model, lt, self.cpu_adam_s) if offloaded else None
+        if not offloaded:
+            return None
+        if v not in self._offload_steps:
+            lt = self._sequence(v)[0]
+            self._offload_steps[v] = offload_step(self.model, lt, self.cpu_adam_s)
+        return self._offload_steps[v]
 
     def _record(self, k: int, v: Variant, lt: Lifetimes, st: IterationStats, prof: bool) -> None:
         self.rows.append(k, lt.seq.n_ops, v.seq_len, int(prof), st.step_s, st.stall_s,
@@ -173,23 +178,33 @@ class TrainingWorkload(Workload):
                 row = (seq.op_name[i], int(lt.phase[i]), int(lt.layer[i]), st.op_start_s[i])
                 self.op_rows.append(k, i, *row, st.op_end_s[i], st.op_used_bytes[i])
 
-    def _profile(self, lt: Lifetimes, op_s: np.ndarray, st: IterationStats) -> ProfileView:
+    def _profile(self, v: Variant, st: IterationStats) -> ProfileView:
         """What the profiler hands the policy (read-only arrays)."""
-        one_gb = 1 << 30
-        d2h = one_gb / self.cluster.copy_time_s(self.exec.device, self.exec.host, one_gb)
-        h2d = one_gb / self.cluster.copy_time_s(self.exec.host, self.exec.device, one_gb)
-        ro = {
-            "phase": lt.phase, "layer": lt.layer, "op_start_s": np.asarray(st.op_start_s),
-            "op_end_s": np.asarray(st.op_end_s),
-            "memory_bytes": lt.memory_timeline() + self.model.state_bytes(),
-            "size_bytes": lt.size, "last_fwd_use": lt.last_fwd_use,
-            "first_bwd_use": lt.first_bwd_use, "recompute_s": op_s[np.maximum(lt.producer, 0)],
-        }  # fmt: skip
-        for a in ro.values():
-            a.flags.writeable = False
-        return ProfileView(n_ops=lt.seq.n_ops, keys=tuple(lt.seq.t_key),
-                           capacity_bytes=self.pool.capacity_bytes, d2h_Bps=d2h, h2d_Bps=h2d,
-                           step_s=st.step_s, **ro)  # fmt: skip
+        start, end = np.asarray(st.op_start_s), np.asarray(st.op_end_s)
+        start.flags.writeable = end.flags.writeable = False
+        return ProfileView(**self._profile_static(v), op_start_s=start, op_end_s=end,
+                           capacity_bytes=self.pool.capacity_bytes, step_s=st.step_s)  # fmt: skip
+
+    def _profile_static(self, v: Variant) -> dict[str, Any]:
+        """The parts of a profile fixed by the sequence, built once per variant: its trace,
+        no-swap memory timeline and the mechanism's recompute and copy-time estimates."""
+        if v not in self._profiles:
+            lt, op_s = self._sequence(v)
+            one_gb = 1 << 30
+            d2h = one_gb / self.cluster.copy_time_s(self.exec.device, self.exec.host, one_gb)
+            h2d = one_gb / self.cluster.copy_time_s(self.exec.host, self.exec.device, one_gb)
+            ro = {
+                "phase": lt.phase, "layer": lt.layer, "stage": lt.stage,
+                "memory_bytes": lt.memory_timeline() + self.model.state_bytes(),
+                "size_bytes": lt.size, "last_fwd_use": lt.last_fwd_use,
+                "first_bwd_use": lt.first_bwd_use,
+                "recompute_s": op_s[np.maximum(lt.producer, 0)],
+                "swap_out_s": lt.size / d2h, "swap_in_s": lt.size / h2d,
+            }  # fmt: skip
+            for a in ro.values():
+                a.flags.writeable = False
+            self._profiles[v] = {"n_ops": lt.seq.n_ops, "keys": tuple(lt.seq.t_key), **ro}
+        return self._profiles[v]
 
     def model_flops(self, lt: Lifetimes) -> float:
         """Useful FLOPs of one iteration: forward and backward ops (no recompute, no Adam)."""

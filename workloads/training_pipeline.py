@@ -28,7 +28,11 @@ from simulator import registry
 from simulator.engine import Simulation
 from simulator.registry import workloads
 from workloads.base import Workload, WorkloadParams
-from workloads.training_model import TransformerSpec, activation_bytes_per_layer
+from workloads.training_model import (
+    TransformerSpec,
+    activation_bytes_per_layer,
+    layer_forward_flops,
+)
 from workloads.training_pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
 
 UNIT_COLUMNS = ("stage", "kind", "micro", "chunk", "slice", "start_s", "end_s")
@@ -73,11 +77,9 @@ class PipelineWorkload(Workload):
     def __init__(self, sim: Simulation, cluster: Cluster, params: PipelineParams,
                  policies: dict[str, Any], base_dir: Path) -> None:  # fmt: skip
         super().__init__(sim, cluster, params, policies, base_dir)
-        names = [params.device] if params.device else cluster.device_names(("gpu", "npu"))
-        if not names:
-            raise ValueError("device: the cluster has no gpu or npu")
-        self.dev = cluster.device(names[0])
-        capacity = cluster.memory(names[0]).capacity_bytes
+        name = cluster.accelerator(params.device, "device")
+        self.dev = cluster.device(name)
+        capacity = cluster.memory(name).capacity_bytes
         self.link = registry.link_types.get(params.p2p_link)
         self.sched: Schedule = policies["schedule"].schedule(self._view())
         layers_per_chunk, rem = divmod(params.model.layers, params.stages * self.sched.chunks)
@@ -97,12 +99,12 @@ class PipelineWorkload(Workload):
         """The policy's view: shape plus one layer's forward FLOPs per TP rank for one
         microbatch's whole sequence, split into linear and causal-attention parts."""
         m, p = self.params.model, self.params
-        tokens = m.seq_len * m.micro_batch
-        linear = 8.0 * tokens * m.hidden * (m.hidden + m.ffn / 2) / p.tp
-        attn = 2.0 * m.seq_len * tokens * m.hidden / p.tp
-        if not m.causal:
-            linear, attn = linear + 2 * attn, 0.0
-        return PipelineView(p.stages, p.micro_batches, linear, attn)
+        gemm, attn = layer_forward_flops(m.seq_len, m.micro_batch, m.hidden, m.ffn,
+                                         causal=m.causal)  # fmt: skip
+        gemm, attn = gemm / p.tp, attn / p.tp
+        if not m.causal:  # full attention costs the same per token: it is linear work
+            gemm, attn = gemm + attn, 0.0
+        return PipelineView(p.stages, p.micro_batches, gemm, attn)
 
     def _bounds(self) -> np.ndarray:
         """Slice boundaries as fractions of the sequence (uniform when the policy gives none)."""
