@@ -411,19 +411,3 @@ class Instance(CachedKv):
         """Integral over [0, end_s] of the requests this instance holds (queued, pending,
         running): its share of the time-average number in the system (Little's L)."""
         return self._resident_area + self.outstanding * (end_s - self._resident_t)
-
-    def _set_used(self, blocks_now: int) -> None:
-        now = float(self._env.now)
-        self._kv_area += self._kv_level * (now - self._kv_t)
-        self._kv_t = now
-        self.used_blocks = blocks_now
-        if self.cache is not None:
-            blocks_now += self.cache.pinned_blocks
-        self._kv_level = blocks_now
-        if blocks_now > self.peak_blocks:
-            self.peak_blocks = blocks_now
-
-    def kv_utilisation(self, end_s: float) -> float:
-        """Time-average of used / capacity KV blocks over [0, end_s]."""
-        area = self._kv_area + self._kv_level * (end_s - self._kv_t)
-        return area / (self.capacity_blocks * end_s) if end_s > 0 else 0.0

@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any
 
+import simpy
+
 from schedulers.serving.view import blocks
 from workloads.serving_traces import BlockHashes
 
@@ -53,6 +55,7 @@ class PrefixCache:
         self._lru: OrderedDict[int, None] = OrderedDict()  # evictable nodes, oldest first
         self._held: dict[int, list[int]] = {}  # request -> nodes it holds, chain order
         self._owned: dict[int, int] = {}  # request -> KV blocks of those nodes
+        self._chains: dict[int, list[tuple[int, int]]] = {}  # request -> its prompt's chain
         self._next = ROOT + 1
         self.total_blocks = 0  # KV blocks of every cached node
         self.free_blocks = 0  # ... of the evictable ones (held by no request)
@@ -66,12 +69,16 @@ class PrefixCache:
         return self.total_blocks - self.free_blocks
 
     def _chain(self, i: int) -> list[tuple[int, int]]:
-        """(hash, tokens) of request ``i``'s prompt hash blocks."""
-        hb, p = self.hashes.block_tokens, self.prompt[i]
-        ids = self.hashes.of(i).tolist()
-        if len(ids) > -(-p // hb):  # prompt truncated (context): whole blocks only
-            ids = ids[: p // hb]
-        return [(h, min(hb, p - hb * k)) for k, h in enumerate(ids)]
+        """(hash, tokens) of request ``i``'s prompt hash blocks (built once: every
+        lookup of a waiting request's prefix, each iteration, walks it)."""
+        chain = self._chains.get(i)
+        if chain is None:
+            hb, p = self.hashes.block_tokens, self.prompt[i]
+            ids = self.hashes.of(i).tolist()
+            if len(ids) > -(-p // hb):  # prompt truncated (context): whole blocks only
+                ids = ids[: p // hb]
+            chain = self._chains[i] = [(h, min(hb, p - hb * k)) for k, h in enumerate(ids)]
+        return chain
 
     def _match(self, i: int, limit: int) -> tuple[list[int], int]:
         """The cached chain of ``i``'s prompt covering at most ``limit`` tokens."""
@@ -161,18 +168,38 @@ class PrefixCache:
 class CachedKv:
     """An instance's KV-block accounting with an optional prefix cache (mixed into
     :class:`workloads.serving_instance.Instance`): used blocks are the requests'
-    private blocks; cached nodes a request holds are pinned; the rest is evictable."""
+    private blocks; cached nodes a request holds are pinned; the rest is evictable.
+    Also keeps the peak and the time integral of used plus pinned blocks."""
 
     cache: PrefixCache | None
     capacity_blocks: int
     used_blocks: int
+    peak_blocks: int
     block_tokens: int
     queued_tokens: int
     waiting: deque[int]
     reqs: Any  # RequestState
+    _env: simpy.Environment
+    _kv_area: float  # integral over time of _kv_level
+    _kv_t: float
+    _kv_level: int  # used blocks plus cached blocks requests hold
 
     def _set_used(self, blocks_now: int) -> None:
-        raise NotImplementedError
+        """Used (private) blocks are now ``blocks_now``; advance the KV-use integral."""
+        now = float(self._env.now)
+        self._kv_area += self._kv_level * (now - self._kv_t)
+        self._kv_t = now
+        self.used_blocks = blocks_now
+        if self.cache is not None:
+            blocks_now += self.cache.pinned_blocks
+        self._kv_level = blocks_now
+        if blocks_now > self.peak_blocks:
+            self.peak_blocks = blocks_now
+
+    def kv_utilisation(self, end_s: float) -> float:
+        """Time-average of used / capacity KV blocks over [0, end_s]."""
+        area = self._kv_area + self._kv_level * (end_s - self._kv_t)
+        return area / (self.capacity_blocks * end_s) if end_s > 0 else 0.0
 
     def _free_blocks(self) -> int:
         """Blocks not used by requests (evictable cached blocks count as free)."""

@@ -128,12 +128,15 @@ def _offered_tokens_per_usd(w: ServingWorkload, per_req: np.ndarray) -> float:
     return float(per_req.sum()) / cost if cost > 0 else 0.0
 
 
-def run_summary(w: ServingWorkload, end_s: float) -> dict[str, float | int | str]:
-    """Cost, capacity and count metrics of :data:`workloads.serving_metrics.METRICS`."""
+def run_summary(
+    w: ServingWorkload, end_s: float, rows: list[dict[str, Any]]
+) -> dict[str, float | int | str]:
+    """Cost, capacity and count metrics of :data:`workloads.serving_metrics.METRICS`;
+    ``rows``: the run's :func:`instance_rows`."""
     _write_requests(w)
     t = w.times
     hours = end_s / 3600.0
-    cost = sum(r["cost_usd"] for r in instance_rows(w, end_s))
+    cost = sum(r["cost_usd"] for r in rows)
     per_req = t.output + (t.prompt if w.params.tokens == "total" else 0)
     write_windows(w, end_s, per_req)
     ok = w.meets()

@@ -25,9 +25,10 @@ def fits(view: DeploymentView, use: dict[str, int]) -> bool:
 
 def pools(
     view: DeploymentView, roles: list[tuple[Role, list[ConfigView]]], headroom: float
-) -> tuple[InstanceSpec, ...] | None:
+) -> tuple[float, tuple[InstanceSpec, ...]] | None:
     """Cheapest feasible pools: for each role, the config (among its candidates) and
-    count meeting the demand at least cost; None when no choice fits availability.
+    count meeting the demand at least cost, as ($/h, instances); None when no choice
+    fits availability.
 
     Roles are sized independently, then checked together against availability.
     """
@@ -50,7 +51,7 @@ def pools(
                 for _ in range(n or 0)
             )
             best = (cost, specs)
-    return None if best is None else best[1]
+    return best
 
 
 def _goodput(role: Role, c: ConfigView) -> float:

@@ -83,7 +83,7 @@ class CauchyDeployment:
         if view.measure is not None:
             kept = [k for k in (measured(k, view.measure) for k in kept) if k.goodput_rps > 0]
         types = [t for t, _ in view.available]
-        use = np.array([[_gpus(k, t) for k in kept] for t in types], dtype=float).reshape(
+        use = np.array([[gpus(k, t) for k in kept] for t in types], dtype=float).reshape(
             len(types), len(kept)
         )
         x = min_cost_counts(
@@ -119,6 +119,7 @@ def measured(k: Combo, measure: Callable[[tuple[InstanceSpec, ...], float], floa
     return k._replace(goodput_rps=g, tokens_per_usd=k.tokens_per_usd * g / k.goodput_rps)
 
 
-def _gpus(k: Combo, gpu_type: str) -> int:
+def gpus(k: Combo, gpu_type: str) -> int:
+    """GPUs of type ``gpu_type`` one replica of combo ``k`` takes."""
     n = k.n_p * k.prefill.gpus if k.prefill.gpu_type == gpu_type else 0
     return n + (k.n_d * k.decode.gpus if k.decode.gpu_type == gpu_type else 0)

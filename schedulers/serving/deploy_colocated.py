@@ -47,4 +47,4 @@ class ColocatedDeployment:
             raise ValueError(
                 f"colocated: target rate {view.target_rate_per_s} req/s does not fit the GPUs"
             )
-        return tuple(s._replace(group=i) for i, s in enumerate(found))
+        return tuple(s._replace(group=i) for i, s in enumerate(found[1]))

@@ -41,18 +41,11 @@ class DistServeDeployment:
         for t in types:
             cands = [c for c in view.configs if c.gpu_type == t]
             found = pools(view, [("prefill", cands), ("decode", cands)], self.params.headroom)
-            if found is None:
-                continue
-            cost = sum(_price(view, s) for s in found)
-            if best is None or cost < best[0]:
-                best = (cost, found)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
         if best is None:
             raise ValueError(
                 f"distserve: target rate {view.target_rate_per_s} req/s does not fit the "
                 f"available GPUs of {types}"
             )
         return best[1]
-
-
-def _price(view: DeploymentView, s: InstanceSpec) -> float:
-    return next(c.usd_per_hour for c in view.configs if (c.gpu_type, c.tp) == (s.gpu_type, s.tp))

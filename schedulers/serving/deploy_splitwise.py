@@ -42,4 +42,4 @@ class SplitwiseDeployment:
         found = pools(view, [("prefill", pre), ("decode", dec)], p.headroom)
         if found is None:
             raise ValueError(f"splitwise: target rate {view.target_rate_per_s} does not fit")
-        return found
+        return found[1]

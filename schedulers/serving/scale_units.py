@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from schedulers.serving.deploy_cauchy import CauchyParams, combos
+from schedulers.serving.deploy_cauchy import CauchyParams, combos, gpus, unit
 from schedulers.serving.view import InstanceSpec, ScaleView, UnitView
 
 
@@ -60,13 +60,9 @@ def unit_to_add(view: ScaleView, pd_ratios: list[tuple[int, int]]) -> tuple[Inst
     free = dict(view.deployment.available)
     if view.disaggregated:
         for k in combos(view.deployment, CauchyParams(pd_ratios=pd_ratios)):
-            need: dict[str, int] = {}
-            need[k.prefill.gpu_type] = k.n_p * k.prefill.gpus
-            need[k.decode.gpu_type] = need.get(k.decode.gpu_type, 0) + k.n_d * k.decode.gpus
-            if all(n <= free.get(t, 0) for t, n in need.items()):
-                return (InstanceSpec("prefill", k.prefill.gpu_type, k.prefill.tp),) * k.n_p + (
-                    InstanceSpec("decode", k.decode.gpu_type, k.decode.tp),
-                ) * k.n_d
+            types = {k.prefill.gpu_type, k.decode.gpu_type}
+            if all(gpus(k, t) <= free.get(t, 0) for t in types):
+                return unit(k)
         return ()
     fits = [
         c
