@@ -16,7 +16,6 @@ the groups on a node re-times the others there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,44 +32,12 @@ from workloads.cluster_contention import (
     Stretch,
     node_capacities,
 )
-from workloads.cluster_data import read_alibaba_nodes
 from workloads.cluster_estimates import Estimator
 from workloads.cluster_jobs import build_jobs
 from workloads.cluster_metrics import JOB_COLUMNS, METRICS, summarise
-from workloads.cluster_model import GpuPool
+from workloads.cluster_model import GpuPool, Group, inventory
 from workloads.cluster_params import ClusterParams
 from workloads.cluster_pass import SchedulingPass
-
-
-@dataclass
-class Group:
-    """Jobs interleaved on one gang of GPUs of one type."""
-
-    gid: int
-    members: list[int]
-    t: int
-    gpus: int
-    parts: list[tuple[int, int]]
-    iter_s: float
-    since_s: float  # progress settled up to here
-    resume_s: float  # no progress before this (restart)
-    start_s: float
-    version: int = 0
-    sizes: list[int] = field(default_factory=list)
-    stretch: Stretch = NO_STRETCH  # node contention on (data, gpu, net) stages
-    stretch_since_s: float = 0.0
-
-
-def inventory(p: ClusterParams, base: Path) -> tuple[list[str], list[tuple[int, int]]]:
-    """GPU types (first-seen order) and (type index, GPUs) per node."""
-    if isinstance(p.inventory, list):
-        if not p.inventory:
-            raise ValueError("inventory: needs at least one node group")
-        rows = [(g.gpu_type, g.gpus_per_node) for g in p.inventory for _ in range(g.nodes)]
-    else:
-        rows = read_alibaba_nodes(base / p.inventory.trace_dir / p.inventory.file)
-    types = list(dict.fromkeys(t for t, _ in rows))
-    return types, [(types.index(t), g) for t, g in rows]
 
 
 @workloads.register("cluster")
@@ -133,7 +100,6 @@ class ClusterWorkload(Workload):
         self.finish = np.full(n, np.nan)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.group_of = np.full(n, -1, dtype=np.int64)
-        self.last_type = np.full(n, -1, dtype=np.int64)
         self.queued: dict[int, None] = {}
         self.groups: dict[int, Group] = {}
         self.packed: dict[int, None] = {}  # running groups with >= 2 members (for unpack)
@@ -218,31 +184,27 @@ class ClusterWorkload(Workload):
                   now + self.params.execution.restart_s, now)  # fmt: skip
         self._next_gid += 1
         self.groups[g.gid] = g
-        for j in members:
-            del self.queued[j]
-            self.group_of[j] = g.gid
-            self.last_type[j] = t
-            if np.isnan(self.first_start[j]):
-                self.first_start[j] = now
-            self.run_since[j] = now
-            self.log.append(("start", now, j))
+        self._admit(g, members)
         self._reschedule(g)
 
     def join_group(self, g: Group, newcomers: list[int]) -> None:
         """Add queued jobs to a running group: all members pay a restart."""
         self.settle(g)
+        self._admit(g, newcomers)
+        g.members.extend(newcomers)
+        g.resume_s = self.sim.now + self.params.execution.restart_s
+        self._reschedule(g)
+
+    def _admit(self, g: Group, jobs: list[int]) -> None:
+        """Queued ``jobs`` start running in ``g`` now."""
         now = self.sim.now
-        for j in newcomers:
+        for j in jobs:
             del self.queued[j]
             self.group_of[j] = g.gid
-            self.last_type[j] = g.t
             if np.isnan(self.first_start[j]):
                 self.first_start[j] = now
             self.run_since[j] = now
             self.log.append(("start", now, j))
-        g.members.extend(newcomers)
-        g.resume_s = now + self.params.execution.restart_s
-        self._reschedule(g)
 
     def detach(self, g: Group, j: int) -> None:
         """Take member ``j`` out of the packed group ``g`` back to the queue (to run alone on
@@ -273,9 +235,8 @@ class ClusterWorkload(Workload):
                 parts.append((node, k - take))
             left -= take
         self.pool.release(freed)
-        g.parts, g.gpus, now = parts, need, self.sim.now
-        self.alloc_spans.append((g.t, extra, g.start_s, now, max(g.sizes)))
-        self.allocs.append(g.gid, self.types[g.t], extra, max(g.sizes), g.start_s, now)
+        g.parts, g.gpus = parts, need
+        self._record_alloc(g, extra)
 
     def stop_group(self, g: Group, preempted: bool) -> None:
         """Release a group's GPUs; with ``preempted`` its members go back to the queue."""
@@ -288,9 +249,7 @@ class ClusterWorkload(Workload):
             self._set_stretch(g, NO_STRETCH)
             for h in sorted(self.contention.remove(g.gid)):
                 self._retime(self.groups[h])
-        span = (g.t, g.gpus, g.start_s, self.sim.now, max(g.sizes))
-        self.alloc_spans.append(span)
-        self.allocs.append(g.gid, self.types[g.t], g.gpus, span[4], g.start_s, self.sim.now)
+        self._record_alloc(g, g.gpus)
         for j in g.members:
             self.group_of[j] = -1
             if preempted:
@@ -298,6 +257,12 @@ class ClusterWorkload(Workload):
                 self.queued[j] = None
                 self._end_run(j)
                 self.log.append(("preempt", self.sim.now, j))
+
+    def _record_alloc(self, g: Group, gpus: int) -> None:
+        """``gpus`` of ``g`` held from its start until now (table ``allocations``)."""
+        now = self.sim.now
+        self.alloc_spans.append((g.t, gpus, g.start_s, now, g.max_size))
+        self.allocs.append(g.gid, self.types[g.t], gpus, g.max_size, g.start_s, now)
 
     def _end_run(self, j: int) -> None:
         self.last_run[j] = self.sim.now - self.run_since[j]
@@ -327,7 +292,7 @@ class ClusterWorkload(Workload):
             touched = c.place(g.gid, c.group_loads(g.members, g.gpus, g.parts, g.iter_s))
             self._set_stretch(g, c.stretch(g.gid))
             g.iter_s = self.est.stretched_iter_s(g.members, g.t, g.stretch)
-        g.sizes.append(len(g.members))
+        g.max_size = max(g.max_size, len(g.members))
         self._arm(g)
         for h in sorted(touched):
             self._retime(self.groups[h])

@@ -13,7 +13,7 @@ import numpy as np
 
 from schedulers.cluster.view import AllocationView, GroupView, OrderingView, PackingView, UnitView
 from workloads.cluster_jobs import JobTable
-from workloads.cluster_model import packed_cycle_s, stage_model_iter_s
+from workloads.cluster_model import interleaved_iter_s, stage_model_iter_s
 from workloads.cluster_params import Execution
 
 
@@ -49,6 +49,12 @@ class Estimator:
             [jobs.solo_iter_on(j, t) * self.interference[0] for t in range(n_types)]
             for j in self._rep
         ])  # fmt: skip
+        per_job = self.solo[self.profile]  # (n, T)
+        #: per job: solo iteration time on the reference type, and on its fastest allowed
+        #: type (inf: none), fixed for the run (ordering views and the summary read them)
+        self.ref_solo = per_job[:, ref_type]
+        self._allowed = [tuple(row) for row in jobs.allowed.tolist()]  # per job, per type
+        self.best_solo = np.where(jobs.allowed, per_job, np.inf).min(axis=1)
 
     def iter_s(self, members: Sequence[int], t: int) -> float:
         """Ground-truth iteration time of the group ``members`` on type ``t``."""
@@ -69,7 +75,7 @@ class Estimator:
     def _packed(self, model: str, stages: np.ndarray) -> float:
         if model == "stage":
             return stage_model_iter_s(stages, self.beta, self.spans)
-        return packed_cycle_s(stages, self.spans) * self.interference[len(stages) - 1]
+        return interleaved_iter_s(stages, self.interference, self.spans)
 
     def stretched_iter_s(
         self, members: Sequence[int], t: int, stretch: tuple[float, ...], model: str = ""
@@ -106,9 +112,8 @@ class Estimator:
     ) -> tuple[tuple[bool, ...], tuple[float, ...]]:
         """Types every member may use, and the group's iteration time per type under
         ``model`` (inf: not allowed); cached by member profiles and allowed types."""
-        allowed = tuple(
-            bool(a) for a in np.logical_and.reduce([self.jobs.allowed[j] for j in members])
-        )
+        rows = [self._allowed[j] for j in members]
+        allowed = rows[0] if len(rows) == 1 else tuple(map(all, zip(*rows, strict=True)))
         key = (model, tuple(sorted(int(self.profile[j]) for j in members)), allowed)
         hit = self._group_cache.get(key)
         if hit is None:
@@ -130,7 +135,7 @@ class Estimator:
     def stage_iter_on(self, members: tuple[int, ...], t: int) -> float:
         """Stage-model iteration time of ``members`` on type ``t`` (one member: its solo
         time there); inf if a member may not use ``t``."""
-        if not all(self.jobs.allowed[j, t] for j in members):
+        if not all(self._allowed[j][t] for j in members):
             return float("inf")
         return self.estimate("stage", members, t)
 
@@ -158,12 +163,9 @@ def ordering_view(
     attained: np.ndarray, jobs: JobTable, est: Estimator,
 ) -> OrderingView:  # fmt: skip
     """Ordering snapshot of the jobs ``ids``."""
-    solo = est.solo[est.profile[ids]]  # (m, T)
-    allowed = jobs.allowed[ids]
-    best = np.where(allowed, solo, np.inf).min(axis=1)
     cols = readonly(
-        ids, jobs.submit_s[ids], jobs.gpus[ids], rem_iters * solo[:, est.ref],
-        rem_iters * best, attained, jobs.deadline_s[ids], running,
+        ids, jobs.submit_s[ids], jobs.gpus[ids], rem_iters * est.ref_solo[ids],
+        rem_iters * est.best_solo[ids], attained, jobs.deadline_s[ids], running,
     )  # fmt: skip
     return OrderingView(now, *cols)
 
@@ -221,9 +223,9 @@ def with_service(gv: GroupView, received: np.ndarray, submit_s: np.ndarray, now:
     """``gv`` with its members' mean time held per GPU type and mean time since submission
     (for allocation policies that see running groups, e.g. Gavel's round priorities)."""
     ms = list(gv.members)
-    return gv._replace(
-        received_s=tuple(float(x) for x in received[ms].mean(axis=0)),
-        active_s=float(now - submit_s[ms].mean()),
+    return gv._replace(  # sum / count: np.mean's arithmetic without its per-call overhead
+        received_s=tuple((received[ms].sum(axis=0) / len(ms)).tolist()),
+        active_s=float(now - submit_s[ms].sum() / len(ms)),
         running_on=running_on,
     )
 

@@ -65,14 +65,14 @@ def summarise(wl: ClusterWorkload, end_s: float) -> dict[str, float | int | str]
     last = float(np.nanmax(wl.finish)) if done.any() else end_s
     span = max(last - t0, 1e-12)
     for grp in list(wl.groups.values()):  # runs cut by until_s: account what is allocated
-        wl.alloc_spans.append((grp.t, grp.gpus, grp.start_s, end_s, max(grp.sizes)))
+        wl.alloc_spans.append((grp.t, grp.gpus, grp.start_s, end_s, grp.max_size))
     busy = np.zeros(len(wl.types))
     packed = 0.0
     for t, g, s, e, size in wl.alloc_spans:
         busy[t] += g * (e - s)
         packed += g * (e - s) if size >= 2 else 0.0
     has_dl = np.isfinite(jb.deadline_s)
-    best = np.where(jb.allowed, wl.est.solo[wl.est.profile], np.inf).min(axis=1) * jb.iterations
+    best = wl.est.best_solo * jb.iterations
     met = done & has_dl & (wl.finish <= jb.deadline_s)
     utilisation_table(wl, t0, last)
     util = busy / (wl.pool.total * span)

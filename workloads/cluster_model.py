@@ -1,4 +1,5 @@
-"""Physical model of the cluster domain: interleaved iteration time and the GPU pool.
+"""Physical model of the cluster domain: interleaved iteration time, the GPU pool (its
+nodes from the inventory) and the groups of jobs that hold its GPUs.
 
 Interleaving (Muri, SIGCOMM'22, as its public simulator computes it): the m jobs of a
 group share one set of GPUs and cycle through their stages phase-shifted. The cycle has
@@ -25,9 +26,15 @@ Interference (two models, ``workloads.cluster_estimates`` picks one as ground tr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import permutations
+from pathlib import Path
 
 import numpy as np
+
+from workloads.cluster_contention import NO_STRETCH, Stretch
+from workloads.cluster_data import read_alibaba_nodes
+from workloads.cluster_params import ClusterParams
 
 Edge = tuple[int, int, float, int]  # (from phase, to phase, seconds, cycles wrapped)
 
@@ -164,3 +171,34 @@ class GpuPool:
         self._buckets[t][new_free][node] = None
         self.node_free[node] = new_free
         self.free[t] += new_free - old
+
+
+@dataclass
+class Group:
+    """Jobs interleaved on one gang of GPUs of one type."""
+
+    gid: int
+    members: list[int]
+    t: int
+    gpus: int
+    parts: list[tuple[int, int]]
+    iter_s: float
+    since_s: float  # progress settled up to here
+    resume_s: float  # no progress before this (restart)
+    start_s: float
+    version: int = 0
+    max_size: int = 0  # most members it ever had (the allocation record's ``size``)
+    stretch: Stretch = NO_STRETCH  # node contention on (data, gpu, net) stages
+    stretch_since_s: float = 0.0
+
+
+def inventory(p: ClusterParams, base: Path) -> tuple[list[str], list[tuple[int, int]]]:
+    """GPU types (first-seen order) and (type index, GPUs) per node."""
+    if isinstance(p.inventory, list):
+        if not p.inventory:
+            raise ValueError("inventory: needs at least one node group")
+        rows = [(g.gpu_type, g.gpus_per_node) for g in p.inventory for _ in range(g.nodes)]
+    else:
+        rows = read_alibaba_nodes(base / p.inventory.trace_dir / p.inventory.file)
+    types = list(dict.fromkeys(t for t, _ in rows))
+    return types, [(types.index(t), g) for t, g in rows]

@@ -26,7 +26,8 @@ from workloads.cluster_estimates import (
 )
 
 if TYPE_CHECKING:
-    from workloads.cluster import ClusterWorkload, Group
+    from workloads.cluster import ClusterWorkload
+    from workloads.cluster_model import Group
 
 
 class SchedulingPass:

@@ -59,18 +59,17 @@ def _graph(
 ) -> nx.Graph:
     graph = nx.Graph()
     graph.add_nodes_from(range(len(groups)))
+    gpus = [max(view.units[i].gpus for i in g) for g in groups]
+    running = [any(view.units[i].running for i in g) for g in groups]
+    members = [members_of(view, g) for g in groups]
     for a in range(len(groups)):
-        ga = max(view.units[i].gpus for i in groups[a])
-        ma = members_of(view, groups[a])
-        run_a = any(view.units[i].running for i in groups[a])
+        ga, run_a, ma = gpus[a], running[a], members[a]
         for b in range(a + 1, len(groups)):
-            gb = max(view.units[i].gpus for i in groups[b])
-            run_b = any(view.units[i].running for i in groups[b])
+            gb, run_b, mb = gpus[b], running[b], members[b]
             if (ga != gb and not view.cross_gpu) or (run_a and run_b):
                 continue
             if (run_a and gb > ga) or (run_b and ga > gb):
                 continue  # a running group cannot grow its GPUs
-            mb = members_of(view, groups[b])
             if len(ma) + len(mb) > view.max_group_size:
                 continue
             w = weight(view, facts, ma + mb)
