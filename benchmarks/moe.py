@@ -18,7 +18,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import simulator
-from benchmarks.engine import bare_simpy
+from benchmarks.engine import _count_events, bare_simpy
 from simulator.engine import Simulation
 from simulator.runner import build
 
@@ -58,14 +58,7 @@ def moe_run(tokens: int) -> tuple[float, float, int, int, dict[str, Any]]:
     workload = build(sc, sim)
     workload.start()
     t1 = time.perf_counter()
-    count = [0]
-    step = sim.env.step
-
-    def counting() -> None:
-        count[0] += 1
-        step()
-
-    sim.env.step = counting  # type: ignore[method-assign]
+    count = _count_events(sim.env)
     cpu0 = time.process_time()
     sim.run(until=workload.done)
     t2 = time.perf_counter()

@@ -27,8 +27,7 @@ import numpy as np
 
 from schedulers.moe.view import GatingView, Phase, Placement, PlacementView
 from simulator.engine import InvariantViolation
-from workloads.moe_costs import StepCosts, unit_loads
-from workloads.moe_residency import frozen
+from workloads.moe_costs import StepCosts, read_only, unit_loads
 
 
 def check_mask(mask: Any, tokens: int, experts: int, top_k: int, layer: int) -> np.ndarray:
@@ -63,11 +62,11 @@ def route(gating: Any, view: GatingView) -> tuple[np.ndarray, np.ndarray, np.nda
     tokens, experts = view.probs.shape
     mask = check_mask(gating.select(view), tokens, experts, view.top_k, view.layer)
     if tokens == 1:  # decode: the row's experts, one token each (shared read-only loads)
-        ids = frozen(mask[0].nonzero()[0])
+        ids = read_only(mask[0].nonzero()[0])
         return mask, ids, unit_loads(len(ids))
     loads_all = mask.sum(axis=0)
-    ids = frozen(loads_all.nonzero()[0])
-    return mask, ids, frozen(loads_all[ids])
+    ids = read_only(loads_all.nonzero()[0])
+    return mask, ids, read_only(loads_all[ids])
 
 
 def placement_view(
@@ -88,10 +87,10 @@ def placement_view(
     return PlacementView(
         layer=layer,
         phase=phase,
-        experts=frozen(ids),
-        loads=frozen(loads),
-        cached=frozen(cached),
-        ready_s=frozen(ready),
+        experts=read_only(ids),
+        loads=read_only(loads),
+        cached=read_only(cached),
+        ready_s=read_only(ready),
         gpu_s=gpu_s,
         cpu_s=cpu_s,
         cpu_first_s=costs.cpu_first_s,

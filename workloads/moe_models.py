@@ -82,10 +82,6 @@ class MoEModel(BaseModel):
         ffn = self.dense_ffn if layer < self.dense_layers else self.shared_experts * self.shared_ffn
         return self.attention_params + 3 * self.hidden * ffn
 
-    def routed_params(self) -> int:
-        """Weights of every routed expert of the model."""
-        return self.moe_layers * self.routed_experts * self.expert_params()
-
 
 class ModelRef(BaseModel):
     """An inline model in a scenario: full fields, or a Hugging Face config.json path."""

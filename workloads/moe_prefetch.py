@@ -16,8 +16,7 @@ import numpy as np
 
 from schedulers.moe.view import LookaheadLayer, Phase, PrefetchView
 from simulator.engine import InvariantViolation
-from workloads.moe_costs import unit_loads
-from workloads.moe_residency import frozen
+from workloads.moe_costs import read_only, unit_loads
 from workloads.moe_routing import predicted_token
 
 
@@ -29,12 +28,12 @@ class TokenPredictions:
 
     def __init__(self, trace: Any, t: int, depth: int, k: int) -> None:
         self.t = t
-        self.probs = [frozen(predicted_token(trace, t, d)) for d in range(1, depth + 1)]
+        self.probs = [read_only(predicted_token(trace, t, d)) for d in range(1, depth + 1)]
         self.ids = []
         for p in self.probs:
             top = np.argpartition(-p, k - 1, axis=1)[:, :k]
             order = np.argsort(-np.take_along_axis(p, top, axis=1), axis=1, kind="stable")
-            self.ids.append(frozen(np.take_along_axis(top, order, axis=1)))
+            self.ids.append(read_only(np.take_along_axis(top, order, axis=1)))
 
 
 def lookahead_layer(wl: Any, t0: int, t1: int, layer: int, depth: int) -> LookaheadLayer:
@@ -51,12 +50,12 @@ def lookahead_layer(wl: Any, t0: int, t1: int, layer: int, depth: int) -> Lookah
         loads = unit_loads(k)
     else:
         pred = wl.trace.predicted(t0, t1, layer, depth)
-        mean = frozen(pred.mean(axis=0))
+        mean = read_only(pred.mean(axis=0))
         top = np.argpartition(-pred, k - 1, axis=1)[:, :k]
         counts = np.bincount(top.ravel(), minlength=pred.shape[1])
         ids = np.flatnonzero(counts)
-        ids = frozen(ids[np.argsort(-mean[ids], kind="stable")])
-        loads = frozen(counts[ids])
+        ids = read_only(ids[np.argsort(-mean[ids], kind="stable")])
+        loads = read_only(counts[ids])
     gpu_s, cpu_s = wl.costs.expert_times(loads)
     return LookaheadLayer(
         layer=layer,
@@ -64,7 +63,7 @@ def lookahead_layer(wl: Any, t0: int, t1: int, layer: int, depth: int) -> Lookah
         probs=mean,
         predicted=ids,
         loads=loads,
-        cached=frozen(wl.res.cached[layer, ids]),
+        cached=read_only(wl.res.cached[layer, ids]),
         gpu_s=gpu_s,
         cpu_s=cpu_s,
     )

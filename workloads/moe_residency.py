@@ -19,9 +19,6 @@ from workloads.moe_costs import read_only
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-frozen = read_only  # the name the MoE modules use
-
-
 class Residency:
     """Slot cache per layer plus the copy engine's timeline (absolute seconds)."""
 
@@ -58,7 +55,7 @@ class Residency:
         flying = self.cached[layer] & (self.ready_at_s[layer] > now_s)
         if len(in_use):
             flying[in_use] = True  # the sorted union of both id sets, as a mask
-        return frozen(flying.nonzero()[0])
+        return read_only(flying.nonzero()[0])
 
     def request(
         self,
@@ -76,9 +73,9 @@ class Residency:
         view = CacheView(
             layer=layer,
             slots=int(self.slots[layer]),
-            cached=frozen(self.cached[layer].nonzero()[0]),
+            cached=read_only(self.cached[layer].nonzero()[0]),
             protected=self._protected(layer, in_use, now_s),
-            incoming=frozen(np.asarray(incoming, dtype=np.int64)),
+            incoming=read_only(np.asarray(incoming, dtype=np.int64)),
             prefetch=prefetch,
         )
         decision = cache.admit(view)

@@ -103,14 +103,21 @@ class ImpactPrefetch:
             self._memo[(cid, bits)] = hit
         return hit
 
-    def _best(self, view: PrefetchView, state: list[int], arrive_s: float) -> Best | None:
+    def _best(
+        self,
+        view: PrefetchView,
+        layers: list[tuple[int, list[float]]],
+        state: list[int],
+        arrive_s: float,
+    ) -> Best | None:
+        """The best candidate for a copy arriving at ``arrive_s``; ``layers``: each lookahead
+        layer's (cost id, probabilities of its predicted experts), built once per call."""
         best: Best | None = None
         for li, la in enumerate(view.lookahead):
             if arrive_s > la.depth * view.layer_end_s:
                 continue  # would land after its layer starts: no impact counted
-            cid, bits = self._cost_id(la, view), state[li]
+            (cid, probs), bits = layers[li], state[li]
             base = self._span(cid, bits)
-            probs: list[float] = la.probs[la.predicted].tolist()
             for i in range(len(probs)):
                 if bits >> i & 1:
                     continue
@@ -129,8 +136,11 @@ class ImpactPrefetch:
         if t >= view.layer_end_s:
             return ()
         state = [_bits(la.cached.tolist()) for la in view.lookahead]
+        layers = [
+            (self._cost_id(la, view), la.probs[la.predicted].tolist()) for la in view.lookahead
+        ]
         while t < view.layer_end_s and len(out) < self.params.max_per_layer:
-            best = self._best(view, state, t + view.copy_s)
+            best = self._best(view, layers, state, t + view.copy_s)
             if best is None or best[0] <= self.params.min_impact_s:
                 break
             li, i = best[3], best[4]
