@@ -84,7 +84,6 @@ def test_swap_stall_is_copy_minus_gap(prefetch_op: int, gap_ops: int) -> None:
     lt = build_sequence(m, Variant(1024))
     op_s = np.full(lt.seq.n_ops, 2e-4)
     sim, ex, cluster = _executor()
-    ex.set_op_times(op_s)
     # a1 of layer 0 (8 MiB) leaves after op 2 and comes back after op `prefetch_op`; its
     # consumer (op 49) is ready when op 48 ends: gap = (48 - prefetch_op) ops of 0.2 ms
     plan = SwapPlan((SwapOrder((0, "a1"), in_at_op=prefetch_op),))
@@ -114,7 +113,6 @@ def test_forced_swap_rather_than_oom_when_allowed() -> None:
     for forced in (False, True):
         sim, ex, _ = _executor()
         ex.pool.allocate("states", ex.pool.capacity_bytes - peak + (64 << 20))  # 64 MiB short
-        ex.set_op_times(op_s)
         out: list[object] = []
         sim.env.process(_catching(ex, lt, op_s, SwapPlan(forced_swap_on_oom=forced), out))
         sim.run()

@@ -90,7 +90,6 @@ def test_iteration_time_by_hand(overlap: bool) -> None:
     assert adam == pytest.approx(_adam_s(BIG.params))
     step = offload_step(BIG, lt, adam)
     op_s = np.full(lt.seq.n_ops, TAU)
-    ex.set_op_times(op_s)
     place_states(ex.pool, ex.host_pool, BIG.params, offloaded=True)
     plan = ZeroOffload(ZeroOffloadParams(overlap_grad_copy=overlap), np.random.default_rng(0))
     proc = sim.env.process(ex.run(lt, op_s, plan.decide(None).plan, False, step))
@@ -118,7 +117,6 @@ def test_overlap_hides_all_but_the_tail_when_copies_are_short() -> None:
     op_s = np.full(lt.seq.n_ops, 0.1)  # 14 bwd ops x 0.1 s = 1.4 s > 16 ms per layer copy
     sim, ex, _ = _executor()
     step = offload_step(BIG, lt, 0.5)
-    ex.set_op_times(op_s)
     plan = ZeroOffload(ZeroOffloadParams(), np.random.default_rng(0)).decide(None).plan
     proc = sim.env.process(ex.run(lt, op_s, plan, False, step))
     sim.run()

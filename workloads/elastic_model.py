@@ -41,9 +41,7 @@ def per_worker_rate_per_s(
 ) -> float:
     """Samples/s of one worker: ``batch / (t_gpu + t_ps)`` (roofline + link, serialised)."""
     gpu_s = device.op_time_s(batch * flops_per_sample, batch * hbm_bytes_per_sample, dtype)
-    ps_bytes = batch * ps_bytes_per_sample
-    net_s = link.latency_s + ps_bytes / link.effective_bandwidth_Bps(ps_bytes)
-    return batch / (gpu_s + net_s)
+    return batch / (gpu_s + link.transfer_time_s(batch * ps_bytes_per_sample))
 
 
 def scaling_curve(n: np.ndarray, mu_1: float, kappa: float, cap_per_s: float) -> np.ndarray:

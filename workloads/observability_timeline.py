@@ -53,7 +53,6 @@ class JobTimeline:
         self.work_s = self.saved_s = 0.0
         self.next_ckpt = job.interval_s
         self.active: dict[int, Fault] = {}
-        self.speed_now = 1.0
         self.run_s = self.ckpt_s = self.recover_s = self.evict_s = 0.0
         self.lost_s = self.slow_loss_s = self.detect_s = 0.0
         self.fail_stops = self.mitigated = self.checkpoints = 0

@@ -81,6 +81,7 @@ class Executor:
         if plan.offload is not None and offload is None:
             raise ValueError("the plan offloads the optimizer but no OffloadStep was given")
         self._begin(lt, plan)
+        self._op_s = op_s  # also prices recomputation
         st = self.stats = IterationStats()
         t_begin = self.env.now
         extra = self.profiler_op_overhead_s if profile else 0.0
@@ -159,10 +160,15 @@ class Executor:
             if 0 <= out < n and at is not None and 0 <= at < n:
                 self.out_after[out].append(t)
                 self.prefetch_at[at].append(t)
+        dropped: set[int] = set()
         for key in plan.recompute:
             t = lt.key_index.get(key)
             if t is not None and lt.first_bwd_use[t] >= 0 and lt.last_fwd_use[t] >= 0:
                 self.drop_after[lt.last_fwd_use[t]].append(t)
+                dropped.add(t)
+        self.drops_of_layer: dict[int, list[int]] = {}
+        for t in sorted(dropped):
+            self.drops_of_layer.setdefault(int(lt.layer[lt.producer[t]]), []).append(t)
 
     # ---- per-op bookkeeping ---------------------------------------------------------
     def _after_op(self, i: int) -> None:
@@ -242,18 +248,14 @@ class Executor:
             yield self.events[t]
             self.stats.stall_s += self.env.now - t0
         elif self.state[t] == DROPPED:
-            yield from self._rematerialise(self.lt.layer[self.lt.producer[t]], i)
+            yield from self._rematerialise(int(self.lt.layer[self.lt.producer[t]]), i)
         if self.state[t] != RESIDENT:
             raise RuntimeError(f"tensor {self.lt.seq.t_key[t]} not available at op {i}")
 
     def _rematerialise(self, layer: int, i: int) -> Generator[simpy.Event, Any, None]:
         """Rerun the producers of every dropped tensor of ``layer`` (compute stream)."""
         lt = self.lt
-        group = [
-            t
-            for t, s in enumerate(self.state)
-            if s == DROPPED and lt.layer[lt.producer[t]] == layer
-        ]
+        group = [t for t in self.drops_of_layer.get(layer, ()) if self.state[t] == DROPPED]
         yield from self._alloc(sum(self.size[t] for t in group), i, ())
         producers = sorted({int(lt.producer[t]) for t in group})
         cost = float(self._op_s[producers].sum()) if producers else 0.0
@@ -294,7 +296,3 @@ class Executor:
         yield self.env.all_of([self._swap_out(t) for t in chosen])
         self.stats.stall_s += self.env.now - t0
         self.stats.forced_swaps += len(chosen)
-
-    def set_op_times(self, op_s: np.ndarray) -> None:
-        """Op durations of the sequence about to run (used to price recomputation)."""
-        self._op_s = op_s

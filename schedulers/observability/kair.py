@@ -55,9 +55,12 @@ class KairDetector:
         if len(flagged) == 0:
             return ()
         z_op = zscore(view.op_s.mean(axis=2), axis=1)  # ops x ranks
+        entry = view.entry_s
+        send = view.op_s[view.ops.index("send")]
+        typical = (np.median(entry, axis=0), np.median(send, axis=0))  # per iteration
         out = []
         for r in flagged[: self.params.max_findings]:
-            cause = self.trace_cause(view, int(r))
+            cause = self.trace_cause(entry[r], send[r], *typical)
             out.append(Finding(int(r), cause, self._operator(view, z_op[:, r], cause), float(d[r])))
         return tuple(out)
 
@@ -82,9 +85,11 @@ class KairDetector:
         return view.ops[best] if abs(z[best]) > self.params.op_z else "unclear"
 
     @staticmethod
-    def trace_cause(view: WindowView, rank: int) -> Cause:
-        """Step 3: late entry at the collective -> compute; aligned entry -> communication."""
-        lateness = np.median(view.entry_s[rank] - np.median(view.entry_s, axis=0))
-        send = view.op_s[view.ops.index("send")]
-        excess = np.median(send[rank] - np.median(send, axis=0))
+    def trace_cause(entry_s: np.ndarray, send_s: np.ndarray, median_entry_s: np.ndarray,
+                    median_send_s: np.ndarray) -> Cause:  # fmt: skip
+        """Step 3: late entry at the collective -> compute; aligned entry -> communication.
+        One rank's entry and link times per iteration against the window's per-iteration
+        medians over ranks (computed once per window by :meth:`detect`)."""
+        lateness = np.median(entry_s - median_entry_s)
+        excess = np.median(send_s - median_send_s)
         return "compute" if lateness >= excess else "communication"

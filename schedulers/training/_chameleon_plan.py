@@ -6,9 +6,10 @@ forward and backward; memory-reduction points (MRIs) are ops whose profiled memo
 swap-out stage and its swap-in stage (one stage before its first backward use). Score =
 min-max(coverage) + w * min-max(size^(1/3)). Greedy: take the MRI with the largest residual
 need, accept its covering candidates by score while their copies fit in the stages' slack
-("delay test": step time spread uniformly over the ops, a swap-out charges size/D2H to its
-swap-out stage, a swap-in size/H2D to its swap-in stage), else accept the best one in delay
-mode, moving its swap-in to the latest earlier stage with slack.
+("delay test": step time spread uniformly over the ops, a swap-out charges its D2H copy
+time to its swap-out stage, a swap-in its H2D copy time to its swap-in stage; both times
+from the view), else accept the best one in delay mode, moving its swap-in to the latest
+earlier stage with slack.
 
 Not modelled: peak grouping (the largest single need is attacked each round), the
 ``free_stage_delay`` release timing (the executor frees when the copy ends), optimizer-state
@@ -30,7 +31,7 @@ def _norm(x: np.ndarray) -> np.ndarray:
 def generate(p: ProfileView, redundant_bytes: int, size_filter_bytes: int,
              weight: float) -> tuple[SwapOrder, ...]:  # fmt: skip
     """The swap orders that clear the memory-reduction points (see module docstring)."""
-    stage = np.r_[0, np.cumsum((np.diff(p.phase) != 0) | (np.diff(p.layer) != 0))]
+    stage = p.stage
     first = np.flatnonzero(np.r_[True, np.diff(stage) != 0])
     labels = [(int(p.phase[i]), int(p.layer[i])) for i in first]
     op_s = p.step_s / max(p.n_ops - 1, 1)  # uniform time per op
@@ -47,6 +48,7 @@ def generate(p: ProfileView, redundant_bytes: int, size_filter_bytes: int,
     mri_st = stage[mri]
     covers = (mri_st[None, :] > out_st[:, None]) & (mri_st[None, :] < in_st[:, None])
     size = p.size_bytes[cand].astype(float)
+    out_s, in_s = p.swap_out_s[cand].tolist(), p.swap_in_s[cand].tolist()
     score = _norm(covers.sum(axis=1).astype(float)) + weight * _norm(np.cbrt(size))
     residual = need[mri].astype(float)
     taken = np.zeros(len(cand), dtype=bool)
@@ -59,7 +61,7 @@ def generate(p: ProfileView, redundant_bytes: int, size_filter_bytes: int,
         pool = pool[np.lexsort((out_st[pool], -score[pool]))]
         accepted = False
         for c in pool.tolist():
-            d_out, d_in = size[c] / p.d2h_Bps, size[c] / p.h2d_Bps
+            d_out, d_in = out_s[c], in_s[c]
             if time_left[out_st[c]] >= d_out and time_left[in_st[c]] >= d_in:
                 _accept(c, in_st[c], d_out, d_in, out_st, mri_st, time_left, residual, size)
                 taken[c], accepted = True, True
@@ -68,7 +70,7 @@ def generate(p: ProfileView, redundant_bytes: int, size_filter_bytes: int,
                     break
         if not accepted:
             c = int(pool[0])  # delay mode
-            d_out, d_in = size[c] / p.d2h_Bps, size[c] / p.h2d_Bps
+            d_out, d_in = out_s[c], in_s[c]
             st = _delay_stage(int(out_st[c]), int(in_st[c]), d_in, time_left)
             _accept(c, st, d_out, d_in, out_st, mri_st, time_left, residual, size)
             taken[c] = True

@@ -2,9 +2,10 @@
 
 Capuchin (Peng et al., ASPLOS'20): a passive first iteration records every tensor's
 accesses; then, per activation, ``FreeTime = SwapInStart - SwapOutEnd`` with
-``SwapOutEnd = t_evict + size/BW`` and ``SwapInStart = t_back - size/BW``. Swaps are chosen
-in FreeTime order while they hide (FreeTime > 0) until the memory excess is covered; the
-rest is covered by recomputation in ``MSPS = size / recompute time`` order. The prefetch
+``SwapOutEnd = t_evict + size/BW`` and ``SwapInStart = t_back - size/BW`` (both copy times
+read from the view, the mechanism's estimates). Swaps are chosen in FreeTime order while
+they hide (FreeTime > 0) until the memory excess is covered; the rest is covered by
+recomputation in ``MSPS = size / recompute time`` order. The prefetch
 ("in-trigger") is the last op that starts before ``SwapInStart``.
 
 Simplified: the plan is fixed after the profiled iteration (no runtime feedback adjusting
@@ -56,8 +57,8 @@ class StaticSwap:
         t_evict = p.op_end_s[p.last_fwd_use[cand]]
         t_back = p.op_start_s[p.first_bwd_use[cand]]
         size = p.size_bytes[cand]
-        swap_in_start = t_back - size / p.h2d_Bps
-        free_time = swap_in_start - (t_evict + size / p.d2h_Bps)
+        swap_in_start = t_back - p.swap_in_s[cand]
+        free_time = swap_in_start - (t_evict + p.swap_out_s[cand])
         swaps: list[SwapOrder] = []
         chosen: set[int] = set()
         for j in np.argsort(-free_time, kind="stable"):

@@ -4,7 +4,8 @@
 :class:`StepReport` of the previous iteration (None before the first); the policy returns a
 :class:`StepDecision`: a :class:`SwapPlan` and whether to run the profiler. A profiled
 iteration's report carries a :class:`ProfileView` (op trace, tensors, measured times, the
-no-swap memory timeline and the link bandwidths, all estimated by the mechanism).
+no-swap memory timeline and each tensor's swap-out/in copy times, all estimated by the
+mechanism).
 
 ``training.schedule``: the policy returns, per pipeline stage, the order of its forward and
 backward work units (:class:`Unit`) from a :class:`PipelineView`.
@@ -74,6 +75,7 @@ class ProfileView:
     n_ops: int
     phase: np.ndarray  # per op: 0 FWD, 1 BWD, 2 OPT
     layer: np.ndarray  # per op
+    stage: np.ndarray  # per op: index of its contiguous (phase, layer) block
     op_start_s: np.ndarray  # per op, measured from the iteration start
     op_end_s: np.ndarray
     memory_bytes: np.ndarray  # per op: states + live tensors if nothing were swapped
@@ -82,9 +84,9 @@ class ProfileView:
     last_fwd_use: np.ndarray  # per tensor, op index (-1: none)
     first_bwd_use: np.ndarray  # per tensor, op index (-1: none)
     recompute_s: np.ndarray  # per tensor: time to rerun its producer (mechanism estimate)
+    swap_out_s: np.ndarray  # per tensor: device-to-host copy time (mechanism estimate)
+    swap_in_s: np.ndarray  # per tensor: host-to-device copy time (mechanism estimate)
     capacity_bytes: int
-    d2h_Bps: float
-    h2d_Bps: float
     step_s: float
 
 
