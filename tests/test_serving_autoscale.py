@@ -16,7 +16,7 @@ import simulator
 from schedulers.serving.scale_hysteresis import HysteresisParams, HysteresisScaling
 from schedulers.serving.scale_reactive import ReactiveParams, ReactiveScaling
 from schedulers.serving.view import ConfigView, DeploymentView, ScaleView, UnitView
-from simulator.cli import main
+from tests.cli_helpers import cli_error
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(0)
@@ -207,25 +207,16 @@ def test_slo_classes_report_attainment_per_class(tmp_path: Path) -> None:
     assert res.summary.iloc[0]["slo_attainment"] == pytest.approx(n_loose / 400)
 
 
-def _cli_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], sc: dict[str, Any]) -> str:
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
-    return err.removeprefix(f"{path}: ")
-
-
 def test_cli_bad_scaling_band(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sc = small({"name": "hysteresis", "upper": 0.4, "lower": 0.6}, {"name": "colocated"})
-    err = _cli_error(tmp_path, capsys, sc)
+    err = cli_error(tmp_path, capsys, yaml.safe_dump(sc))
     assert err.startswith("policies.scaling") and "lower (0.6) must be below upper (0.4)" in err
 
 
 def test_cli_bad_class_shares(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sc = small({"name": "none"}, {"name": "colocated"})
     sc["workload"]["slo_classes"] = [{"name": "a", "ttft_s": 1, "tpot_s": 1, "share": 0.5}]
-    err = _cli_error(tmp_path, capsys, sc)
+    err = cli_error(tmp_path, capsys, yaml.safe_dump(sc))
     assert "slo_classes: shares must sum to 1, got 0.5" in err and err.startswith("workload")
 
 
@@ -268,6 +259,6 @@ def test_cli_empty_class_names_line_and_column(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sc = classes_from_trace(tmp_path, AZURE_WITH_CLASS.replace("200,4,batch", "200,4,"))
-    assert _cli_error(tmp_path, capsys, sc) == (
+    assert cli_error(tmp_path, capsys, yaml.safe_dump(sc)) == (
         "workload: trace t.csv line 3 column Class: empty SLO class"
     )

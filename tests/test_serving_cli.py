@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cli import main
+from tests.cli_helpers import cli_error
 
 BASE = """\
 name: bad-serving
@@ -28,15 +28,6 @@ workload:
 """
 
 
-def _error(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> str:
-    path = tmp_path / "s.yaml"
-    path.write_text(text)
-    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
-    return err.removeprefix(f"{path}: ")
-
-
 def test_negative_token_count_names_line_and_column(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -45,14 +36,14 @@ def test_negative_token_count_names_line_and_column(
         "2023-11-16 18:15:46.68,374,44\n"
         "2023-11-16 18:15:50.99,-3,109\n"
     )
-    assert _error(tmp_path, capsys, BASE) == (
+    assert cli_error(tmp_path, capsys, BASE) == (
         "workload: trace trace.csv line 3 column ContextTokens: '-3' is not a count >= 0"
     )
 
 
 def test_missing_column_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "trace.csv").write_text("TIMESTAMP,ContextTokens\n2023-11-16 18:15:46.68,374\n")
-    assert _error(tmp_path, capsys, BASE) == (
+    assert cli_error(tmp_path, capsys, BASE) == (
         "workload: trace trace.csv line 1: missing column(s) GeneratedTokens"
     )
 
@@ -66,7 +57,7 @@ def test_model_too_big_names_the_bytes_short(
     text = BASE.replace("llama-3-8b", "llama-2-70b")
     # 69e9 params x 2 B = 138e9 B of weights; one L4 at 0.9 holds 0.9 x 24 GiB
     short = 138_000_000_000 - int(0.9 * 24 * 2**30)
-    assert _error(tmp_path, capsys, text) == (
+    assert cli_error(tmp_path, capsys, text) == (
         f"workload: model llama-2-70b (138000000000 B of fp16 weights) does not fit on "
         f"1 x l4 at mem_fraction 0.9: {short} bytes short"
     )

@@ -11,6 +11,7 @@ import yaml
 
 import simulator
 from simulator.errors import ScenarioError
+from tests.test_serving_mechanism import a100_time  # the A100-80GB roofline by hand
 from workloads.serving_cost import IterationCost
 from workloads.serving_models import mixtral_spec
 
@@ -23,15 +24,6 @@ TOTAL = L * E * EXPERT + L * (ATTN + H * E) + (2 * L + 1) * H + 2 * V * H
 ACTIVE = TOTAL - L * (E - K) * EXPERT
 NON_EXPERT = TOTAL - L * E * EXPERT
 KV_PER_TOKEN = 2 * L * 8 * 128 * 2  # 131072 B at fp16
-# A100-80GB (catalogue.yaml): 312e12 fp16, Hill curve (0.8647, 5.331e8, 0.3272),
-# 2039e9 B/s at constant efficiency 0.8426, 5 us launch.
-PEAK, BW, MEM_EFF, LAUNCH = 312e12, 2039e9, 0.8426, 5e-6
-
-
-def a100_time(flops: float, nbytes: float) -> float:
-    """Roofline by hand on one A100."""
-    eff = 0.8647 / (1 + (5.331e8 / flops) ** 0.3272)
-    return max(flops / (PEAK * eff), nbytes / (BW * MEM_EFF)) + LAUNCH
 
 
 def test_parameter_counts_match_the_published_totals() -> None:

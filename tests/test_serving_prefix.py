@@ -12,26 +12,22 @@ import numpy as np
 import pytest
 import yaml
 
-import simulator
 from schedulers.serving.route_prefix_affinity import PrefixAffinityParams, PrefixAffinityRouting
 from schedulers.serving.view import InstanceView, RouteView
-from simulator.cli import main
+from tests.cli_helpers import cli_error
+from tests.test_serving_autoscale import run
+from tests.test_serving_mechanism import (  # Llama-3-8B on one A100-80GB, by hand
+    HIDDEN,
+    KV_PER_TOKEN,
+    LAYERS,
+    PARAMS,
+    WEIGHTS,
+    a100_time,
+)
 from workloads.serving_traces import TraceConfig, read_trace
 
 DATA = Path(__file__).parents[1] / "workloads" / "data" / "serving"
 SAMPLE = DATA / "mooncake_conversation_sample.jsonl"
-
-# Llama-3-8B on one A100-80GB, as tests/test_serving_mechanism.py works them out:
-PARAMS, LAYERS, HIDDEN = 8.03e9, 32, 4096
-KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # 131072 B
-WEIGHTS = int(PARAMS * 2)
-PEAK, BW, MEM_EFF, LAUNCH = 312e12, 2039e9, 0.8426, 5e-6
-
-
-def a100_time(flops: float, nbytes: float) -> float:
-    """Roofline by hand on one A100-80GB (Hill curve 0.8647, 5.331e8, 0.3272)."""
-    eff = 0.8647 / (1 + (5.331e8 / flops) ** 0.3272)
-    return max(flops / (PEAK * eff), nbytes / (BW * MEM_EFF)) + LAUNCH
 
 
 def prefill_time(q: int, c: int) -> float:
@@ -76,12 +72,6 @@ def scenario(n: int, cache: bool = True, kv_tokens: int | None = None) -> dict[s
         "policies": {"deployment": {"name": "fixed", "instances": [{"gpu_type": "a100-80gb"}]}},
         "outputs": {"spans": False},
     }  # fmt: skip
-
-
-def run(sc: dict[str, Any], tmp_path: Path) -> Any:
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    return simulator.run(path)
 
 
 # ---- importer -----------------------------------------------------------------------
@@ -208,12 +198,7 @@ def test_cache_needs_hashes_cli_error(tmp_path: Path, capsys: pytest.CaptureFixt
     (tmp_path / "trace.jsonl").write_text(
         '{"timestamp": 0, "input_length": 600, "output_length": 5}\n'
     )
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(scenario(1)))
-    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
-    assert err.removeprefix(f"{path}: ") == (
+    assert cli_error(tmp_path, capsys, yaml.safe_dump(scenario(1))) == (
         "workload: workload.prefix_cache: needs requests with prefix-block hashes "
         "(a mooncake trace with hash_ids and lengths: trace)"
     )
