@@ -13,8 +13,8 @@ import sys
 import time
 from typing import Any
 
-import simulator
-from simulator.scenario import from_dict
+import hetsim
+from hetsim.simulator.scenario import from_dict
 
 
 def scenario(gpus: int, jobs: int, contention: bool = False) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def measure(gpus: int, jobs: int, contention: bool = False) -> float:
     """Jobs per CPU second of this process (build + run); wall time printed too."""
     sc = from_dict(scenario(gpus, jobs, contention))
     t0, c0 = time.perf_counter(), time.process_time()
-    res = simulator.run(sc)
+    res = hetsim.run(sc)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     row = res.summary.iloc[0]
     label = "contention on " if contention else ""

@@ -11,8 +11,7 @@ import argparse
 import time
 from pathlib import Path
 
-import simulator
-
+import hetsim
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "kale.yaml"
 POLICIES = {"static": {"name": "static", "replicas": 12}, "hpa": "hpa", "kale": "kale"}
 PAPER = {"lag": -69.2, "downtime": -33.1, "hpa_slo": 19.57, "kale_slo": 2.6}
@@ -24,7 +23,7 @@ def speed(days: float) -> None:
     for name, policy in POLICIES.items():
         over = {"workload.duration_s": days * 86400, "policies.autoscaler": policy}
         t0 = time.perf_counter()
-        result = simulator.run(SCENARIO, overrides=over)
+        result = hetsim.run(SCENARIO, overrides=over)
         wall = time.perf_counter() - t0
         total += wall
         steps = len(result.tables["timeline"])
@@ -38,7 +37,7 @@ def headline() -> None:
     rows = {}
     for name, policy in POLICIES.items():
         over = {"policies.autoscaler": policy, "workload.record_timeline": False}
-        rows[name] = simulator.run(SCENARIO, overrides=over).summary.iloc[0]
+        rows[name] = hetsim.run(SCENARIO, overrides=over).summary.iloc[0]
     print(f"{'policy':7s} {'acc. lag (sample-s)':>20s} {'downtime s':>11s} {'SLO viol.':>10s} "
           f"{'(samples)':>10s} {'actions':>8s} {'GPU-h':>8s}")  # fmt: skip
     for name, r in rows.items():

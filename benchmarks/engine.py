@@ -13,8 +13,7 @@ import time
 import numpy as np
 import simpy
 
-import simulator
-
+import hetsim
 SERVERS = 4
 RATE_PER_S = 3.6  # utilisation 0.9 with mu = 1
 
@@ -64,10 +63,10 @@ def _count_events(env: simpy.Environment) -> list[int]:
 
 def hetsim(n: int, seed: int) -> tuple[float, int, float]:
     """hetsim's mmc scenario with n customers. Returns (wall s, events, mean wait)."""
-    from simulator.engine import Simulation
-    from simulator.runner import build
+    from hetsim.simulator.engine import Simulation
+    from hetsim.simulator.runner import build
 
-    sc = simulator.load_scenario(
+    sc = hetsim.load_scenario(
         "scenarios/mmc.yaml",
         {"workload.num_requests": n, "workload.warmup_requests": 0, "seed": seed},
     )

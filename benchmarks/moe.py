@@ -17,10 +17,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import simulator
+import hetsim
 from benchmarks.engine import _count_events, bare_simpy
-from simulator.engine import Simulation
-from simulator.runner import build
+from hetsim.simulator.engine import Simulation
+from hetsim.simulator.runner import build
 
 CPU_S: list[float] = []  # CPU seconds of the last simulate phase (wall time varies with load)
 SCENARIO: dict[str, Any] = {

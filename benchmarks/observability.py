@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-import simulator
-
+import hetsim
 ROOT = Path(__file__).resolve().parent.parent
 KAIR = ROOT / "scenarios" / "kair.yaml"
 FAULTS = ROOT / "scenarios" / "faults.yaml"
@@ -29,12 +28,12 @@ DETECTORS = ("kair", "zscore", "threshold", "kaiops")
 
 def speed() -> None:
     """Wall time and rank-iterations per second of the 2,048 x 1,000 run per detector."""
-    sc = simulator.load_scenario(KAIR)
+    sc = hetsim.load_scenario(KAIR)
     n = sc.workload.ranks * sc.workload.iterations
     print(f"== speed: {sc.workload.ranks} ranks x {sc.workload.iterations} iterations ==")
     for det in DETECTORS:
         t0 = time.perf_counter()
-        simulator.run(KAIR, overrides={"policies.detector": det})
+        hetsim.run(KAIR, overrides={"policies.detector": det})
         wall = time.perf_counter() - t0
         print(f"  {det:10s} {wall:6.2f} s   {n / wall:12,.0f} rank-iterations/s")
 
@@ -46,7 +45,7 @@ def kair_figures(seeds: list[int]) -> None:
     rows = []
     for seed in seeds:
         for det in DETECTORS:
-            res = simulator.run(KAIR, seed=seed, overrides={"policies.detector": det})
+            res = hetsim.run(KAIR, seed=seed, overrides={"policies.detector": det})
             rows.append({"detector": det, "seed": seed, **res.summary.iloc[0][cols].to_dict()})
     table = pd.DataFrame(rows).groupby("detector", sort=False)[cols].mean()
     print(f"\n== kair.yaml: mean over seeds {seeds} ==")
@@ -55,7 +54,7 @@ def kair_figures(seeds: list[int]) -> None:
 
 def fault_figures(workers: int) -> None:
     """The faults scenario's sweep: MTBF, ETTR per interval and detector quality."""
-    table = simulator.sweep(FAULTS, workers=workers)
+    table = hetsim.sweep(FAULTS, workers=workers)
     table["detector"] = table["policies.detector"].map(lambda s: "poor" if "0.5" in s else "good")
     row = table.iloc[0]
     print("\n== faults.yaml ==")

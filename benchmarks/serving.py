@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import simulator
-from simulator.scenario import from_dict
+import hetsim
+from hetsim.simulator.scenario import from_dict
 
 SCENARIO: dict[str, Any] = {
     "name": "serving-bench",
@@ -79,7 +79,7 @@ def run(n: int, cache: bool | None = None) -> None:
         label = f"Mooncake, prefix cache {'on' if cache else 'off'}: "
     sc = from_dict(raw, file="benchmarks/serving.py", base_dir=Path(__file__).resolve().parent)
     t0, c0 = time.perf_counter(), time.process_time()
-    res = simulator.run(sc)
+    res = hetsim.run(sc)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     s = res.summary.iloc[0]
     hit = f", prefix hit rate {s.prefix_hit_rate:.3f}" if cache is not None else ""

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import psutil
 
-import simulator
-from simulator.scenario import Scenario, from_dict, read_yaml
+import hetsim
+from hetsim.simulator.scenario import Scenario, from_dict, read_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,7 @@ def timed(sc: object, repeats: int = REPEATS, **kwargs: object) -> float:
     for _ in range(repeats):
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
-            table = simulator.sweep(sc, out=tmp, **kwargs)  # type: ignore[arg-type]
+            table = hetsim.sweep(sc, out=tmp, **kwargs)  # type: ignore[arg-type]
         assert table["error"].isna().all()
         best = min(best, time.perf_counter() - t0)
     return best
@@ -94,7 +94,7 @@ def memory_run(points: int) -> None:
 
     def big() -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            simulator.sweep(tiny, out=tmp, workers=2)
+            hetsim.sweep(tiny, out=tmp, workers=2)
 
     wall, peak = peak_rss_during(big)
     print(f"{points:,}-point tiny sweep on 2 workers: {wall:.0f} s; parent RSS {rss0:.0f} MB "

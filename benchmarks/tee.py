@@ -13,8 +13,7 @@ import argparse
 import time
 from pathlib import Path
 
-import simulator
-
+import hetsim
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMES = ("none", "cacheline", "tensortee", "h100-cc")
 
@@ -25,7 +24,7 @@ def speed(steps: int) -> None:
     total = 0.0
     for scheme in SCHEMES:
         t0 = time.perf_counter()
-        res = simulator.run(sc, workload__steps=steps, workload__model="gpt3-6.7b",
+        res = hetsim.run(sc, workload__steps=steps, workload__model="gpt3-6.7b",
                             policies__protection=scheme)  # fmt: skip
         wall = time.perf_counter() - t0
         total += wall
@@ -37,7 +36,7 @@ def speed(steps: int) -> None:
 
 def tensortee() -> None:
     """Speedup over cacheline and overhead over non-secure, per model size."""
-    t = simulator.sweep(ROOT / "scenarios" / "tensortee.yaml", overrides={"workload.steps": 2})
+    t = hetsim.sweep(ROOT / "scenarios" / "tensortee.yaml", overrides={"workload.steps": 2})
     p = t.pivot(index="workload.model", columns="policies.protection", values="step_s")
     p = p.loc[sorted(p.index, key=lambda m: float(m.split("-")[1][:-1]))]
     p["speedup_vs_cacheline"] = p["cacheline"] / p["tensortee"]
@@ -50,7 +49,7 @@ def tensortee() -> None:
 
 def tee_nna() -> None:
     """Speedup over TEE-only and hidden share per model and execution policy."""
-    t = simulator.sweep(ROOT / "scenarios" / "tee_nna.yaml", overrides={"workload.steps": 2})
+    t = hetsim.sweep(ROOT / "scenarios" / "tee_nna.yaml", overrides={"workload.steps": 2})
     cols = ["workload.model", "policies.execution", "step_s", "speedup_vs_tee_only",
             "hidden_share", "offloaded_ops"]  # fmt: skip
     print(t[cols].round(4).to_string(index=False))

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-import simulator
-
+import hetsim
 ROOT = Path(__file__).resolve().parent.parent
 CH = ROOT / "scenarios" / "chameleon.yaml"
 SP = ROOT / "scenarios" / "slimpipe.yaml"
@@ -34,7 +33,7 @@ def speed(iterations: int) -> None:
         "workload.variability": {"every_iters": 25, "moe_ops_max": 16, "branch_ops": 2},
     }  # fmt: skip
     t0 = time.perf_counter()
-    res = simulator.run(CH, overrides=over)
+    res = hetsim.run(CH, overrides=over)
     wall = time.perf_counter() - t0
     it = res.tables["iterations"]
     ops = int(it["op_count"].sum())
@@ -47,7 +46,7 @@ def speed(iterations: int) -> None:
 
 def chameleon() -> None:
     """The model-size sweep and the profiling-overhead comparison."""
-    t = simulator.sweep(CH, workers=1)
+    t = hetsim.sweep(CH, workers=1)
     cols = ["workload.size_x_hbm", "policies.swap", "layers", "footprint_x_hbm", "oom",
             "iteration_s", "last_iteration_s", "stall_s", "forced_swaps", "mfu"]  # fmt: skip
     print(t[cols].round(3).to_string(index=False))
@@ -60,8 +59,8 @@ def chameleon() -> None:
     largest = t[t.oom == 0].groupby("policies.swap")["footprint_x_hbm"].max()
     print("largest trainable footprint (x HBM):", largest.round(2).to_dict())
     base = {"workload.size_x_hbm": 2.0}
-    a = simulator.run(CH, overrides=base).summary.iloc[0]
-    b = simulator.run(
+    a = hetsim.run(CH, overrides=base).summary.iloc[0]
+    b = hetsim.run(
         CH, overrides={**base, "policies.swap": {"name": "chameleon", "profile_every_step": True}}
     )
     bp = b.summary.iloc[0].profile_s
@@ -71,7 +70,7 @@ def chameleon() -> None:
 
 def slimpipe() -> None:
     """The context sweep of the pipeline schedules."""
-    t = simulator.sweep(SP, workers=1)
+    t = hetsim.sweep(SP, workers=1)
     t["peak_act_GB"] = t.peak_act_stage0_bytes / 1e9
     t["peak_GB"] = t.peak_bytes / 1e9
     cols = ["workload.model.seq_len", "workload.recompute", "policies.schedule",

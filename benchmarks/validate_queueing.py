@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import simulator
-from simulator.scenario import from_dict
+import hetsim
+from hetsim.simulator.scenario import from_dict
 from tests.queueing_theory import erlang_c, queue_scenario
 
 PER_REP = 1_000_000
@@ -32,7 +32,7 @@ CASES = [(1, 0.5, 4), (4, 0.5, 8), (16, 0.5, 60), (1, 0.9, 24), (4, 0.9, 24), (1
 def one(args: tuple[int, float, int, int]) -> tuple[float, float]:
     """(P(wait), mean wait) of one replication."""
     c, rho, n, seed = args
-    result = simulator.run(from_dict(queue_scenario(c, rho * c, n)), seed=seed)
+    result = hetsim.run(from_dict(queue_scenario(c, rho * c, n)), seed=seed)
     return float(result["p_wait"]), float(result["mean_wait_s"])
 
 

@@ -4,6 +4,6 @@ Importing the package registers every shipped catalogue entry by name
 (:func:`devices.catalogue.register_catalogue`, idempotent).
 """
 
-from devices.catalogue import register_catalogue
+from hetsim.devices.catalogue import register_catalogue
 
 register_catalogue()

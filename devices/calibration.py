@@ -29,7 +29,7 @@ derived 1 KiB floors (:data:`ANCHORS`) therefore join the C01/C02 fits at weight
 NCCL switches protocol between 1 KiB and 1 MiB, so no monotone curve meets both: the
 A100 ring fit lands within 8% on C01 and about +67% at 1 KiB (1.9 us per step).
 
-Run ``python -m devices.calibration`` for the table of measured vs predicted values and
+Run ``python -m hetsim.devices.calibration`` for the table of measured vs predicted values and
 ``--write`` to write the fitted values into the ``# fit: KEY`` lines of the catalogues.
 """
 
@@ -45,8 +45,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from devices import catalogue
-from devices.calibration_points import (
+from hetsim.devices import catalogue
+from hetsim.devices.calibration_points import (
     ANCHOR_WEIGHT,
     ANCHORS,
     BYTES_PER_ELEMENT,
@@ -59,10 +59,10 @@ from devices.calibration_points import (
     UNMODELLED,
     Point,
 )
-from devices.collectives import AlgorithmFit, CollectiveFabric, bus_bandwidth_Bps
-from devices.collectives import collective_time_s as _collective_time_s
-from devices.roofline import gemm_bytes, gemm_flops, op_time_s
-from devices.spec import DeviceSpec, EfficiencyCurve, LinkSpec
+from hetsim.devices.collectives import AlgorithmFit, CollectiveFabric, bus_bandwidth_Bps
+from hetsim.devices.collectives import collective_time_s as _collective_time_s
+from hetsim.devices.roofline import gemm_bytes, gemm_flops, op_time_s
+from hetsim.devices.spec import DeviceSpec, EfficiencyCurve, LinkSpec
 
 __all__ = [
     "Catalogues",

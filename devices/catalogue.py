@@ -19,10 +19,10 @@ from typing import Any, cast, get_args
 
 import yaml
 
-from devices.collectives import AlgorithmFit, CollectiveFabric
-from devices.spec import DeviceKind, DeviceSpec, EfficiencyCurve, LinkKind, LinkSpec, PricePreset
-from simulator import registry
-from simulator.registry import UnknownName
+from hetsim.devices.collectives import AlgorithmFit, CollectiveFabric
+from hetsim.devices.spec import DeviceKind, DeviceSpec, EfficiencyCurve, LinkKind, LinkSpec, PricePreset
+from hetsim.simulator import registry
+from hetsim.simulator.registry import UnknownName
 
 DATA_DIR = Path(__file__).resolve().parent
 DEVICE_FILE = DATA_DIR / "catalogue.yaml"
@@ -301,27 +301,22 @@ def shipped_fabrics() -> dict[str, CollectiveFabric]:
     return load_fabric_catalogue(LINK_FILE)
 
 
-def _lookup(table: Mapping[str, Any], kind: str, name: str) -> Any:
-    """``table[name]`` or UnknownName listing the valid names."""
-    try:
-        return table[name]
-    except KeyError:
-        raise UnknownName(kind, name, sorted(table)) from None
-
-
 def device_spec(name: str) -> DeviceSpec:
-    """The shipped DeviceSpec named ``name``."""
-    return cast(DeviceSpec, _lookup(shipped_devices(), "device type", name))
+    """The DeviceSpec named ``name`` (shipped or from a user catalogue)."""
+    register_catalogue()
+    return cast(DeviceSpec, registry.device_types.get(name))
 
 
 def link_spec(name: str) -> LinkSpec:
-    """The shipped LinkSpec named ``name``."""
-    return cast(LinkSpec, _lookup(shipped_links(), "link type", name))
+    """The LinkSpec named ``name`` (shipped or from a user catalogue)."""
+    register_catalogue()
+    return cast(LinkSpec, registry.link_types.get(name))
 
 
 def fabric_spec(name: str) -> CollectiveFabric:
-    """The shipped CollectiveFabric named ``name``."""
-    return cast(CollectiveFabric, _lookup(shipped_fabrics(), "collective fabric", name))
+    """The CollectiveFabric named ``name`` (shipped or from a user catalogue)."""
+    register_catalogue()
+    return cast(CollectiveFabric, registry.fabrics.get(name))
 
 
 def _headline_peak(spec: DeviceSpec) -> str:
@@ -349,7 +344,12 @@ def link_doc(spec: LinkSpec) -> str:
     )
 
 
-def _register(table: registry.Registry[Any], specs: Mapping[str, Any], doc: Any) -> None:
+def fabric_doc(spec: CollectiveFabric) -> str:
+    """One line for ``hetsim list``: name, bandwidth, algorithms."""
+    return f"{spec.display_name}: {spec.bandwidth_Bps / 1e9:g} GB/s, {', '.join(spec.algorithms)}"
+
+
+def register(table: registry.Registry[Any], specs: Mapping[str, Any], doc: Any) -> None:
     """Add each spec unless already registered as an equal spec; a clash is an error."""
     for name, spec in specs.items():
         if name in table:
@@ -361,5 +361,12 @@ def _register(table: registry.Registry[Any], specs: Mapping[str, Any], doc: Any)
 
 def register_catalogue() -> None:
     """Register every shipped device and link type (idempotent)."""
-    _register(registry.device_types, shipped_devices(), device_doc)
-    _register(registry.link_types, shipped_links(), link_doc)
+    if _registered:
+        return
+    register(registry.device_types, shipped_devices(), device_doc)
+    register(registry.link_types, shipped_links(), link_doc)
+    register(registry.fabrics, shipped_fabrics(), fabric_doc)
+    _registered.append(True)
+
+
+_registered: list[bool] = []

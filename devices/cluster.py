@@ -15,13 +15,13 @@ from typing import Any
 import simpy
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
-from devices.catalogue import fabric_spec as registry_fabric
-from devices.compute import ComputeDevice
-from devices.group import CommGroup
-from devices.memory import MemoryPool
-from devices.topology import Topology, TopologyLinks, from_dict
-from simulator import registry
-from simulator.engine import Simulation
+from hetsim.devices.catalogue import fabric_spec as registry_fabric
+from hetsim.devices.compute import ComputeDevice
+from hetsim.devices.group import CommGroup
+from hetsim.devices.memory import MemoryPool
+from hetsim.devices.topology import Topology, TopologyLinks, from_dict
+from hetsim.simulator import registry
+from hetsim.simulator.engine import Simulation
 
 SWITCH_TYPES = ("switch", "nvswitch")
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from devices.spec import EfficiencyCurve
+from hetsim.devices.spec import EfficiencyCurve
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "all_reduce": ("ring", "tree", "nvls"),

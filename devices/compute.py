@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import simpy
 
-from devices.roofline import OpCost, op_cost, op_times_s
-from devices.spec import DeviceSpec
-from simulator.engine import Simulation
+from hetsim.devices.roofline import OpCost, op_cost, op_times_s
+from hetsim.devices.spec import DeviceSpec
+from hetsim.simulator.engine import Simulation
 
 
 class ComputeDevice:

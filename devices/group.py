@@ -14,8 +14,8 @@ from typing import Any
 
 import simpy
 
-from devices.collectives import CollectiveFabric, check_op, collective_time_s
-from simulator.engine import Simulation
+from hetsim.devices.collectives import CollectiveFabric, check_op, collective_time_s
+from hetsim.simulator.engine import Simulation
 
 COLLECTIVE_COLUMNS = ("group", "op", "algorithm", "ranks", "nbytes", "queued_s", "start_s", "end_s")
 

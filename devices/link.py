@@ -25,8 +25,8 @@ from typing import Any
 
 import simpy
 
-from devices.spec import LinkSpec
-from simulator.engine import Simulation
+from hetsim.devices.spec import LinkSpec
+from hetsim.simulator.engine import Simulation
 
 COPY_COLUMNS = ("link", "name", "nbytes", "queued_s", "start_s", "end_s")
 

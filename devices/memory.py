@@ -10,7 +10,7 @@ tag below zero).
 
 from __future__ import annotations
 
-from simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.engine import InvariantViolation, Simulation
 
 
 class OutOfMemory(Exception):

@@ -28,7 +28,7 @@ from typing import Any
 
 import simpy
 
-from simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.engine import InvariantViolation, Simulation
 
 FLOW_COLUMNS = ("network", "name", "nbytes", "path", "queued_s", "start_s", "end_s")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from devices.spec import DeviceSpec
+from hetsim.devices.spec import DeviceSpec
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,10 @@ from typing import Any, Literal
 import networkx as nx
 import simpy
 
-from devices.link import DuplexLink, Link, hold_links
-from devices.network import FlowNetwork
-from devices.spec import LinkSpec
-from simulator.engine import Simulation
+from hetsim.devices.link import DuplexLink, Link, hold_links
+from hetsim.devices.network import FlowNetwork
+from hetsim.devices.spec import LinkSpec
+from hetsim.simulator.engine import Simulation
 
 CopyMode = Literal["pipelined", "store_and_forward"]
 SpecSource = Callable[[str], LinkSpec] | Mapping[str, LinkSpec] | None
@@ -259,7 +259,7 @@ def resolve_link_spec(ref: LinkSpec | str, specs: SpecSource = None) -> LinkSpec
     if isinstance(ref, LinkSpec):
         return ref
     if specs is None:
-        from devices.catalogue import link_spec  # lazy: only needed for names
+        from hetsim.devices.catalogue import link_spec  # lazy: only needed for names
 
         return link_spec(ref)
     if isinstance(specs, Mapping):

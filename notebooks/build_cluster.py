@@ -28,12 +28,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-import simulator
-
+import hetsim
 ROOT = Path.cwd() if (Path.cwd() / "scenarios").exists() else Path.cwd().parent
 SMALL = os.environ.get("HETSIM_NOTEBOOK_SMALL") == "1"
 JOBS = 60 if SMALL else 300
-SCENARIO = simulator.load_scenario(ROOT / "scenarios" / "cuckoo.yaml",
+SCENARIO = hetsim.load_scenario(ROOT / "scenarios" / "cuckoo.yaml",
                                    {"workload.jobs.num_jobs": JOBS})
 POLICIES = {
     "cuckoo": ("cuckoo", "cuckoo", "cuckoo"),
@@ -52,7 +51,7 @@ def over(o, p, a, **extra):
     ),
     (
         "code",
-        """results = {n: simulator.run(SCENARIO, overrides=over(*p)) for n, p in POLICIES.items()}
+        """results = {n: hetsim.run(SCENARIO, overrides=over(*p)) for n, p in POLICIES.items()}
 summary = pd.concat({n: r.summary.iloc[0] for n, r in results.items()}, axis=1).T
 summary[["dsr", "mean_jct_s", "p99_jct_s", "makespan_s", "utilisation", "packed_share"]]""",
     ),
@@ -73,11 +72,11 @@ ax.legend()""",
 rows = []
 for lo, hi in TIGHTNESS:
     for n, p in POLICIES.items():
-        s = simulator.run(SCENARIO, overrides=over(*p, **{
+        s = hetsim.run(SCENARIO, overrides=over(*p, **{
             "workload.deadlines.factor_low": lo, "workload.deadlines.factor_high": hi}))
         row = s.summary.iloc[0]
         rows.append({"policy": n, "lambda": f"U[{lo}, {hi}]", "dsr": row["dsr"]})
-    coarse = simulator.run(SCENARIO, overrides=over(*POLICIES["cuckoo"], **{
+    coarse = hetsim.run(SCENARIO, overrides=over(*POLICIES["cuckoo"], **{
         "workload.deadlines.factor_low": lo, "workload.deadlines.factor_high": hi,
         "policies.packing.estimate": "group", "policies.allocation.estimate": "group"}))
     rows.append({"policy": "cuckoo (coarse estimate)", "lambda": f"U[{lo}, {hi}]",
@@ -92,7 +91,7 @@ dsr""",
 rows = []
 for rate in RATES:
     for n, p in POLICIES.items():
-        s = simulator.run(SCENARIO, overrides=over(*p, **{
+        s = hetsim.run(SCENARIO, overrides=over(*p, **{
             "workload.deadlines.factor_low": 0.5, "workload.deadlines.factor_high": 1.5,
             "workload.jobs.arrival_rate_per_s": rate}))
         rows.append({"policy": n, "arrivals per s": rate, "dsr": s.summary.iloc[0]["dsr"]})
@@ -115,11 +114,11 @@ ax.legend()""",
     ),
     (
         "code",
-        """MURI = simulator.load_scenario(ROOT / "scenarios" / "muri.yaml",
+        """MURI = hetsim.load_scenario(ROOT / "scenarios" / "muri.yaml",
                                {"workload.jobs.max_jobs": 60 if SMALL else 400})
 pairs = {"Muri-S": ("srtf", "muri"), "SRTF": ("srtf", "none"),
          "Muri-L": ("tiresias", "muri"), "Tiresias": ("tiresias", "none")}
-muri = {n: simulator.run(MURI, overrides={"policies.ordering": o, "policies.packing": p})
+muri = {n: hetsim.run(MURI, overrides={"policies.ordering": o, "policies.packing": p})
         for n, (o, p) in pairs.items()}
 cols = ["mean_jct_s", "makespan_s", "packed_share", "utilisation", "work_per_gpu_s"]
 pd.concat({n: r.summary.iloc[0][cols] for n, r in muri.items()}, axis=1).T""",

@@ -11,7 +11,7 @@ CELLS = [
 
 Traffic, forecast, replicas and lag over time for each autoscaler on the `kale.yaml`
 scenario (bursty diurnal stream), then the headline table and the forecaster sweep.
-Only the public API (`simulator.run`, `simulator.sweep`, `simulator.load_scenario`) is
+Only the public API (`hetsim.run`, `hetsim.sweep`, `hetsim.load_scenario`) is
 used. `HETSIM_NOTEBOOK_SMALL=1` (set by the test suite) shrinks the runs to one day.""",
     ),
     (
@@ -25,18 +25,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-import simulator
-
+import hetsim
 ROOT = Path.cwd() if (Path.cwd() / "scenarios").exists() else Path.cwd().parent
 SMALL = os.environ.get("HETSIM_NOTEBOOK_SMALL") == "1"
 DAYS = 1 if SMALL else 7
-SCENARIO = simulator.load_scenario(ROOT / "scenarios" / "kale.yaml",
+SCENARIO = hetsim.load_scenario(ROOT / "scenarios" / "kale.yaml",
                                    {"workload.duration_s": DAYS * 86400})
 POLICIES = {"static": {"name": "static", "replicas": 12}, "hpa": "hpa", "kale": "kale"}""",
     ),
     (
         "code",
-        """results = {name: simulator.run(SCENARIO, overrides={"policies.autoscaler": p})
+        """results = {name: hetsim.run(SCENARIO, overrides={"policies.autoscaler": p})
            for name, p in POLICIES.items()}
 summary = pd.concat({n: r.summary.iloc[0] for n, r in results.items()}, axis=1).T
 summary[["accumulated_lag_sample_s", "downtime_s", "slo_violation_rate",
@@ -68,7 +67,7 @@ fig.tight_layout()""",
         "code",
         """forecasters = ["last-value", "seasonal-naive", "holt-winters", "oracle"]
 grid = {"workload.record_timeline": False, "sweep": {"policies.forecaster": forecasters}}
-sweep = simulator.sweep(SCENARIO.with_overrides(grid))
+sweep = hetsim.sweep(SCENARIO.with_overrides(grid))
 sweep[["policies.forecaster", "forecast_wape", "accumulated_lag_sample_s",
        "slo_violation_rate", "downtime_s", "gpu_hours"]]""",
     ),

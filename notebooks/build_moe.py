@@ -13,7 +13,7 @@ CELLS = [
     ),
     new_code_cell(
         "import os\nfrom pathlib import Path\n\nimport matplotlib\n\nmatplotlib.use('Agg')\n"
-        "import matplotlib.pyplot as plt\nimport pandas as pd\n\nimport simulator\n\n"
+        "import matplotlib.pyplot as plt\nimport pandas as pd\n\nimport hetsim\n\n"
         "ROOT = Path.cwd() if (Path.cwd() / 'scenarios').exists() else Path.cwd().parent\n"
         "SMALL = os.environ.get('HETSIM_NOTEBOOK_SMALL') == '1'\n"
         "OUT = 6 if SMALL else 32\n"
@@ -25,13 +25,13 @@ CELLS = [
     ),
     new_markdown_cell("## Prefill (TTFT) and decode (TBT) speedups over kTransformers"),
     new_code_cell(
-        "base = simulator.load_scenario(HYBRIMOE)\n"
+        "base = hetsim.load_scenario(HYBRIMOE)\n"
         "grid = {'workload.model': MODELS, 'workload.cache_fraction': RATIOS,\n"
         "        'policies': base.sweep['policies']}\n"
-        "sc = simulator.load_scenario(HYBRIMOE, {'workload.output_tokens': OUT,\n"
+        "sc = hetsim.load_scenario(HYBRIMOE, {'workload.output_tokens': OUT,\n"
         "                                        'workload.prompt_tokens': PROMPT,\n"
         "                                        'sweep': grid})\n"
-        "table = simulator.sweep(sc, workers=1)\n"
+        "table = hetsim.sweep(sc, workers=1)\n"
         "table['system'] = table['system'].str.split('/').str[1]\n"
         "keys = ['workload.model', 'workload.cache_fraction']\n"
         "wide = table.pivot_table(index=keys, columns='system', values=['ttft_s', 'tbt_mean_s'])\n"
@@ -55,7 +55,7 @@ CELLS = [
         "rows = []\n"
         "for ratio in RATIOS:\n"
         "    for cache in ['lru', 'mrs']:\n"
-        "        r = simulator.run(HYBRIMOE, overrides={\n"
+        "        r = hetsim.run(HYBRIMOE, overrides={\n"
         "            'workload.cache_fraction': ratio, 'workload.output_tokens': 4 * OUT,\n"
         "            'workload.prompt_tokens': PROMPT, 'policies.cache': cache})\n"
         "        rows.append({'cache_fraction': ratio, 'cache': cache,\n"
@@ -68,7 +68,7 @@ CELLS = [
     ),
     new_markdown_cell("## AdapMoE: activated experts vs time between tokens"),
     new_code_cell(
-        "ad = simulator.sweep(ROOT / 'scenarios' / 'adapmoe.yaml',\n"
+        "ad = hetsim.sweep(ROOT / 'scenarios' / 'adapmoe.yaml',\n"
         "                     overrides={'workload.output_tokens': 2 * OUT,\n"
         "                                'workload.prompt_tokens': 8})\n"
         "ad['label'] = ['mixtral-offloading'] + [\n"
@@ -80,7 +80,7 @@ CELLS = [
     ),
     new_markdown_cell("## One decode token, layer by layer: GPU, CPU and PCIe (HybriMoE)"),
     new_code_cell(
-        "r = simulator.run(HYBRIMOE, overrides={'workload.output_tokens': 3,\n"
+        "r = hetsim.run(HYBRIMOE, overrides={'workload.output_tokens': 3,\n"
         "                                       'workload.prompt_tokens': PROMPT})\n"
         "steps = r.tables['steps']\n"
         "token = steps[steps.phase == 'decode'].iloc[-1]\n"

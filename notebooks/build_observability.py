@@ -1,7 +1,7 @@
 """Build notebooks/observability.ipynb (run: .venv/bin/python notebooks/build_observability.py).
 
-The notebook uses only the public API (simulator.run, simulator.sweep,
-simulator.load_scenario) plus pandas and matplotlib; HETSIM_NOTEBOOK_SMALL=1 shrinks it.
+The notebook uses only the public API (hetsim.run, hetsim.sweep,
+hetsim.load_scenario) plus pandas and matplotlib; HETSIM_NOTEBOOK_SMALL=1 shrinks it.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-import simulator
-
+import hetsim
 ROOT = Path.cwd() if (Path.cwd() / "scenarios").exists() else Path.cwd().parent
 SMALL = os.environ.get("HETSIM_NOTEBOOK_SMALL") == "1"
 KAIR = ROOT / "scenarios" / "kair.yaml"
@@ -41,7 +40,7 @@ DAYS = 30 if SMALL else 180""",
     ("md", "## Per-rank telemetry: mean self time per window, relative to the median rank"),
     (
         "code",
-        """res = simulator.run(KAIR, overrides={**SIZE, "workload.record_rank_windows": True})
+        """res = hetsim.run(KAIR, overrides={**SIZE, "workload.record_rank_windows": True})
 rw = res.tables["rank_windows"]
 faults = res.tables["faults"]
 heat = rw.pivot(index="rank", columns="window", values="self_s")
@@ -77,7 +76,7 @@ faults[["kind", "rank", "factor", "start_s", "detected_s", "detected_cause", "de
     ("md", "## Kair against the threshold and z-score baselines and a KAIOPS-style model"),
     (
         "code",
-        """sweep = simulator.sweep(simulator.load_scenario(KAIR, SIZE))
+        """sweep = hetsim.sweep(hetsim.load_scenario(KAIR, SIZE))
 cols = ["policies.detector", "rank_precision", "rank_recall", "rank_f1", "compute_f1",
         "comm_f1", "false_findings", "mean_delay_s"]
 sweep[cols].round(3)""",
@@ -85,8 +84,8 @@ sweep[cols].round(3)""",
     ("md", "## ETTR against the checkpoint interval (Llama 3 fault rates, 10,000 GPUs)"),
     (
         "code",
-        """sc = simulator.load_scenario(FAULTS, {"workload.duration_days": DAYS})
-table = simulator.sweep(sc)
+        """sc = hetsim.load_scenario(FAULTS, {"workload.duration_days": DAYS})
+table = hetsim.sweep(sc)
 table["detector"] = table["policies.detector"].map(lambda s: "poor" if "0.5" in s else "good")
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for det, group in table.sort_values("interval_s").groupby("detector"):

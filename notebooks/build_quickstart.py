@@ -13,8 +13,8 @@ CELLS = [
         "# hetsim quickstart\n\n"
         "Run the quickstart scenario (Llama-2-7B prefill on an A100 and an L4), read its "
         "summary and per-request table, then sweep load and dispatch policy over seeds and "
-        "plot the tail latency with confidence bands. Public API only: `simulator.run`, "
-        "`simulator.sweep`, `simulator.load_scenario`, `simulator.plotting`. "
+        "plot the tail latency with confidence bands. Public API only: `hetsim.run`, "
+        "`hetsim.sweep`, `hetsim.load_scenario`, `hetsim.plotting`. "
         "`HETSIM_NOTEBOOK_SMALL=1` (set by the test suite) shrinks the runs."
     ),
     new_code_cell(
@@ -22,14 +22,14 @@ CELLS = [
         "from pathlib import Path\n\n"
         "import matplotlib\n\n"
         'matplotlib.use("Agg")\n\n'
-        "import simulator\n"
-        "from simulator.plotting import plot_sweep, sweep_summary\n\n"
+        "import hetsim\n"
+        "from hetsim.plotting import plot_sweep, sweep_summary\n\n"
         'ROOT = Path.cwd() if (Path.cwd() / "scenarios").exists() else Path.cwd().parent\n'
         'SMALL = os.environ.get("HETSIM_NOTEBOOK_SMALL") == "1"\n'
         "N = 200 if SMALL else 2000"
     ),
     new_code_cell(
-        'result = simulator.run(ROOT / "scenarios" / "quickstart.yaml", workload__num_requests=N)\n'
+        'result = hetsim.run(ROOT / "scenarios" / "quickstart.yaml", workload__num_requests=N)\n'
         "result.summary.T"
     ),
     new_code_cell(
@@ -46,11 +46,11 @@ CELLS = [
         '        "workload.arrivals.rate_per_s": [6.0, 12.0, 18.0],\n'
         "    },\n"
         "}\n"
-        "sc = simulator.load_scenario(\n"
+        "sc = hetsim.load_scenario(\n"
         '    ROOT / "scenarios" / "quickstart.yaml",\n'
         '    {"workload.num_requests": N, "sweep": design},\n'
         ")\n"
-        "table = simulator.sweep(sc, workers=1 if SMALL else 2)\n"
+        "table = hetsim.sweep(sc, workers=1 if SMALL else 2)\n"
         'x, y, hue = "workload.arrivals.rate_per_s", "p99_sojourn_s", "policies.dispatch"\n'
         "ax = plot_sweep(table, x, y, hue=hue)\n"
         'ax.set_title("p99 sojourn, mean and 95% CI over seeds")\n'

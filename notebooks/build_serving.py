@@ -27,13 +27,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-import simulator
-
+import hetsim
 ROOT = Path.cwd() if (Path.cwd() / "scenarios").exists() else Path.cwd().parent
 SMALL = os.environ.get("HETSIM_NOTEBOOK_SMALL") == "1"
 N = 300 if SMALL else 1500
 RATES = [16, 48] if SMALL else [8, 16, 32, 48, 64]
-CAUCHY = simulator.load_scenario(ROOT / "scenarios" / "cauchy.yaml",
+CAUCHY = hetsim.load_scenario(ROOT / "scenarios" / "cauchy.yaml",
                                  {"workload.requests.num_requests": N})""",
     ),
     (
@@ -41,7 +40,7 @@ CAUCHY = simulator.load_scenario(ROOT / "scenarios" / "cauchy.yaml",
         """grid = {"sweep": {"policies.deployment": ["cauchy", "melange", "colocated", "distserve"],
                   "workload.requests.rate_per_s": RATES,
                   "workload.price_preset": ["aws-ondemand", "catalogue"]}}
-table = simulator.sweep(CAUCHY.with_overrides(grid), workers=1 if SMALL else 2)
+table = hetsim.sweep(CAUCHY.with_overrides(grid), workers=1 if SMALL else 2)
 cols = ["policies.deployment", "workload.price_preset", "workload.requests.rate_per_s",
         "slo_attainment", "tokens_per_usd", "ttft_p90_s", "tpot_p90_s", "deployment"]
 table[cols]""",
@@ -102,7 +101,7 @@ steady.round(3)""",
     ),
     (
         "code",
-        """runs = {dep: simulator.run(CAUCHY, overrides={"policies.deployment": dep,
+        """runs = {dep: hetsim.run(CAUCHY, overrides={"policies.deployment": dep,
                                           "workload.requests.rate_per_s": 48,
                                           "workload.price_preset": "aws-ondemand",
                                           "outputs.spans": True})
@@ -136,9 +135,9 @@ fig.tight_layout()""",
     ),
     (
         "code",
-        """dis = simulator.load_scenario(ROOT / "scenarios" / "disaggregation.yaml",
+        """dis = hetsim.load_scenario(ROOT / "scenarios" / "disaggregation.yaml",
                               {"workload.requests.num_requests": N})
-sweep = simulator.sweep(dis, workers=1 if SMALL else 2)
+sweep = hetsim.sweep(dis, workers=1 if SMALL else 2)
 sweep["policy"] = sweep["policies.deployment"].astype(str)
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for pol, g in sweep.groupby("policy"):
@@ -158,14 +157,14 @@ from the base deployment.""",
     ),
     (
         "code",
-        """surge = simulator.load_scenario(ROOT / "scenarios" / "cauchy-surge.yaml")
+        """surge = hetsim.load_scenario(ROOT / "scenarios" / "cauchy-surge.yaml")
 small = {"workload.requests.num_requests": 3200,
          "workload.requests.surge": {"start_s": 30, "duration_s": 30, "factor": 3}}
 pts = surge.raw["sweep"]["parameters"]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
 for scaling, rate in zip(pts["policies.scaling"], pts["workload.deployment_rate_per_s"]):
     over = {"policies.scaling": scaling, "workload.deployment_rate_per_s": rate}
-    r = simulator.run(surge.with_overrides({**over, **(small if SMALL else {})},
+    r = hetsim.run(surge.with_overrides({**over, **(small if SMALL else {})},
                                            keep_sweep=False))
     w = r.tables["windows"]
     name = scaling if isinstance(scaling, str) else scaling["name"]
@@ -187,9 +186,9 @@ cache-aware (prefix-affinity) routing, over the offered rate.""",
     ),
     (
         "code",
-        """pc = simulator.load_scenario(ROOT / "scenarios" / "prefix-cache.yaml")
+        """pc = hetsim.load_scenario(ROOT / "scenarios" / "prefix-cache.yaml")
 pc_grid = {"sweep": {**pc.raw["sweep"], "workload.requests.rate_per_s": [6, 9]}}
-pcs = simulator.sweep(pc.with_overrides(pc_grid) if SMALL else pc, workers=1)
+pcs = hetsim.sweep(pc.with_overrides(pc_grid) if SMALL else pc, workers=1)
 pcs["case"] = [
     ("on, " + (r if isinstance(r, str) else r["name"])) if c else "off"
     for c, r in zip(pcs["workload.prefix_cache"], pcs["policies.routing"])

@@ -12,7 +12,7 @@ CELLS = [
     ),
     new_code_cell(
         "import os\nfrom pathlib import Path\n\nimport matplotlib\n\nmatplotlib.use('Agg')\n"
-        "import matplotlib.pyplot as plt\n\nimport simulator\n\n"
+        "import matplotlib.pyplot as plt\n\nimport hetsim\n\n"
         "ROOT = Path.cwd() if (Path.cwd() / 'scenarios').exists() else Path.cwd().parent\n"
         "SMALL = os.environ.get('HETSIM_NOTEBOOK_SMALL') == '1'\n"
         "STEPS = 2 if SMALL else 20\n"
@@ -20,9 +20,9 @@ CELLS = [
         "['gpt3-1.3b', 'gpt3-2.7b', 'gpt3-6.7b', 'gpt3-13b']"
     ),
     new_code_cell(
-        "sc = simulator.load_scenario(ROOT / 'scenarios' / 'tensortee.yaml', "
+        "sc = hetsim.load_scenario(ROOT / 'scenarios' / 'tensortee.yaml', "
         "{'workload.steps': STEPS})\n"
-        "table = simulator.sweep(sc)\n"
+        "table = hetsim.sweep(sc)\n"
         "table = table[table['workload.model'].isin(MODELS)]\n"
         "cols = ['workload.model', 'policies.protection', 'step_s', 'overhead_vs_plain', "
         "'reencrypt_s', 'verify_s', 'metadata_s', 'micro_batches']\n"
@@ -46,7 +46,7 @@ CELLS = [
         "p"
     ),
     new_code_cell(
-        "nna = simulator.sweep(ROOT / 'scenarios' / 'tee_nna.yaml', "
+        "nna = hetsim.sweep(ROOT / 'scenarios' / 'tee_nna.yaml', "
         "overrides={'workload.steps': STEPS})\n"
         "ax = nna.pivot(index='policies.execution', columns='workload.model', "
         "values='speedup_vs_tee_only').plot.bar(figsize=(6, 3))\n"

@@ -6,6 +6,6 @@ registers every policy in ``simulator.registry.policies``.
 
 import sys
 
-from simulator.discovery import import_submodules
+from hetsim.simulator.discovery import import_submodules
 
 import_submodules(sys.modules[__name__])

@@ -15,15 +15,17 @@ from typing import Any, NoReturn
 
 import yaml
 
-from simulator import registry
-from simulator.engine import InvariantViolation
-from simulator.errors import ScenarioError
-from simulator.plugins import load_plugins
+from hetsim.simulator import registry
+from hetsim.simulator.engine import InvariantViolation
+from hetsim.simulator.errors import ScenarioError
+from hetsim.simulator.plugins import ENV_PLUGINS, PluginError, load_plugin, load_plugins
+from hetsim.simulator.version import __version__
 
 EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 1
 EXIT_INVARIANT = 3
-LIST_KINDS = ("devices", "links", "models", "workloads", "policies", "metrics")
+LIST_KINDS = ("devices", "links", "fabrics", "models", "workloads", "policies", "metrics",
+              "scenarios")  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,7 +54,7 @@ def _print_summary(summary: dict[str, Any], out: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run one scenario, print its summary, write results and a trace if asked."""
-    from simulator.runner import as_scenario, simulate
+    from hetsim.simulator.runner import as_scenario, simulate
 
     sc = as_scenario(args.file, _parse_set(args.set), args.seed)
     if args.format:
@@ -72,10 +74,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run a scenario's sweep, streaming shards; exit code = number of failed runs."""
-    from simulator.atomic import atomic_write, atomic_write_text
-    from simulator.result import write_frame
-    from simulator.runner import as_scenario
-    from simulator.sweeps import sweep
+    from hetsim.simulator.atomic import atomic_write, atomic_write_text
+    from hetsim.simulator.result import write_frame
+    from hetsim.simulator.runner import as_scenario
+    from hetsim.simulator.sweeps import sweep
 
     sc = as_scenario(args.file, _parse_set(args.set), args.seed)
     out = args.resume or args.out
@@ -107,9 +109,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Validate a scenario (and every sweep point) and build it, without running it."""
-    from simulator.engine import Simulation
-    from simulator.runner import as_scenario, build
-    from simulator.sweeps import plan
+    from hetsim.simulator.engine import Simulation
+    from hetsim.simulator.runner import as_scenario, build
+    from hetsim.simulator.sweeps import plan
 
     sc = as_scenario(args.file)
     points = plan(sc) if sc.sweep else []
@@ -144,6 +146,10 @@ def _entries(kind: str) -> list[tuple[str, str, str]]:
             for point in registry.policies.decision_points()
             for e in registry.policies.point(point)
         ]
+    if kind == "scenarios":
+        from hetsim.simulator.scenario import shipped_scenarios
+
+        return [(name, _scenario_doc(path), "") for name, path in shipped_scenarios().items()]
     if kind == "metrics":
         return [
             (f"{e.name}/{metric}", text, "")
@@ -153,19 +159,39 @@ def _entries(kind: str) -> list[tuple[str, str, str]]:
     reg = {
         "devices": registry.device_types,
         "links": registry.link_types,
+        "fabrics": registry.fabrics,
         "models": registry.models,
         "workloads": registry.workloads,
     }[kind]
     return [(e.name, e.doc, fmt(e.params)) for e in reg]
 
 
+def _scenario_doc(path: Path) -> str:
+    """The first line of a scenario file's ``description:`` (or its first comment)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return ""
+    text = str(raw.get("description") or "") if isinstance(raw, dict) else ""
+    if not text:
+        comments = [ln.lstrip("# ").strip() for ln in path.read_text().splitlines()
+                    if ln.startswith("#")]  # fmt: skip
+        text = comments[0] if comments else ""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= 100 else first.split(". ")[0][:97].rstrip(".") + "..."
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``hetsim`` argument parser."""
     parser = _Parser(prog="hetsim", description="Discrete-event simulator of AI clusters.")
+    parser.add_argument("--version", action="version", version=f"hetsim {__version__}")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
+                        help="import a module or .py file that registers workloads, policies "
+                        "or devices (repeatable; also HETSIM_PLUGINS)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def scenario_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("file", help="scenario YAML file")
+        p.add_argument("file", help="scenario YAML file, or a shipped scenario's name")
         p.add_argument("--seed", type=int, help="override the scenario's seed")
         p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                        help="override a field by dotted path (repeatable)")  # fmt: skip
@@ -187,13 +213,27 @@ def build_parser() -> argparse.ArgumentParser:
     p_sweep.set_defaults(func=cmd_sweep)
 
     p_val = sub.add_parser("validate", help="check a scenario without running it")
-    p_val.add_argument("file")
+    p_val.add_argument("file", help="scenario YAML file, or a shipped scenario's name")
     p_val.set_defaults(func=cmd_validate)
 
     p_list = sub.add_parser("list", help="list registered devices, models, policies...")
     p_list.add_argument("kind", nargs="?", choices=LIST_KINDS)
     p_list.set_defaults(func=cmd_list)
     return parser
+
+
+def _load_cli_plugins(refs: list[str]) -> None:
+    """Import ``--plugin`` modules, and pass them on to worker processes through
+    ``HETSIM_PLUGINS`` (files as absolute paths, so workers find them anywhere)."""
+    if not refs:
+        return
+    import os
+
+    absolute = [str(Path(r).resolve()) if r.endswith(".py") else r for r in refs]
+    for ref in absolute:
+        load_plugin(ref, origin="--plugin")
+    earlier = [p for p in os.environ.get(ENV_PLUGINS, "").split(os.pathsep) if p]
+    os.environ[ENV_PLUGINS] = os.pathsep.join(dict.fromkeys([*earlier, *absolute]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -206,7 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hetsim: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
+        _load_cli_plugins(args.plugin)
         return int(args.func(args))
+    except PluginError as e:
+        print(f"hetsim: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except ScenarioError as e:
         print(str(e), file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -214,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{getattr(args, 'file', 'hetsim')}: invariant violated: {e}", file=sys.stderr)
         return EXIT_INVARIANT
     except Exception as e:
-        from devices.memory import OutOfMemory
+        from hetsim.devices.memory import OutOfMemory
 
         if isinstance(e, OutOfMemory):
             print(f"{getattr(args, 'file', 'hetsim')}: run failed: {e}", file=sys.stderr)

@@ -8,12 +8,13 @@ the simulation and borrow its environment, random streams and recorder.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import simpy
 
-from simulator.recorder import Recorder
-from simulator.rng import RandomStreams
+from hetsim.simulator.recorder import Recorder
+from hetsim.simulator.rng import RandomStreams
 
 
 class InvariantViolation(RuntimeError):
@@ -36,6 +37,10 @@ class Simulation:
         self._checks: list[Callable[[], None]] = []
         self._end_of_instant: dict[Any, Callable[[], None]] = {}
         self._pass_pending = False
+        #: Runs a nested scenario given as a dict (and the folder its paths resolve in)
+        #: and returns its result; set by the app layer's runner, ``None`` elsewhere.
+        #: Mechanisms that measure by sub-simulation call it (serving's measured goodput).
+        self.run_nested: Callable[[dict[str, Any], Path], Any] | None = None
 
     @property
     def now(self) -> float:

@@ -170,6 +170,7 @@ class PolicyRegistry:
 
 device_types: Registry[Any] = Registry("device type")
 link_types: Registry[Any] = Registry("link type")
+fabrics: Registry[Any] = Registry("collective fabric")
 models: Registry[Any] = Registry("model")
 workloads: Registry[Any] = Registry("workload kind")
 policies = PolicyRegistry()

@@ -11,9 +11,9 @@ from typing import Any, Literal
 import pandas as pd
 import yaml
 
-from simulator.atomic import atomic_dir, atomic_write_text
-from simulator.recorder import Recorder
-from simulator.trace import trace_json
+from hetsim.simulator.atomic import atomic_dir, atomic_write_text
+from hetsim.simulator.recorder import Recorder
+from hetsim.simulator.trace import trace_json
 
 
 @dataclass

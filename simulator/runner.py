@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulator.engine import InvariantViolation, Simulation
-from simulator.errors import ScenarioError
-from simulator.result import Result
-from simulator.scenario import Scenario, load_scenario
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.errors import ScenarioError
+from hetsim.simulator.result import Result
+from hetsim.simulator.scenario import Scenario, from_dict, load_scenario
 
 PROGRESS_TICKS = 200
 
@@ -48,10 +48,16 @@ def run(
     return simulate(sc, progress=progress)
 
 
+def run_nested(raw: dict[str, Any], base_dir: Path) -> Result:
+    """Run a scenario given as a dict (a sub-simulation; paths resolve in ``base_dir``)."""
+    return simulate(from_dict(raw, "<sub-simulation>", base_dir))
+
+
 def build(sc: Scenario, sim: Simulation) -> Any:
     """Construct cluster, policies and workload for ``sc`` inside ``sim``."""
-    from devices.cluster import Cluster
+    from hetsim.devices.cluster import Cluster
 
+    sim.run_nested = run_nested
     try:
         cluster = Cluster(sim, sc.cluster)
     except (KeyError, ValueError) as e:

@@ -16,9 +16,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
 
-from simulator import registry
-from simulator.errors import ScenarioError, from_validation
-from simulator.plugins import load_plugins
+from hetsim.simulator import registry
+from hetsim.simulator.errors import ScenarioError, from_validation
+from hetsim.workloads.paths import resolve_path
+from hetsim.simulator.plugins import PluginError, load_plugin, load_plugins
 
 
 class OutputsConfig(BaseModel):
@@ -42,6 +43,16 @@ class ScenarioModel(BaseModel):
     policies: dict[str, Any] = Field(default_factory=dict)
     outputs: OutputsConfig = OutputsConfig()
     sweep: dict[str, Any] = Field(default_factory=dict)
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="modules or .py files (relative to this file) that register workloads, "
+        "policies or devices; loaded before the rest is validated",
+    )
+    catalogue: list[str] = Field(
+        default_factory=list,
+        description="user catalogue YAML files (relative to this file) adding devices, "
+        "links and models",
+    )
 
 
 @dataclass(frozen=True)
@@ -70,10 +81,15 @@ class Scenario:
     policies: dict[str, PolicyChoice]
     outputs: OutputsConfig
     sweep: dict[str, Any] = field(default_factory=dict)
+    plugins: tuple[str, ...] = ()
+    catalogue: tuple[str, ...] = ()
 
     def resolved(self) -> dict[str, Any]:
         """The scenario with every default filled in (what was actually run)."""
+        extensions = {k: list(v) for k, v in (("plugins", self.plugins),
+                                              ("catalogue", self.catalogue)) if v}  # fmt: skip
         return {
+            **extensions,
             "name": self.name,
             "seed": self.seed,
             "until_s": self.until_s,
@@ -138,9 +154,31 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def shipped_scenarios() -> dict[str, Path]:
+    """Scenarios installed with hetsim, by name (the file name without ``.yaml``)."""
+    folder = Path(__file__).resolve().parent.parent / "scenarios"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+def find_scenario(ref: str | Path) -> Path:
+    """The scenario file ``ref`` names: an existing file, else (for a bare name such as
+    ``quickstart`` or ``cauchy.yaml``) the shipped scenario of that name."""
+    p = Path(ref)
+    if p.is_file() or len(p.parts) != 1:
+        return p  # a path: read_yaml reports a missing file
+    name = p.name[: -len(".yaml")] if p.name.endswith(".yaml") else p.name
+    shipped = shipped_scenarios()
+    if name in shipped:
+        return shipped[name]
+    raise ScenarioError(
+        str(ref), "", f"no such file, and no shipped scenario {name!r}; shipped: "
+        + ", ".join(shipped)
+    )
+
+
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Read, override and validate a scenario file."""
-    p = Path(path)
+    """Read, override and validate a scenario file (or a shipped scenario by name)."""
+    p = find_scenario(path)
     raw = read_yaml(p)
     for dotted_path, value in (overrides or {}).items():
         set_dotted(raw, dotted_path, value, str(p))
@@ -157,6 +195,7 @@ def from_dict(
         top = ScenarioModel.model_validate(raw)
     except ValidationError as e:
         raise from_validation(file, "", e, raw) from None
+    _load_extensions(file, top, base)
     cluster = _validate_cluster(file, top.cluster)
     wl_cls, workload = _validate_workload(file, top.workload, base)
     policies = _validate_policies(file, wl_cls, top.policies)
@@ -174,11 +213,29 @@ def from_dict(
         policies=policies,
         outputs=top.outputs,
         sweep=top.sweep,
+        plugins=tuple(top.plugins),
+        catalogue=tuple(top.catalogue),
     )
 
 
+def _load_extensions(file: str, top: ScenarioModel, base: Path) -> None:
+    """Load the scenario's plugins and user catalogues (each once per process)."""
+    from hetsim.simulator.user_catalogue import UserCatalogueError, load_user_catalogue
+
+    for i, ref in enumerate(top.plugins):
+        try:
+            load_plugin(ref, base, origin=f"{file}: plugins[{i}]")
+        except PluginError as e:
+            raise ScenarioError(file, f"plugins[{i}]", str(e).split(": ", 2)[-1]) from None
+    for i, ref in enumerate(top.catalogue):
+        try:
+            load_user_catalogue(resolve_path(ref, base))
+        except UserCatalogueError as e:
+            raise ScenarioError(file, f"catalogue[{i}]", str(e)) from None
+
+
 def _validate_cluster(file: str, raw: dict[str, Any]) -> Any:
-    from devices.cluster import ClusterConfig
+    from hetsim.devices.cluster import ClusterConfig
 
     try:
         return ClusterConfig.model_validate(raw)
@@ -209,7 +266,10 @@ def _check_paths(file: str, prefix: str, data: Any, base: Path) -> None:
             where = f"{prefix}.{key}"
             named_path = isinstance(key, str) and (key == "path" or key.endswith("_path"))
             if named_path and isinstance(value, str):
-                target = base / value
+                try:
+                    target = resolve_path(value, base)
+                except ValueError as e:
+                    raise ScenarioError(file, where, str(e)) from None
                 try:
                     with open(target, "rb"):
                         pass
@@ -256,7 +316,7 @@ def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str,
 
 
 def _validate_sweep(file: str, sweep: dict[str, Any]) -> None:
-    from simulator.sweep_design import parse_sweep
+    from hetsim.simulator.sweep_design import parse_sweep
 
     try:
         spec = parse_sweep(sweep)

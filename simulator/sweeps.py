@@ -27,12 +27,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from simulator.atomic import atomic_write
-from simulator.errors import ScenarioError
-from simulator.plugins import load_plugins
-from simulator.runner import as_scenario, simulate
-from simulator.scenario import Scenario
-from simulator.sweep_design import parse_sweep, points
+from hetsim.simulator.atomic import atomic_write
+from hetsim.simulator.errors import ScenarioError
+from hetsim.simulator.plugins import load_plugins
+from hetsim.simulator.runner import as_scenario, simulate
+from hetsim.simulator.scenario import Scenario
+from hetsim.simulator.sweep_design import parse_sweep, points
 
 Executor = Literal["local", "dask"]
 SHARDS = "shards"
@@ -102,7 +102,7 @@ def _cell(value: Any) -> Any:
 
 def run_task(sc: Scenario, task: Task, shard_dir: str) -> Outcome:
     """Run one point and write its row to ``<shard_dir>/<key>.parquet`` atomically."""
-    from simulator import __version__
+    from hetsim.simulator.version import __version__
 
     row: dict[str, Any] = {"point": task.point}
     row.update({path: _cell(v) for path, v in task.overrides.items()})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from simulator.recorder import Recorder
+from hetsim.simulator.recorder import Recorder
 
 US_PER_S = 1e6
 

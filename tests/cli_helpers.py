@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cli import main
+from hetsim.simulator.cli import main
 
 
 def cli_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> str:

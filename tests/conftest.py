@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.plugins import load_plugins
+from hetsim.simulator.plugins import load_plugins
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

@@ -7,9 +7,7 @@ from typing import Any
 
 import numpy as np
 
-import simulator
-
-
+import hetsim
 def erlang_c(c: int, lam: float, mu: float) -> tuple[float, float]:
     """(P(wait), mean wait in queue) of M/M/c FCFS: Erlang C and C / (c mu - lambda)."""
     a = lam / mu
@@ -47,12 +45,12 @@ def replicate(
     raw: dict[str, Any], seeds: range, metrics: tuple[str, ...]
 ) -> dict[str, tuple[float, float]]:
     """Run one replication per seed; per metric, (mean over replications, standard error)."""
-    from simulator.scenario import from_dict
+    from hetsim.simulator.scenario import from_dict
 
     sc = from_dict(raw)
     values: dict[str, list[float]] = {m: [] for m in metrics}
     for seed in seeds:
-        result = simulator.run(sc, seed=seed)
+        result = hetsim.run(sc, seed=seed)
         for m in metrics:
             values[m].append(float(result[m]))
     out = {}

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from devices import calibration
-from devices.calibration import (
+from hetsim.devices import calibration
+from hetsim.devices.calibration import (
     Catalogues,
     current_params,
     fit_all,
@@ -16,8 +16,8 @@ from devices.calibration import (
     predict,
     write_fits,
 )
-from devices.calibration_points import DATA_FILE, FITS, HEADLINES, UNMODELLED, Point
-from devices.catalogue import DEVICE_FILE, LINK_FILE, load_device_catalogue
+from hetsim.devices.calibration_points import DATA_FILE, FITS, HEADLINES, UNMODELLED, Point
+from hetsim.devices.catalogue import DEVICE_FILE, LINK_FILE, load_device_catalogue
 
 SHARED_CSV = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "microbenchmarks.csv"
 

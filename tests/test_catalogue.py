@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 import devices  # noqa: F401  (registers the catalogue)
-from devices.catalogue import (
+from hetsim.devices.catalogue import (
     CatalogueError,
     device_spec,
     link_spec,
@@ -16,10 +16,10 @@ from devices.catalogue import (
     shipped_devices,
     shipped_links,
 )
-from devices.roofline import op_cost, op_time_s
-from devices.spec import EfficiencyCurve
-from simulator import registry
-from simulator.registry import UnknownName
+from hetsim.devices.roofline import op_cost, op_time_s
+from hetsim.devices.spec import EfficiencyCurve
+from hetsim.simulator import registry
+from hetsim.simulator.registry import UnknownName
 
 REQUIRED_DEVICES = [
     "v100", "t4", "a10", "l4", "l40s", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie",

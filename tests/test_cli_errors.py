@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cli import main
-from simulator.errors import ScenarioError
+from hetsim.simulator.cli import main
+from hetsim.simulator.errors import ScenarioError
 
 GOOD = """\
 name: tiny
@@ -167,7 +167,7 @@ def test_good_scenario_validates(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_path_check_tolerates_non_string_keys(tmp_path: Path) -> None:
     """Workload params may hold maps with integer keys; only string keys name paths."""
-    from simulator.scenario import _check_paths
+    from hetsim.simulator.scenario import _check_paths
 
     _check_paths("f.yaml", "workload", {"table": {1: 5, 2: [7]}, "a_path": None}, tmp_path)
     with pytest.raises(ScenarioError, match=r"workload\.table\.2\[0\]\.path: cannot read 'x'"):

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-import simulator
-
+import hetsim
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 BASELINES = {
     "edf": ("edf", "none", "first-fit"),
@@ -33,7 +32,7 @@ def run(policy: tuple[str, str, str], **over: Any) -> Any:
     base = {"workload.jobs.num_jobs": 150, "policies.ordering": o, "policies.packing": p,
             "policies.allocation": a, "workload.execution.preemption": a == "gavel"}  # fmt: skip
     base.update(over)
-    return simulator.run(SCENARIOS / "cuckoo_load.yaml", overrides=base)
+    return hetsim.run(SCENARIOS / "cuckoo_load.yaml", overrides=base)
 
 
 def ratios(**over: Any) -> tuple[float, float]:

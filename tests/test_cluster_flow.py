@@ -6,7 +6,7 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedulers.cluster._flow import max_flow_value, min_cost_max_flow
+from hetsim.schedulers.cluster._flow import max_flow_value, min_cost_max_flow
 
 
 def reference(gpus: list[int], costs: list[dict[int, int]], free: list[int]) -> list[dict]:

@@ -9,15 +9,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-import simulator
-from schedulers.cluster.allocation_gavel_lp import (
+import hetsim
+from hetsim.schedulers.cluster.allocation_gavel_lp import (
     GavelLPAllocation,
     GavelParams,
     dispatch,
     max_min_lp,
     priorities,
 )
-from schedulers.cluster.view import AllocationView, GroupView
+from hetsim.workloads.cluster.view import AllocationView, GroupView
 from tests.conftest import SCENARIOS
 
 RNG = np.random.default_rng(0)
@@ -131,7 +131,7 @@ def gavel_run(allocation: Any, **over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {"workload.jobs.num_jobs": 60, "workload.jobs.arrival_rate_per_s":
                             0.01, "policies.allocation": allocation}  # fmt: skip
     base.update(over)
-    return dict(simulator.run(SCENARIOS / "gavel.yaml", overrides=base).summary.iloc[0])
+    return dict(hetsim.run(SCENARIOS / "gavel.yaml", overrides=base).summary.iloc[0])
 
 
 @pytest.mark.slow

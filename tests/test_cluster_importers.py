@@ -1,4 +1,4 @@
-"""Philly and Helios job sources (workloads/cluster_sources.py): rows counted, drawn
+"""Philly and Helios job sources (workloads/cluster/sources.py): rows counted, drawn
 distributions against the figures the data's SOURCE.md and summary row state, and bad
 rows named by file, line and column (or skipped and counted)."""
 
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import yaml
 
-import simulator
-from simulator.cli import main
-from simulator.scenario import from_dict
+import hetsim
+from hetsim.simulator.cli import main
+from hetsim.simulator.scenario import from_dict
 from tests.conftest import SHARED
-from workloads.cluster_data import read_helios_summary, read_runtimes, read_stage_profiles
-from workloads.cluster_params import DATA_DIR, HeliosJobs, PhillyJobs
-from workloads.cluster_sources import helios_gpu_mix, helios_jobs, philly_jobs
+from hetsim.workloads.cluster.data import read_helios_summary, read_runtimes, read_stage_profiles
+from hetsim.workloads.cluster.params import DATA_DIR, HeliosJobs, PhillyJobs
+from hetsim.workloads.cluster.sources import helios_gpu_mix, helios_jobs, philly_jobs
 
 PROFILES = read_stage_profiles(DATA_DIR / "muri_stage_profiles.csv")
 
@@ -100,7 +100,7 @@ def scenario(jobs: dict[str, Any]) -> dict[str, Any]:
 
 def test_philly_and_helios_sources_run_end_to_end() -> None:
     for jobs in ({"kind": "philly", "num_jobs": 30}, {"kind": "helios", "num_jobs": 30}):
-        summary = simulator.run(from_dict(scenario(jobs))).summary.iloc[0]
+        summary = hetsim.run(from_dict(scenario(jobs))).summary.iloc[0]
         assert summary["completed"] == 30 and summary["skipped_rows"] == 0
 
 
@@ -140,5 +140,5 @@ def test_bad_rows_skipped_and_counted_when_asked(tmp_path: Path) -> None:
     path.write_text("runtime\n12\n-5\n0\n40\n")  # one bad row, one 0-s row (dropped)
     jobs = {"kind": "philly", "runtime_path": str(path), "num_jobs": 5, "skip_bad_rows": True}
     with pytest.warns(UserWarning, match="skipped 1 bad rows"):
-        summary = simulator.run(from_dict(scenario(jobs))).summary.iloc[0]
+        summary = hetsim.run(from_dict(scenario(jobs))).summary.iloc[0]
     assert summary["skipped_rows"] == 1 and summary["completed"] == 5

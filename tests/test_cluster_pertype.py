@@ -27,9 +27,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedulers.cluster.packing_cuckoo import CuckooPacking, CuckooPackingParams
-from schedulers.cluster.view import PackingView, UnitView
-from workloads.cluster_model import packed_cycle_s
+from hetsim.schedulers.cluster.packing_cuckoo import CuckooPacking, CuckooPackingParams
+from hetsim.workloads.cluster.view import PackingView, UnitView
+from hetsim.workloads.cluster.model import packed_cycle_s
 
 RNG = np.random.default_rng(0)
 STAGES = {0: [1.0, 8.0, 1.0], 1: [6.0, 1.0, 1.0], 2: [2.0, 4.0, 2.0]}  # A, B, C on type 0
@@ -112,8 +112,8 @@ def test_bad_target_is_a_validation_error() -> None:
 
 
 def test_allocation_places_the_urgent_group_when_gpus_are_short() -> None:
-    from schedulers.cluster.allocation_cuckoo import CuckooAllocation, CuckooAllocationParams
-    from schedulers.cluster.view import AllocationView, GroupView
+    from hetsim.schedulers.cluster.allocation_cuckoo import CuckooAllocation, CuckooAllocationParams
+    from hetsim.workloads.cluster.view import AllocationView, GroupView
 
     # Two 8-GPU groups, one type with 8 free GPUs, both 100 s from done there. Costs per
     # GPU (x1000): w (r / r_best - 2) + 0.01 rank with w = 1 + 4 urgency:

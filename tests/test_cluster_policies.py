@@ -8,16 +8,16 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from schedulers.cluster._common import NoParams
-from schedulers.cluster.allocation_cuckoo import CuckooAllocation, CuckooAllocationParams
-from schedulers.cluster.allocation_first_fit import FirstFitAllocation
-from schedulers.cluster.ordering_cuckoo import CuckooOrdering
-from schedulers.cluster.ordering_edf import EdfOrdering
-from schedulers.cluster.ordering_tiresias import TiresiasOrdering, TiresiasParams
-from schedulers.cluster.packing_cuckoo import CuckooPacking, CuckooPackingParams
-from schedulers.cluster.packing_muri import MuriPacking, MuriParams
-from schedulers.cluster.view import AllocationView, GroupView, OrderingView, PackingView, UnitView
-from workloads.cluster_model import (
+from hetsim.schedulers.cluster._common import NoParams
+from hetsim.schedulers.cluster.allocation_cuckoo import CuckooAllocation, CuckooAllocationParams
+from hetsim.schedulers.cluster.allocation_first_fit import FirstFitAllocation
+from hetsim.schedulers.cluster.ordering_cuckoo import CuckooOrdering
+from hetsim.schedulers.cluster.ordering_edf import EdfOrdering
+from hetsim.schedulers.cluster.ordering_tiresias import TiresiasOrdering, TiresiasParams
+from hetsim.schedulers.cluster.packing_cuckoo import CuckooPacking, CuckooPackingParams
+from hetsim.schedulers.cluster.packing_muri import MuriPacking, MuriParams
+from hetsim.workloads.cluster.view import AllocationView, GroupView, OrderingView, PackingView, UnitView
+from hetsim.workloads.cluster.model import (
     cycle_period_s,
     interleaved_iter_s,
     packed_cycle_s,

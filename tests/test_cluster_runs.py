@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simulator
-from simulator.cli import main
-from simulator.engine import Simulation
-from simulator.runner import build
-from simulator.scenario import from_dict, load_scenario
+import hetsim
+from hetsim.simulator.cli import main
+from hetsim.simulator.engine import Simulation
+from hetsim.simulator.runner import build
+from hetsim.simulator.scenario import from_dict, load_scenario
 from tests.conftest import SCENARIOS
-from workloads.cluster_model import GpuPool
+from hetsim.workloads.cluster.model import GpuPool
 
 HEADER = "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,"
 HEADER += "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n"
@@ -223,7 +223,7 @@ def test_bad_rows_skipped_and_counted_when_asked(tmp_path: Path) -> None:
     raw = scenario(path)
     raw["workload"]["jobs"]["skip_bad_rows"] = True
     with pytest.warns(UserWarning, match="skipped 1 bad rows"):
-        summary = simulator.run(from_dict(raw)).summary.iloc[0]
+        summary = hetsim.run(from_dict(raw)).summary.iloc[0]
     assert summary["skipped_rows"] == 1 and summary["completed"] == 1
 
 
@@ -231,7 +231,7 @@ def small_cuckoo(**over: Any) -> dict[str, float]:
     base = {"workload.jobs.num_jobs": 120, "workload.jobs.arrival_rate_per_s": 0.004,
             "workload.deadlines.factor_low": 0.5, "workload.deadlines.factor_high": 1.5}  # fmt: skip
     base.update(over)
-    return dict(simulator.run(SCENARIOS / "cuckoo.yaml", overrides=base).summary.iloc[0])
+    return dict(hetsim.run(SCENARIOS / "cuckoo.yaml", overrides=base).summary.iloc[0])
 
 
 @pytest.mark.slow
@@ -260,7 +260,7 @@ def test_muri_interleaving_directions_on_philly_trace() -> None:
 
     def run(order: str, pack: str) -> Any:
         over = {"policies.ordering": order, "policies.packing": pack}
-        return simulator.run(sc, overrides=over).summary.iloc[0]
+        return hetsim.run(sc, overrides=over).summary.iloc[0]
 
     muri_l, tiresias = run("tiresias", "muri"), run("tiresias", "none")
     assert muri_l["packed_share"] > 0.5

@@ -4,14 +4,14 @@ import math
 
 import pytest
 
-from devices.catalogue import fabric_spec
-from devices.collectives import (
+from hetsim.devices.catalogue import fabric_spec
+from hetsim.devices.collectives import (
     AlgorithmFit,
     CollectiveFabric,
     bus_bandwidth_Bps,
     collective_time_s,
 )
-from devices.spec import EfficiencyCurve
+from hetsim.devices.spec import EfficiencyCurve
 
 ALPHA = 1e-6
 B = 1e9  # 1 GB/s per rank per direction

@@ -12,16 +12,16 @@ import math
 import numpy as np
 import pytest
 
-from schedulers.elastic.ewma import EwmaForecaster, EwmaParams
-from schedulers.elastic.holt_winters import HoltWintersForecaster, HoltWintersParams
-from schedulers.elastic.hpa import HpaAutoscaler, HpaParams
-from schedulers.elastic.kale import KaleAutoscaler, KaleParams
-from schedulers.elastic.last_value import LastValueForecaster, LastValueParams
-from schedulers.elastic.no_balance import NoBalance, NoBalanceParams
-from schedulers.elastic.oracle import OracleForecaster, OracleParams
-from schedulers.elastic.rebalance import Rebalance, RebalanceParams
-from schedulers.elastic.seasonal_naive import SeasonalNaiveForecaster, SeasonalNaiveParams
-from schedulers.elastic.view import BalanceView, ForecastView, ScaleView, frozen
+from hetsim.schedulers.elastic.ewma import EwmaForecaster, EwmaParams
+from hetsim.schedulers.elastic.holt_winters import HoltWintersForecaster, HoltWintersParams
+from hetsim.schedulers.elastic.hpa import HpaAutoscaler, HpaParams
+from hetsim.schedulers.elastic.kale import KaleAutoscaler, KaleParams
+from hetsim.schedulers.elastic.last_value import LastValueForecaster, LastValueParams
+from hetsim.schedulers.elastic.no_balance import NoBalance, NoBalanceParams
+from hetsim.schedulers.elastic.oracle import OracleForecaster, OracleParams
+from hetsim.schedulers.elastic.rebalance import Rebalance, RebalanceParams
+from hetsim.schedulers.elastic.seasonal_naive import SeasonalNaiveForecaster, SeasonalNaiveParams
+from hetsim.workloads.elastic.view import BalanceView, ForecastView, ScaleView, frozen
 
 RNG = np.random.default_rng(0)
 EST = frozen(np.arange(65) * 1000.0)  # mu_est(n) = 1000 n samples/s

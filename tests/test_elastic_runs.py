@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import simulator
-from simulator.cli import main
+import hetsim
+from hetsim.simulator.cli import main
 from tests.conftest import ROOT, SHARED
-from workloads.elastic_model import fluid_step, oldest_age_s
+from hetsim.workloads.elastic.model import fluid_step, oldest_age_s
 
 # ideal-server: 1e12 FLOP/s, efficiency 1, no launch overhead; with 1e7 FLOPs per sample,
 # no HBM or PS bytes, an ideal (0-latency) link and kappa 0, one worker consumes exactly
@@ -37,11 +37,11 @@ IDEAL: dict[str, Any] = {
 }  # fmt: skip
 
 
-def run_ideal(tmp_path: Path, **workload: Any) -> simulator.Result:
+def run_ideal(tmp_path: Path, **workload: Any) -> hetsim.Result:
     raw = {**IDEAL, "workload": {**IDEAL["workload"], **workload}}
-    from simulator.scenario import from_dict
+    from hetsim.simulator.scenario import from_dict
 
-    return simulator.run(from_dict(raw, file="ideal.yaml", base_dir=tmp_path))
+    return hetsim.run(from_dict(raw, file="ideal.yaml", base_dir=tmp_path))
 
 
 def test_fluid_step_closed_forms() -> None:
@@ -92,13 +92,13 @@ def test_waiting_for_gpus(tmp_path: Path) -> None:
     r = run_ideal(tmp_path, duration_s=600, pool={"background_fraction": 0.5})
     s = r.summary.iloc[0]
     assert (s.gpu_wait_s, s.downtime_s, s.mean_replicas) == (0.0, 0.0, 2.0)
-    from simulator.scenario import from_dict
+    from hetsim.simulator.scenario import from_dict
 
     raw = {**IDEAL, "policies": {**IDEAL["policies"],
                                  "autoscaler": {"name": "static", "replicas": 4}}}  # fmt: skip
     raw["workload"] = {**IDEAL["workload"], "duration_s": 600,
                        "pool": {"background_fraction": 0.5}}  # fmt: skip
-    s = simulator.run(from_dict(raw, file="x.yaml", base_dir=tmp_path)).summary.iloc[0]
+    s = hetsim.run(from_dict(raw, file="x.yaml", base_dir=tmp_path)).summary.iloc[0]
     assert (s.gpu_wait_s, s.downtime_s, s.mean_replicas) == (600.0, 0.0, 2.0)
 
 
@@ -106,11 +106,11 @@ def test_hpa_rescale_downtime_by_hand(tmp_path: Path) -> None:
     # HPA at t=15 sees utilisation 1: ceil(1.25 * 2) = 3 -> rescale at 15 with downtime
     # 30 + 60 + 15 + 5 (shuffle) = 110 s, up at 125. Lag: 5e4 * 15 = 7.5e5 at 15, then
     # +2.5e5/s to 2.825e7 at 125, then -(3e5 - 2.5e5)/s: 2.775e7 at t = 135.
-    from simulator.scenario import from_dict
+    from hetsim.simulator.scenario import from_dict
 
     raw = {**IDEAL, "policies": {**IDEAL["policies"], "autoscaler": "hpa"}}
     raw["workload"] = {**IDEAL["workload"], "duration_s": 135}
-    r = simulator.run(from_dict(raw, file="x.yaml", base_dir=tmp_path))
+    r = hetsim.run(from_dict(raw, file="x.yaml", base_dir=tmp_path))
     assert r.tables["rescales"].iloc[0].tolist() == [15.0, 2, 3, 110.0]
     lag = r.tables["timeline"].set_index("time_s")["lag_samples"]
     assert lag[0.0] == pytest.approx(7.5e5)
@@ -121,11 +121,11 @@ def test_hpa_rescale_downtime_by_hand(tmp_path: Path) -> None:
 def test_kale_beats_hpa_on_two_days() -> None:
     # the paper's direction (abstract): less accumulated lag, less downtime, fewer SLO
     # violations than HPA; here on two days of kale.yaml's traffic.
-    sc = simulator.load_scenario(ROOT / "scenarios" / "kale.yaml",
+    sc = hetsim.load_scenario(ROOT / "scenarios" / "kale.yaml",
                                  {"workload.duration_s": 172800, "workload.record_timeline": False})  # fmt: skip
     rows = {}
     for name in ("kale", "hpa"):
-        rows[name] = simulator.run(sc, overrides={"policies.autoscaler": name}).summary.iloc[0]
+        rows[name] = hetsim.run(sc, overrides={"policies.autoscaler": name}).summary.iloc[0]
     kale, hpa = rows["kale"], rows["hpa"]
     assert kale.accumulated_lag_sample_s < 0.7 * hpa.accumulated_lag_sample_s
     assert kale.downtime_s < hpa.downtime_s
@@ -139,7 +139,7 @@ def test_shipped_trace_replays() -> None:
                                  "path": "../workloads/data/elastic/servegen_m-large_rate.csv",
                                  "mean_rate_per_s": 200000},
             "workload.duration_s": 86400, "workload.record_timeline": False}  # fmt: skip
-    r = simulator.run(ROOT / "scenarios" / "kale.yaml", overrides=over)
+    r = hetsim.run(ROOT / "scenarios" / "kale.yaml", overrides=over)
     assert r.summary.iloc[0].consumed_fraction > 0.95
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from devices.enclave import (
+from hetsim.devices.enclave import (
     H100_CC,
     PRESETS,
     SGX_MEE,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.engine import Simulation
-from simulator.recorder import Recorder
-from simulator.registry import Registry, UnknownName
-from simulator.rng import RandomStreams, stable_hash
+from hetsim.simulator.engine import Simulation
+from hetsim.simulator.recorder import Recorder
+from hetsim.simulator.registry import Registry, UnknownName
+from hetsim.simulator.rng import RandomStreams, stable_hash
 
 
 def test_streams_are_independent_of_each_other() -> None:
@@ -141,7 +141,7 @@ def test_two_simulations_do_not_share_state() -> None:
 
 
 def test_metrics_page_is_up_to_date() -> None:
-    """docs/metrics.md lists every workload's metrics (python -m simulator.docs rewrites it)."""
-    from simulator.docs import PAGE, metrics_page
+    """docs/metrics.md lists every workload's metrics (python -m hetsim.simulator.docs rewrites it)."""
+    from hetsim.simulator.docs import PAGE, metrics_page
 
-    assert PAGE.read_text() == metrics_page(), "run: python -m simulator.docs"
+    assert PAGE.read_text() == metrics_page(), "run: python -m hetsim.simulator.docs"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from devices.collectives import AlgorithmFit, CollectiveFabric
-from devices.group import CommGroup
-from devices.spec import EfficiencyCurve
-from simulator.engine import Simulation
+from hetsim.devices.collectives import AlgorithmFit, CollectiveFabric
+from hetsim.devices.group import CommGroup
+from hetsim.devices.spec import EfficiencyCurve
+from hetsim.simulator.engine import Simulation
 
 # an ideal ring fabric: B = 100e9 B/s per rank, alpha = 1e-5 s per step, efficiency 1
 FABRIC = CollectiveFabric(
@@ -44,9 +44,9 @@ def test_group_errors() -> None:
 
 
 def test_cluster_group_uses_the_catalogue_fabric() -> None:
-    from devices.catalogue import fabric_spec
-    from devices.cluster import Cluster, ClusterConfig
-    from devices.collectives import collective_time_s
+    from hetsim.devices.catalogue import fabric_spec
+    from hetsim.devices.cluster import Cluster, ClusterConfig
+    from hetsim.devices.collectives import collective_time_s
 
     cfg = ClusterConfig.model_validate(
         {"nodes": [{"name": "n", "devices": {"gpu": {"type": "a100-80gb", "count": 8}}}]}

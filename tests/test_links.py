@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 import simpy
 
-from devices.link import DuplexLink, Link, hold_links
-from devices.spec import EfficiencyCurve, LinkSpec
-from simulator.engine import Simulation
+from hetsim.devices.link import DuplexLink, Link, hold_links
+from hetsim.devices.spec import EfficiencyCurve, LinkSpec
+from hetsim.simulator.engine import Simulation
 
 # PCIe Gen4 x16: 31.5e9 B/s per direction, efficiency 0.8 (constant), latency 2 us.
 PCIE4 = LinkSpec("pcie4-test", "PCIe 4.0 x16", "pcie", 31.5e9, 2e-6, EfficiencyCurve(0.8))

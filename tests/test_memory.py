@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 import simpy
 
-from devices.memory import MemoryPool, OutOfMemory
-from simulator.engine import InvariantViolation, Simulation
+from hetsim.devices.memory import MemoryPool, OutOfMemory
+from hetsim.simulator.engine import InvariantViolation, Simulation
 
 GIB = 1 << 30
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import simulator
-from schedulers.moe.view import Placement, PlacementView
-from simulator import registry
-from workloads.moe_costs import StepCosts
-from workloads.moe_layer import timeline
-from workloads.moe_models import from_hf_config, load_moe_models
-from workloads.moe_residency import Residency
-from workloads.moe_routing import SyntheticRouting, build_trace
+import hetsim
+from hetsim.workloads.moe.view import Placement, PlacementView
+from hetsim.simulator import registry
+from hetsim.workloads.moe.costs import StepCosts
+from hetsim.workloads.moe.layer import timeline
+from hetsim.workloads.models.moe import from_hf_config, load_moe_models
+from hetsim.workloads.moe.residency import Residency
+from hetsim.workloads.moe.routing import SyntheticRouting, build_trace
 
 A = np.asarray
 
@@ -37,12 +37,12 @@ def test_hf_config_reproduces_catalogue_entry() -> None:
     assert abs(load_moe_models()["mixtral-8x7b"].expert_params() - 176.2e6) < 0.1e6
 
 
-def _run(**over: object) -> simulator.Result:
-    return simulator.run("scenarios/hybrimoe.yaml", overrides=over)  # type: ignore[arg-type]
+def _run(**over: object) -> hetsim.Result:
+    return hetsim.run("scenarios/hybrimoe.yaml", overrides=over)  # type: ignore[arg-type]
 
 
 def test_costs_by_hand() -> None:
-    sc = simulator.load_scenario("scenarios/hybrimoe.yaml")
+    sc = hetsim.load_scenario("scenarios/hybrimoe.yaml")
     assert sc.workload.cache_fraction == 0.25
     r = _run(**{"workload.output_tokens": 2, "workload.prompt_tokens": 4})
     # one 4.5-bit V2-Lite expert: 3 x 2048 x 1408 x 4.5 / 8 = 4,866,048 bytes;
@@ -109,8 +109,8 @@ def test_adapmoe_direction() -> None:
         "cache": "adapmoe",
     }
     short = {"workload.output_tokens": 24, "workload.prompt_tokens": 8}
-    b = simulator.run("scenarios/adapmoe.yaml", overrides={**short, "policies": base}).summary
-    a = simulator.run("scenarios/adapmoe.yaml", overrides={**short, "policies": adap}).summary
+    b = hetsim.run("scenarios/adapmoe.yaml", overrides={**short, "policies": base}).summary
+    a = hetsim.run("scenarios/adapmoe.yaml", overrides={**short, "policies": adap}).summary
     assert b.experts_per_token.iloc[0] == 2.0
     assert a.experts_per_token.iloc[0] < 0.85 * 2.0
     assert a.tbt_mean_s.iloc[0] < b.tbt_mean_s.iloc[0] / 1.15

@@ -7,19 +7,19 @@ import itertools
 import numpy as np
 import pytest
 
-from schedulers.moe._params import NoParams
-from schedulers.moe.cache_adapmoe import AdapMoECache, dp_allocate, expected_misses
-from schedulers.moe.cache_lru import LruCache
-from schedulers.moe.cache_mrs import MrsCache, MrsParams
-from schedulers.moe.gating_adapmoe import AdapMoEGating, AdapMoEGatingParams
-from schedulers.moe.gating_topk import TopKGating, TopKParams
-from schedulers.moe.hss import hss
-from schedulers.moe.placement_hybrimoe import HybriMoEPlacement
-from schedulers.moe.placement_ktransformers import KTransformersPlacement
-from schedulers.moe.placement_llamacpp import LlamaCppPlacement
-from schedulers.moe.prefetch_gate import GatePrefetch, GatePrefetchParams
-from schedulers.moe.prefetch_impact import ImpactPrefetch, ImpactPrefetchParams
-from schedulers.moe.view import (
+from hetsim.schedulers.moe._params import NoParams
+from hetsim.schedulers.moe.cache_adapmoe import AdapMoECache, dp_allocate, expected_misses
+from hetsim.schedulers.moe.cache_lru import LruCache
+from hetsim.schedulers.moe.cache_mrs import MrsCache, MrsParams
+from hetsim.schedulers.moe.gating_adapmoe import AdapMoEGating, AdapMoEGatingParams
+from hetsim.schedulers.moe.gating_topk import TopKGating, TopKParams
+from hetsim.schedulers.moe.hss import hss
+from hetsim.schedulers.moe.placement_hybrimoe import HybriMoEPlacement
+from hetsim.schedulers.moe.placement_ktransformers import KTransformersPlacement
+from hetsim.schedulers.moe.placement_llamacpp import LlamaCppPlacement
+from hetsim.schedulers.moe.prefetch_gate import GatePrefetch, GatePrefetchParams
+from hetsim.schedulers.moe.prefetch_impact import ImpactPrefetch, ImpactPrefetchParams
+from hetsim.workloads.moe.view import (
     AllocationView,
     CacheView,
     GatingView,

@@ -8,8 +8,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devices.network import FlowNetwork, max_min_rates
-from simulator.engine import Simulation
+from hetsim.devices.network import FlowNetwork, max_min_rates
+from hetsim.simulator.engine import Simulation
 
 
 def _start(

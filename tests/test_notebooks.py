@@ -28,7 +28,7 @@ def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_every_scenario_validates() -> None:
-    from simulator.cli import main
+    from hetsim.simulator.cli import main
     from tests.conftest import missing_shared_data
 
     for scenario in sorted((ROOT / "scenarios").glob("*.yaml")):

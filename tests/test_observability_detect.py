@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import simulator
-from simulator.scenario import from_dict
-from workloads.observability_telemetry import (
+import hetsim
+from hetsim.simulator.scenario import from_dict
+from hetsim.workloads.observability.telemetry import (
     BaseTimes,
     NoiseModel,
     iteration_slowdown,
@@ -42,7 +42,7 @@ def one(kind: str, factor: float) -> dict[str, Any]:
     ],
 )
 def test_single_slow_rank_found_with_its_cause(kind: str, cause: str, ops: tuple[str, ...]) -> None:
-    res = simulator.run(scenario(one(kind, 1.3)))
+    res = hetsim.run(scenario(one(kind, 1.3)))
     fault = res.tables["faults"].iloc[0]
     first = res.tables["findings"].query("true").iloc[0]
     assert (first["rank"], first["cause"]) == (fault["rank"], cause)
@@ -56,14 +56,14 @@ def test_single_slow_rank_found_with_its_cause(kind: str, cause: str, ops: tuple
 def test_clean_run_has_no_finding() -> None:
     # Bonferroni at alpha = 0.01: at most 0.01 false alarms expected per window, 8 windows
     # -> P(any) <= 0.08, P(two or more) < 0.004; spikes (one-off hiccups) are on.
-    res = simulator.run(scenario({}, noise={"spike_prob": 1e-3}))
+    res = hetsim.run(scenario({}, noise={"spike_prob": 1e-3}))
     assert res.summary.iloc[0]["findings"] <= 1
 
 
 def test_mitigation_evicts_the_straggler_and_pays_the_replacement() -> None:
     sc = scenario(one("gpu-slowdown", 1.5))
     sc = sc.with_overrides({"policies.mitigation": "evict-replace", "workload.replace_s": 60.0})
-    row = simulator.run(sc).summary.iloc[0]
+    row = hetsim.run(sc).summary.iloc[0]
     assert row["evictions"] == 1
     assert row["mitigation_s"] == pytest.approx(60.0)
     assert row["makespan_s"] == pytest.approx(400 * row["mean_iteration_s"] + 60.0)

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-import simulator
-from simulator.scenario import from_dict
+import hetsim
+from hetsim.simulator.scenario import from_dict
 from tests.conftest import ROOT
-from workloads.observability_faults import (
+from hetsim.workloads.observability.faults import (
     LLAMA3_COUNTS,
+from hetsim.workloads.observability.view import daly_interval_s, young_interval_s
     FailSlowKind,
     FailStopModel,
-    daly_interval_s,
     ettr_exact,
     ettr_first_order,
     llama3_rates_per_gpu_day,
@@ -109,7 +109,7 @@ def job(**workload: Any) -> Any:
 def test_ettr_and_mtbf_against_closed_forms() -> None:
     # fail-stop only, R = 30 + 600 s, C = 120 s, tau = Daly's optimum, 5 years:
     # about 8,600 failures, so the simulated ETTR is within 0.5 % of the exact renewal form.
-    row = simulator.run(job(duration_days=1825.0)).summary.iloc[0]
+    row = hetsim.run(job(duration_days=1825.0)).summary.iloc[0]
     m = DAY / (10_000 * 419 / (16_384 * 54))
     assert row["expected_mtbf_h"] == pytest.approx(m / 3600)
     assert row["job_mtbf_h"] == pytest.approx(m / 3600, rel=0.03)
@@ -122,9 +122,9 @@ def test_ettr_and_mtbf_against_closed_forms() -> None:
 def test_better_detection_means_less_slow_time() -> None:
     slow = {"gpu-slowdown": {"rate_per_gpu_day": 2e-4, "persistent_fraction": 1.0}}
     sc = job(duration_days=60.0, fail_stop={"kind": "none"}, fail_slow=slow)
-    fast = simulator.run(sc).summary.iloc[0]
+    fast = hetsim.run(sc).summary.iloc[0]
     late = sc.with_overrides({"policies.detector.delay_s": {"fail-slow": 7200.0}})
-    slow_row = simulator.run(late).summary.iloc[0]
+    slow_row = hetsim.run(late).summary.iloc[0]
     assert fast["fail_stops"] == 0 and fast["fail_slows"] > 50
     assert fast["slow_loss_h"] < slow_row["slow_loss_h"]
     assert fast["ettr"] > slow_row["ettr"]

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from scipy.stats import ks_2samp
 
-from schedulers.observability.evict_replace import EvictReplace, EvictReplaceParams
-from schedulers.observability.fixed_interval import FixedInterval, FixedIntervalParams
-from schedulers.observability.kaiops import KaiopsDetector, KaiopsParams
-from schedulers.observability.kair import KairDetector, KairParams
-from schedulers.observability.stats import ks_2samp_statistic, ks_critical, ks_vs_pooled_others
-from schedulers.observability.threshold import ThresholdDetector, ThresholdParams
-from schedulers.observability.view import (
+from hetsim.schedulers.observability.evict_replace import EvictReplace, EvictReplaceParams
+from hetsim.schedulers.observability.fixed_interval import FixedInterval, FixedIntervalParams
+from hetsim.schedulers.observability.kaiops import KaiopsDetector, KaiopsParams
+from hetsim.schedulers.observability.kair import KairDetector, KairParams
+from hetsim.schedulers.observability.stats import ks_2samp_statistic, ks_critical, ks_vs_pooled_others
+from hetsim.schedulers.observability.threshold import ThresholdDetector, ThresholdParams
+from hetsim.workloads.observability.view import (
     CheckpointView,
     EventView,
     Finding,
@@ -21,8 +21,8 @@ from schedulers.observability.view import (
     TruthView,
     WindowView,
 )  # fmt: skip
-from schedulers.observability.young_daly import YoungDaly, YoungDalyParams
-from schedulers.observability.zscore import ZScoreDetector, ZScoreParams
+from hetsim.schedulers.observability.young_daly import YoungDaly, YoungDalyParams
+from hetsim.schedulers.observability.zscore import ZScoreDetector, ZScoreParams
 
 OPS = ("dataload", "forward", "backward", "send")
 RNG = np.random.default_rng

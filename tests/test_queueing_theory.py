@@ -63,8 +63,8 @@ def test_ps_shares_the_device_exactly() -> None:
     """Exact log: jobs of 2 s and 1 s standalone service arriving at t = 0 and t = 0.5 on
     one PS server. 0..0.5: job A alone (1.5 s left). From 0.5 both at half speed: B (1 s)
     needs 2 s of shared time; A needs 3 s. B ends at 2.5; A then has 0.5 s left alone: 3.0."""
-    import simulator
-    from simulator.scenario import from_dict
+    import hetsim
+    from hetsim.simulator.scenario import from_dict
 
     raw = queue_scenario(1, 1.0, 2, discipline="ps", dispatch="round-robin")
     raw["workload"]["warmup_requests"] = 0
@@ -76,7 +76,7 @@ def test_ps_shares_the_device_exactly() -> None:
         trace = Path(tmp) / "t.csv"
         trace.write_text("\n".join(",".join(str(v) for v in r) for r in path_rows) + "\n")
         raw["workload"]["arrivals"] = {"kind": "trace", "path": str(trace), "flops_column": "flops"}
-        result = simulator.run(from_dict(raw, base_dir=Path(tmp)))
+        result = hetsim.run(from_dict(raw, base_dir=Path(tmp)))
     rows = result.tables["requests"].sort_values("request")
     assert rows["end_s"].tolist() == pytest.approx([3.0, 2.5], abs=1e-12)
     assert rows["start_s"].tolist() == [0.0, 0.5]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import simulator
-from simulator.cli import main
+import hetsim
+from hetsim.simulator.cli import main
 from tests.conftest import ROOT, SCENARIOS
 
 SMALL = {"workload.num_requests": 300, "workload.warmup_requests": 0}
@@ -28,7 +28,7 @@ def digest_dir(path: Path) -> dict[str, str]:
 
 
 def run_in_subprocess(out: Path, seed: int) -> None:
-    cmd = [sys.executable, "-m", "simulator", "run", str(SCENARIOS / "quickstart.yaml"),
+    cmd = [sys.executable, "-m", "hetsim", "run", str(SCENARIOS / "quickstart.yaml"),
            "--seed", str(seed), "--set", "workload.num_requests=200", "--out", str(out), "-q"]  # fmt: skip
     subprocess.run(cmd, check=True, cwd=ROOT)
 
@@ -64,10 +64,10 @@ def test_quickstart_from_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_quickstart_weights_load_then_serve() -> None:
     """Both GPUs copy 13.48 GB of fp16 weights over their own PCIe Gen4 link first:
     set-up time = link latency + bytes / (bandwidth x efficiency) from the catalogue."""
-    from devices.catalogue import link_spec
-    from workloads.models import model_spec
+    from hetsim.devices.catalogue import link_spec
+    from hetsim.workloads.models.dense import model_spec
 
-    result = simulator.run(SCENARIOS / "quickstart.yaml", overrides=SMALL)
+    result = hetsim.run(SCENARIOS / "quickstart.yaml", overrides=SMALL)
     nbytes = model_spec("llama-2-7b").weight_bytes("fp16")
     assert nbytes == int(6.74e9 * 2)
     expected = link_spec("pcie4-x16").transfer_time_s(nbytes)
@@ -87,7 +87,7 @@ def test_mmc_from_cli(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_parquet_and_overwrite_atomic(tmp_path: Path) -> None:
-    result = simulator.run(SCENARIOS / "mmc.yaml", overrides=SMALL)
+    result = hetsim.run(SCENARIOS / "mmc.yaml", overrides=SMALL)
     out = tmp_path / "res"
     result.to_dir(out, "parquet")
     assert pd.read_parquet(out / "tables" / "requests.parquet").shape[0] == 300
@@ -111,17 +111,17 @@ def test_parquet_and_overwrite_atomic(tmp_path: Path) -> None:
 
 
 def test_python_api_overrides_and_dunder_keywords() -> None:
-    a = simulator.run(SCENARIOS / "mmc.yaml", overrides=SMALL)
-    b = simulator.run(SCENARIOS / "mmc.yaml", workload__num_requests=300,
+    a = hetsim.run(SCENARIOS / "mmc.yaml", overrides=SMALL)
+    b = hetsim.run(SCENARIOS / "mmc.yaml", workload__num_requests=300,
                       workload__warmup_requests=0)  # fmt: skip
     assert a.summary_row == b.summary_row
     assert a.scenario["workload"]["num_requests"] == 300
 
 
 def test_sweep_rows_identical_serial_and_parallel() -> None:
-    sc = simulator.load_scenario(SCENARIOS / "mmc.yaml", SMALL)
-    serial = simulator.sweep(sc, workers=1).drop(columns="wall_s")
-    parallel = simulator.sweep(sc, workers=2).drop(columns="wall_s")
+    sc = hetsim.load_scenario(SCENARIOS / "mmc.yaml", SMALL)
+    serial = hetsim.sweep(sc, workers=1).drop(columns="wall_s")
+    parallel = hetsim.sweep(sc, workers=2).drop(columns="wall_s")
     pd.testing.assert_frame_equal(serial, parallel)
     assert serial["workload.arrivals.rate_per_s"].tolist() == [2.0, 2.8, 3.6]
     # waiting grows with load
@@ -159,9 +159,9 @@ def test_out_of_memory_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_progress_bar_does_not_change_results(capsys: pytest.CaptureFixture[str]) -> None:
     """The progress ticker is a separate SimPy process: same numbers with or without it."""
-    from simulator.runner import simulate
+    from hetsim.simulator.runner import simulate
 
-    sc = simulator.load_scenario(SCENARIOS / "quickstart.yaml", SMALL)
+    sc = hetsim.load_scenario(SCENARIOS / "quickstart.yaml", SMALL)
     quiet = simulate(sc, progress=False)
     shown = simulate(sc, progress=True)
     assert quiet.summary_row == shown.summary_row

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import yaml
 
-import simulator
-from schedulers.serving.scale_hysteresis import HysteresisParams, HysteresisScaling
-from schedulers.serving.scale_reactive import ReactiveParams, ReactiveScaling
-from schedulers.serving.view import ConfigView, DeploymentView, ScaleView, UnitView
+import hetsim
+from hetsim.schedulers.serving.scale_hysteresis import HysteresisParams, HysteresisScaling
+from hetsim.schedulers.serving.scale_reactive import ReactiveParams, ReactiveScaling
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, ScaleView, UnitView
 from tests.cli_helpers import cli_error
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def small(scaling: dict[str, Any], deploy: dict[str, Any], n: int = 400) -> dict
 def run(sc: dict[str, Any], tmp_path: Path) -> Any:
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(sc))
-    return simulator.run(path)
+    return hetsim.run(path)
 
 
 def test_warm_up_delays_routing_by_the_weight_copy(tmp_path: Path) -> None:
@@ -176,14 +176,14 @@ def test_autoscaling_holds_attainment_through_a_surge_at_better_tokens_per_usd()
     the autoscaled one holds most of its attainment (the surge's first seconds are lost
     while the window fills and the hold runs) at >= 10% more Tokens/USD than the static
     deployment sized for the peak."""
-    sc = simulator.load_scenario(ROOT / "scenarios" / "cauchy-surge.yaml")
+    sc = hetsim.load_scenario(ROOT / "scenarios" / "cauchy-surge.yaml")
     base = {"workload.requests.num_requests": 4800,
             "workload.requests.surge": {"start_s": 60, "duration_s": 60, "factor": 3}}  # fmt: skip
     hyst = {**sc.raw["policies"]["scaling"], "hold_in_s": 30}
     res = {}
     for name, scaling, rate in (("base", "none", 16), ("peak", "none", 48), ("auto", hyst, 16)):
         over = {**base, "policies.scaling": scaling, "workload.deployment_rate_per_s": rate}
-        res[name] = simulator.run(sc.with_overrides(over, keep_sweep=False)).summary.iloc[0]
+        res[name] = hetsim.run(sc.with_overrides(over, keep_sweep=False)).summary.iloc[0]
     assert res["base"]["slo_attainment"] < 0.6  # collapses during the surge
     assert res["peak"]["slo_attainment"] > 0.95
     assert res["auto"]["slo_attainment"] > 0.8

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-import simulator
-from schedulers.serving.view import InstanceSpec
-from simulator.engine import Simulation
-from simulator.runner import build
-from workloads.serving_estimate import Estimator, Lengths, Targets
-from workloads.serving_subsim import SubSimGoodput
+import hetsim
+from hetsim.workloads.serving.view import InstanceSpec
+from hetsim.simulator.engine import Simulation
+from hetsim.simulator.runner import build, run_nested
+from hetsim.workloads.serving.estimate import Estimator, Lengths, Targets
+from hetsim.workloads.serving.subsim import SubSimGoodput
 
 
 class ToyCost:
@@ -79,10 +79,11 @@ def test_predictor_within_15_percent_of_simulated_goodput(root: Path) -> None:
     # TPOT 25 ms). docs/serving.md lists 12 units at 0.89-1.05x; asserted here for a
     # colocated H100 (TPOT-bound) and an H100 prefill + H100 decode pair (TTFT-bound),
     # with sub-simulations judged at the same 0.9 attainment, tolerance 15%.
-    sc = simulator.load_scenario(root / "scenarios" / "cauchy.yaml")
+    sc = hetsim.load_scenario(root / "scenarios" / "cauchy.yaml")
     w = build(sc, Simulation(sc.seed, record_spans=False))
     gpus = {t: mem for t, (_, _, mem) in w.gpu_types.items()}
-    measure = SubSimGoodput(w.params.model_dump(mode="json"), gpus, sc.base_dir, steps=5)
+    measure = SubSimGoodput(w.params.model_dump(mode="json"), gpus, sc.base_dir, steps=5,
+                            run=run_nested)
     every = max(len(w.times.prompt) // 256, 1)
     lengths = Lengths(w.times.prompt[::every], w.times.output[::every])
     h100 = w.configs[("h100-sxm", 1)]

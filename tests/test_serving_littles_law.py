@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import simulator
-
-
+import hetsim
 def time_average_in_system(arrival: np.ndarray, finish: np.ndarray, a: float, b: float) -> float:
     """(1 / (b - a)) x integral over [a, b] of N(t), N = requests arrived and not yet
     finished, as the step function of the sorted +1 (arrival) / -1 (finish) events."""
@@ -27,7 +25,7 @@ def test_littles_law_on_a_long_colocated_run() -> None:
     # drain), L (time average of N from the requests table) must equal lambda (arrivals
     # in the window / its length) x W (mean E2E of those arrivals). Edge effects are of
     # order W / window (~3 s / 125 s) plus Poisson noise: tolerance 5%.
-    res = simulator.run(
+    res = hetsim.run(
         "scenarios/cauchy.yaml",
         overrides={
             "policies.deployment": "colocated",
@@ -62,7 +60,7 @@ def test_instance_occupancy_integrates_to_the_requests_sojourn_times() -> None:
     # KV-transfer time of every request (in flight between a prefill and a decode
     # instance, held by neither).
     for dep, gap in (("colocated", False), ("distserve", True)):
-        res = simulator.run(
+        res = hetsim.run(
             "scenarios/cauchy.yaml",
             overrides={
                 "policies.deployment": dep,

@@ -7,8 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import simulator
-
+import hetsim
 # Llama-3-8B (models.yaml): 8.03e9 params, 32 layers, hidden 4096, 8 KV heads of 128.
 PARAMS, LAYERS, HIDDEN = 8.03e9, 32, 4096
 KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # K and V x layers x kv_heads x head_dim x fp16 = 131072
@@ -46,7 +45,7 @@ def run(sc: dict[str, Any], tmp_path: Any, policies: dict[str, Any] | None = Non
     sc = dict(sc, policies=policies or {})
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(sc))
-    return simulator.run(path)
+    return hetsim.run(path)
 
 
 def one_request(prompt: int, output: int) -> dict[str, Any]:

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import simulator
-from schedulers.serving._milp import slice_assignment
-from schedulers.serving.deploy_melange import MelangeDeployment, MelangeParams
-from schedulers.serving.view import BucketEstimate, ConfigView, DeploymentView
+import hetsim
+from hetsim.schedulers.serving._milp import slice_assignment
+from hetsim.schedulers.serving.deploy_melange import MelangeDeployment, MelangeParams
+from hetsim.workloads.serving.view import BucketEstimate, ConfigView, DeploymentView
 
 RNG = np.random.default_rng(0)
 INF = np.inf
@@ -105,13 +105,13 @@ def test_melange_mixes_a_cheap_type_for_short_requests() -> None:
 
 
 def _summary(**over: Any) -> Any:
-    return simulator.run("scenarios/cauchy.yaml", overrides=over).summary.iloc[0]
+    return hetsim.run("scenarios/cauchy.yaml", overrides=over).summary.iloc[0]
 
 
 @pytest.mark.parametrize("rate", [16, 48])
 def test_fair_sizing_melange_and_cauchy_against_homogeneous_aws(rate: int) -> None:
     # Seeded runs under aws-ondemand (strict SLOs). Every policy sizes from the same
-    # attainment predictor (workloads/serving_estimate.py; within 0.89-1.05x of the
+    # attainment predictor (workloads/serving/estimate.py; within 0.89-1.05x of the
     # goodput measured by sub-simulation for 12 units, docs/serving.md) with the same
     # 10% headroom, so each deployment must meet the 0.9 attainment it was sized for.
     rows = {
@@ -144,7 +144,7 @@ def test_fair_sizing_melange_and_cauchy_against_homogeneous_aws(rate: int) -> No
 def test_cli_rejects_a_zero_slice_factor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from simulator.cli import main
+    from hetsim.simulator.cli import main
 
     text = Path("scenarios/cauchy.yaml").read_text()
     path = tmp_path / "bad.yaml"

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-import simulator
-from simulator.errors import ScenarioError
+import hetsim
+from hetsim.simulator.errors import ScenarioError
 from tests.test_serving_mechanism import a100_time  # the A100-80GB roofline by hand
-from workloads.serving_cost import IterationCost
-from workloads.serving_models import mixtral_spec
+from hetsim.workloads.serving.cost import IterationCost
+from hetsim.workloads.serving.models import mixtral_spec
 
 # Mixtral-8x7B config.json: 32 layers, hidden 4096, intermediate 14336, 8 experts,
 # top-2, 32 heads / 8 KV heads of 128, vocab 32000, untied embeddings.
@@ -53,7 +53,7 @@ def test_expert_bytes_formula_limits() -> None:
 
 
 def simulator_spec(name: str) -> Any:
-    from simulator import registry
+    from hetsim.simulator import registry
 
     return registry.device_types.get(name)
 
@@ -91,7 +91,7 @@ def _scenario(tmp_path: Path, memory: int, prompt: int, output: int) -> Path:
 def test_single_request_ttft_and_tpot_are_the_moe_roofline(tmp_path: Path) -> None:
     # one A100 with 200 GB (a hypothetical memory, so that TP = 1 holds the model)
     p, o = 500, 4
-    row = simulator.run(_scenario(tmp_path, 200 * 10**9, p, o)).tables["requests"].iloc[0]
+    row = hetsim.run(_scenario(tmp_path, 200 * 10**9, p, o)).tables["requests"].iloc[0]
     # prefill of p tokens: active-parameter GEMMs + causal attention; bytes: non-expert
     # weights + 8 (1 - 0.75^500) ~= 8 experts per layer + p KV tokens written
     experts = E * (1 - (1 - K / E) ** p)
@@ -119,7 +119,7 @@ def test_single_request_ttft_and_tpot_are_the_moe_roofline(tmp_path: Path) -> No
 def test_mixtral_on_one_80gb_gpu_names_the_bytes_short(tmp_path: Path) -> None:
     # 93,405,585,408 B of fp16 weights - int(0.9 x 85,899,345,920) = 16,096,174,080 short
     with pytest.raises(ScenarioError, match=r"on 1 x a100-80gb .*: 16096174080 bytes short"):
-        simulator.run(_scenario(tmp_path, 85899345920, 100, 4))
+        hetsim.run(_scenario(tmp_path, 85899345920, 100, 4))
 
 
 def test_mixtral_variant_of_the_cauchy_scenario_runs() -> None:
@@ -134,7 +134,7 @@ def test_mixtral_variant_of_the_cauchy_scenario_runs() -> None:
         "workload.requests.num_requests": 300,
     }
     for dep in ("melange", "colocated"):
-        res = simulator.run(
+        res = hetsim.run(
             "scenarios/cauchy.yaml", overrides=dict(over, **{"policies.deployment": dep})
         )
         row = res.summary.iloc[0]

@@ -6,14 +6,14 @@ import itertools
 
 import numpy as np
 
-from schedulers.serving._milp import min_cost_counts
-from schedulers.serving.batch_sarathi import SarathiBatching, SarathiBatchParams
-from schedulers.serving.batch_vllm import VllmBatching, VllmBatchParams
-from schedulers.serving.deploy_cauchy import CauchyDeployment, CauchyParams
-from schedulers.serving.deploy_colocated import ColocatedDeployment, ColocatedParams
-from schedulers.serving.route_goodput_wrr import GoodputWrrParams, GoodputWrrRouting, smooth_wrr
-from schedulers.serving.route_jsq import JsqParams, JsqRouting
-from schedulers.serving.view import (
+from hetsim.schedulers.serving._milp import min_cost_counts
+from hetsim.schedulers.serving.batch_sarathi import SarathiBatching, SarathiBatchParams
+from hetsim.schedulers.serving.batch_vllm import VllmBatching, VllmBatchParams
+from hetsim.schedulers.serving.deploy_cauchy import CauchyDeployment, CauchyParams
+from hetsim.schedulers.serving.deploy_colocated import ColocatedDeployment, ColocatedParams
+from hetsim.schedulers.serving.route_goodput_wrr import GoodputWrrParams, GoodputWrrRouting, smooth_wrr
+from hetsim.schedulers.serving.route_jsq import JsqParams, JsqRouting
+from hetsim.workloads.serving.view import (
     BatchView,
     ConfigView,
     DeploymentView,

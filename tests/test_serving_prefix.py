@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
-from schedulers.serving.route_prefix_affinity import PrefixAffinityParams, PrefixAffinityRouting
-from schedulers.serving.view import InstanceView, RouteView
+from hetsim.schedulers.serving.route_prefix_affinity import PrefixAffinityParams, PrefixAffinityRouting
+from hetsim.workloads.serving.view import InstanceView, RouteView
 from tests.cli_helpers import cli_error
 from tests.test_serving_autoscale import run
 from tests.test_serving_mechanism import (  # Llama-3-8B on one A100-80GB, by hand
@@ -24,7 +24,7 @@ from tests.test_serving_mechanism import (  # Llama-3-8B on one A100-80GB, by ha
     WEIGHTS,
     a100_time,
 )
-from workloads.serving_traces import TraceConfig, read_trace
+from hetsim.workloads.serving.traces import TraceConfig, read_trace
 
 DATA = Path(__file__).parents[1] / "workloads" / "data" / "serving"
 SAMPLE = DATA / "mooncake_conversation_sample.jsonl"
@@ -222,8 +222,8 @@ def test_prefix_affinity_follows_the_cache_within_the_imbalance() -> None:
 
 
 def test_concurrent_copies_are_shared_once_computed_and_released_deepest_first() -> None:
-    from workloads.serving_prefix import PrefixCache
-    from workloads.serving_traces import BlockHashes
+    from hetsim.workloads.serving.prefix import PrefixCache
+    from hetsim.workloads.serving.traces import BlockHashes
 
     # three prompts of 1100 tokens: blocks of 512, 512, 76 tokens = 32, 32, 5 KV blocks
     flat = np.array([1, 2, 3, 1, 2, 3, 1, 2, 7], dtype=np.int64)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workloads.serving_requests import RequestsConfig, SurgeConfig, generate
-from workloads.serving_traces import TraceConfig, read_trace
+from hetsim.workloads.serving.requests import RequestsConfig, SurgeConfig, generate
+from hetsim.workloads.serving.traces import TraceConfig, read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "workloads" / "data" / "serving"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

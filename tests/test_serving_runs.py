@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import simulator
-
-
+import hetsim
 def _summary(path: str, **over: Any) -> Any:
-    return simulator.run(path, overrides=over).summary.iloc[0]
+    return hetsim.run(path, overrides=over).summary.iloc[0]
 
 
 def test_cauchy_vs_colocated_ranking_flips_with_the_price_preset() -> None:

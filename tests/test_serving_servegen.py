@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.cli import main
-from workloads.serving_requests import RequestsConfig, generate
-from workloads.serving_traces import TraceConfig, read_servegen_lengths, read_servegen_rates
+from hetsim.simulator.cli import main
+from hetsim.workloads.serving.requests import RequestsConfig, generate
+from hetsim.workloads.serving.traces import TraceConfig, read_servegen_lengths, read_servegen_rates
 
 DATA = Path(__file__).resolve().parents[1] / "workloads" / "data" / "serving"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "servegen"

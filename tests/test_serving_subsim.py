@@ -6,9 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from schedulers.serving.deploy_cauchy import CauchyDeployment, CauchyParams
-from schedulers.serving.view import ConfigView, DeploymentView, InstanceSpec
-from workloads.serving_subsim import SubSimGoodput
+from hetsim.schedulers.serving.deploy_cauchy import CauchyDeployment, CauchyParams
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
+from hetsim.simulator.runner import run_nested
+from hetsim.workloads.serving.subsim import SubSimGoodput
 
 RNG = np.random.default_rng(0)
 
@@ -53,7 +54,7 @@ def test_subsim_goodput_brackets_and_caches(root: Path) -> None:
         "tp_options": [1],
     }
     m = SubSimGoodput(workload, {"h100-sxm": 85899345920}, root, num_requests=100,
-                      duration_s=15.0, steps=4)  # fmt: skip
+                      duration_s=15.0, steps=4, run=run_nested)  # fmt: skip
     unit = (InstanceSpec("prefill", "h100-sxm", 1), InstanceSpec("decode", "h100-sxm", 1))
     g = m(unit, 20.0)
     assert 25.0 < g < 55.0

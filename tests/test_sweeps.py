@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 import yaml
 
-import simulator
-from simulator.plotting import sweep_summary
-from simulator.scenario import from_dict
-from simulator.sweep_design import Range, SweepSpec, parse_sweep, points
-from simulator.sweeps import plan, run_key
+import hetsim
+from hetsim.plotting import sweep_summary
+from hetsim.simulator.scenario import from_dict
+from hetsim.simulator.sweep_design import Range, SweepSpec, parse_sweep, points
+from hetsim.simulator.sweeps import plan, run_key
 from tests.conftest import ROOT, SCENARIOS
 
 VOLATILE = ["wall_s"]  # the only column allowed to differ between executions
@@ -95,13 +95,13 @@ def test_random_log_integer_ranges() -> None:
     ],
 )
 def test_bad_designs_are_scenario_errors(sweep: dict, message: str) -> None:
-    with pytest.raises(simulator.ScenarioError, match=message):
+    with pytest.raises(hetsim.ScenarioError, match=message):
         from_dict(tiny(sweep))
 
 
 def test_unknown_sweep_path_is_an_error() -> None:
     with pytest.raises(
-        simulator.ScenarioError, match=r"sweep\.nothing\.here: must be a dotted path"
+        hetsim.ScenarioError, match=r"sweep\.nothing\.here: must be a dotted path"
     ):
         from_dict(tiny({"nothing.here": [1]}))
 
@@ -117,12 +117,12 @@ def test_run_key_is_stable_and_points_never_run_twice() -> None:
 
 
 def test_rows_carry_inputs_metrics_and_provenance() -> None:
-    table = simulator.sweep(from_dict(tiny({"workload.arrivals.rate_per_s": [1.0, 2.0]})))
+    table = hetsim.sweep(from_dict(tiny({"workload.arrivals.rate_per_s": [1.0, 2.0]})))
     assert list(table["workload.arrivals.rate_per_s"]) == [1.0, 2.0]
     for col in ("mean_wait_s", "run_key", "seed", "hetsim_version", "wall_s", "error", "traceback"):
         assert col in table
     assert table["error"].isna().all()
-    assert table["hetsim_version"].eq(simulator.__version__).all()
+    assert table["hetsim_version"].eq(hetsim.__version__).all()
 
 
 def test_failed_run_is_a_row_and_the_rest_complete(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ def test_failed_run_is_a_row_and_the_rest_complete(tmp_path: Path) -> None:
     raw["workload"]["num_requests"] = 50
     # Llama-2-70B's fp16 weights do not fit the L4: that run fails with OutOfMemory
     raw["sweep"] = {"workload.demand.model": ["llama-2-7b", "llama-2-70b", "llama-3-8b"]}
-    table = simulator.sweep(from_dict(raw), out=tmp_path / "s")
+    table = hetsim.sweep(from_dict(raw), out=tmp_path / "s")
     assert table["error"].notna().tolist() == [False, True, False]
     assert table.loc[1, "error"].startswith("OutOfMemory")
     assert "Traceback" in table.loc[1, "traceback"]
@@ -139,10 +139,10 @@ def test_failed_run_is_a_row_and_the_rest_complete(tmp_path: Path) -> None:
 
 def test_existing_sweep_needs_resume(tmp_path: Path) -> None:
     sc = from_dict(tiny({"seed": [1, 2]}))
-    simulator.sweep(sc, out=tmp_path)
+    hetsim.sweep(sc, out=tmp_path)
     with pytest.raises(FileExistsError):
-        simulator.sweep(sc, out=tmp_path)
-    again = simulator.sweep(sc, out=tmp_path, resume=True)  # nothing left to run
+        hetsim.sweep(sc, out=tmp_path)
+    again = hetsim.sweep(sc, out=tmp_path, resume=True)  # nothing left to run
     assert len(again) == 2
 
 
@@ -150,9 +150,9 @@ def test_existing_sweep_needs_resume(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_serial_local_pool_and_dask_give_identical_rows() -> None:
     sc = from_dict(tiny({"seed": [1, 2, 3], "workload.arrivals.rate_per_s": [2.0, 3.0]}))
-    serial = simulator.sweep(sc).drop(columns=VOLATILE)
-    pool = simulator.sweep(sc, workers=2).drop(columns=VOLATILE)
-    dask = simulator.sweep(sc, workers=2, executor="dask").drop(columns=VOLATILE)
+    serial = hetsim.sweep(sc).drop(columns=VOLATILE)
+    pool = hetsim.sweep(sc, workers=2).drop(columns=VOLATILE)
+    dask = hetsim.sweep(sc, workers=2, executor="dask").drop(columns=VOLATILE)
     pd.testing.assert_frame_equal(serial, pool)
     pd.testing.assert_frame_equal(serial, dask)
     assert len(serial) == 6
@@ -164,7 +164,7 @@ def test_kill_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
     raw = tiny({"seed": list(range(30))}, n=3000)
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(raw))
-    cmd = [sys.executable, "-m", "simulator", "sweep", str(path), "-q"]
+    cmd = [sys.executable, "-m", "hetsim", "sweep", str(path), "-q"]
     killed = tmp_path / "killed"
     proc = subprocess.Popen([*cmd, "--out", str(killed)], cwd=ROOT, start_new_session=True)
     shards = killed / "shards"
@@ -191,7 +191,7 @@ def test_exit_code_counts_failed_runs(tmp_path: Path) -> None:
     raw["sweep"] = {"workload.demand.model": ["llama-2-70b", "llama-3-70b", "llama-2-7b"]}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(raw))
-    done = subprocess.run([sys.executable, "-m", "simulator", "sweep", str(path), "-q"],
+    done = subprocess.run([sys.executable, "-m", "hetsim", "sweep", str(path), "-q"],
                           cwd=ROOT, capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip().endswith("2 of 3 runs failed (see the error column)")
@@ -222,5 +222,5 @@ def test_swept_path_may_not_shadow_an_output_column() -> None:
     sc = from_dict(tiny())
     # as if a scenario path were called like one of the workload's metrics
     sc_bad = dataclasses.replace(sc, sweep={"mean_wait_s": [1]})
-    with pytest.raises(simulator.ScenarioError, match="share its name with an output column"):
+    with pytest.raises(hetsim.ScenarioError, match="share its name with an output column"):
         plan(sc_bad)

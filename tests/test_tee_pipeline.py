@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from workloads.tee_pipeline import buffered_pipeline, flow_shop
+from hetsim.workloads.tee.pipeline import buffered_pipeline, flow_shop
 
 
 def test_buffered_pipeline_three_layers() -> None:

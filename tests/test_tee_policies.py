@@ -4,15 +4,15 @@ import math
 
 import numpy as np
 
-from schedulers.tee.cacheline import CachelineParams, CachelineProtection
-from schedulers.tee.h100_cc import H100CCParams, H100CCProtection
-from schedulers.tee.nappa import NappaExecution, NappaParams
-from schedulers.tee.none import NoneParams, NoProtection
-from schedulers.tee.offload import OffloadExecution, OffloadParams
-from schedulers.tee.pipelined import PipelinedExecution, PipelinedParams
-from schedulers.tee.tee_only import TeeOnlyExecution, TeeOnlyParams
-from schedulers.tee.tensortee import TensorTEEParams, TensorTEEProtection
-from schedulers.tee.view import TEE, ExecutionView, OpView, ProtectionView, StreamView
+from hetsim.schedulers.tee.cacheline import CachelineParams, CachelineProtection
+from hetsim.schedulers.tee.h100_cc import H100CCParams, H100CCProtection
+from hetsim.schedulers.tee.nappa import NappaExecution, NappaParams
+from hetsim.schedulers.tee.none import NoneParams, NoProtection
+from hetsim.schedulers.tee.offload import OffloadExecution, OffloadParams
+from hetsim.schedulers.tee.pipelined import PipelinedExecution, PipelinedParams
+from hetsim.schedulers.tee.tee_only import TeeOnlyExecution, TeeOnlyParams
+from hetsim.schedulers.tee.tensortee import TensorTEEParams, TensorTEEProtection
+from hetsim.workloads.tee.view import TEE, ExecutionView, OpView, ProtectionView, StreamView
 
 RNG = np.random.default_rng(0)
 VIEW = ProtectionView(

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-import simulator
-from simulator.cli import main
+import hetsim
+from hetsim.simulator.cli import main
 from tests.conftest import ROOT
 
 TT = ROOT / "scenarios" / "tensortee.yaml"
@@ -13,7 +13,7 @@ NNA = ROOT / "scenarios" / "tee_nna.yaml"
 
 
 def _step(model: str, scheme: str) -> dict:
-    res = simulator.run(TT, workload__model=model, workload__steps=2, policies__protection=scheme)
+    res = hetsim.run(TT, workload__model=model, workload__steps=2, policies__protection=scheme)
     return res.summary.iloc[0].to_dict()
 
 
@@ -39,7 +39,7 @@ def test_tensortee_directions() -> None:
 def test_tee_nna_directions() -> None:
     rows = {}
     for policy in ("tee-only", "offload", "pipelined", "nappa"):
-        res = simulator.run(NNA, workload__steps=2, policies__execution=policy)
+        res = hetsim.run(NNA, workload__steps=2, policies__execution=policy)
         rows[policy] = res.summary.iloc[0].to_dict()
     assert rows["tee-only"]["speedup_vs_tee_only"] == pytest.approx(1.0)
     # pipelining never loses to the unpipelined offload and hides some TEE work

@@ -2,8 +2,8 @@
 
 import pytest
 
-from devices.enclave import H100_CC, SGX_MEE, TDX, TENSOR, Enclave, crossing_time_s, metadata_bytes
-from workloads.tee_secure import (
+from hetsim.devices.enclave import H100_CC, SGX_MEE, TDX, TENSOR, Enclave, crossing_time_s, metadata_bytes
+from hetsim.workloads.tee.secure import (
     TNPU_LIKE,
     SecureMemoryParams,
     TransferSide,

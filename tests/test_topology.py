@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 import simpy
 
-from devices.spec import EfficiencyCurve, LinkSpec
-from devices.topology import (
+from hetsim.devices.spec import EfficiencyCurve, LinkSpec
+from hetsim.devices.topology import (
     CopyMode,
     Topology,
     TopologyLinks,
@@ -16,7 +16,7 @@ from devices.topology import (
     pcie_workstation,
     route_time_s,
 )
-from simulator.engine import Simulation
+from hetsim.simulator.engine import Simulation
 
 PCIE4 = LinkSpec("pcie4-test", "PCIe 4.0 x16", "pcie", 31.5e9, 2e-6, EfficiencyCurve(0.8))
 NVLINK4 = LinkSpec("nvlink4-test", "NVLink 4", "nvlink", 450e9, 1e-6, EfficiencyCurve(0.84))

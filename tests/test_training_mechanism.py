@@ -7,17 +7,17 @@ from collections.abc import Generator
 import numpy as np
 import pytest
 
-from devices.cluster import Cluster, ClusterConfig
-from devices.memory import OutOfMemory
-from schedulers.training.view import SwapOrder, SwapPlan
-from simulator.engine import Simulation
-from workloads.training_exec import Executor
-from workloads.training_model import (
+from hetsim.devices.cluster import Cluster, ClusterConfig
+from hetsim.devices.memory import OutOfMemory
+from hetsim.workloads.training.view import SwapOrder, SwapPlan
+from hetsim.simulator.engine import Simulation
+from hetsim.workloads.training.exec import Executor
+from hetsim.workloads.training.model import (
     STATE_BYTES_PER_PARAM,
     TransformerSpec,
     activation_bytes_per_layer,
 )
-from workloads.training_ops import Variant, build_sequence
+from hetsim.workloads.training.ops import Variant, build_sequence
 
 TINY = dict(layers=2, hidden=16, heads=4, ffn=64, vocab=10, seq_len=8, micro_batch=2)
 

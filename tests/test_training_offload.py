@@ -7,20 +7,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import simulator
-from schedulers.training.recompute import FULL_NAMES
-from schedulers.training.zero_offload import ZeroOffload, ZeroOffloadParams
-from simulator.cli import main
+import hetsim
+from hetsim.schedulers.training.recompute import FULL_NAMES
+from hetsim.schedulers.training.zero_offload import ZeroOffload, ZeroOffloadParams
+from hetsim.simulator.cli import main
 from tests.conftest import ROOT
 from tests.test_training_mechanism import TINY, _executor
-from workloads.training_model import TransformerSpec
-from workloads.training_offload import (
+from hetsim.workloads.training.model import TransformerSpec
+from hetsim.workloads.training.offload import (
     CpuAdamCost,
     cpu_adam_s,
     offload_step,
     place_states,
 )
-from workloads.training_ops import Variant, build_sequence
+from hetsim.workloads.training.ops import Variant, build_sequence
 
 CH = ROOT / "scenarios" / "chameleon.yaml"
 PCIE_BPS = 31.5e9 * 0.8094  # pcie4-x16 bandwidth x fitted efficiency (links.yaml)
@@ -54,8 +54,8 @@ def test_run_peak_drops_by_12_bytes_per_param() -> None:
     # same op sequence and activations, so the device peak differs by the states only
     over = {"workload.model": TINY, "workload.size_x_hbm": None, "workload.iterations": 2,
             "workload.variability": {}}  # fmt: skip
-    a = simulator.run(CH, overrides={**over, "policies.swap": "none"}).summary.iloc[0]
-    b = simulator.run(CH, overrides={**over, "policies.swap": "zero-offload"}).summary.iloc[0]
+    a = hetsim.run(CH, overrides={**over, "policies.swap": "none"}).summary.iloc[0]
+    b = hetsim.run(CH, overrides={**over, "policies.swap": "zero-offload"}).summary.iloc[0]
     assert a.device_state_bytes - b.device_state_bytes == 12 * 6464
     assert a.peak_bytes - b.peak_bytes == 12 * 6464
     assert b.offload_d2h_bytes == b.offload_h2d_bytes == 2 * (2 * 6464)  # 2 iterations x 2P

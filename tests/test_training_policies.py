@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedulers.training.chameleon import STABLE, WARMUP, Chameleon, ChameleonParams
-from schedulers.training.gpipe import GPipe, GPipeParams
-from schedulers.training.interleaved import Interleaved, InterleavedParams
-from schedulers.training.one_f_one_b import OneFOneB, OneFOneBParams
-from schedulers.training.slimpipe import SlimPipe, SlimPipeParams, equal_cost_bounds
-from schedulers.training.static_swap import StaticSwap, StaticSwapParams
-from schedulers.training.view import PipelineView, ProfileView, StepReport
-from workloads.training_pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
+from hetsim.schedulers.training.chameleon import STABLE, WARMUP, Chameleon, ChameleonParams
+from hetsim.schedulers.training.gpipe import GPipe, GPipeParams
+from hetsim.schedulers.training.interleaved import Interleaved, InterleavedParams
+from hetsim.schedulers.training.one_f_one_b import OneFOneB, OneFOneBParams
+from hetsim.schedulers.training.slimpipe import SlimPipe, SlimPipeParams, equal_cost_bounds
+from hetsim.schedulers.training.static_swap import StaticSwap, StaticSwapParams
+from hetsim.workloads.training.view import PipelineView, ProfileView, StepReport
+from hetsim.workloads.training.pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
 
 GB = 1 << 30
 
@@ -60,7 +60,7 @@ def _view() -> ProfileView:
 
 
 def test_chameleon_plan_covers_the_peak_with_the_spanning_tensor() -> None:
-    from schedulers.training._chameleon_plan import generate
+    from hetsim.schedulers.training._chameleon_plan import generate
 
     orders = generate(_view(), 2 * GB, 20 << 20, 2.0)
     # only A spans the peak (out in stage F0, back one stage before B0 = stage B1); its

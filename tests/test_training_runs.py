@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import simulator
-from simulator.cli import main
+import hetsim
+from hetsim.simulator.cli import main
 from tests.conftest import ROOT
 
 CH = ROOT / "scenarios" / "chameleon.yaml"
@@ -19,7 +19,7 @@ BRANCH = {"every_iters": 8, "seq_lens": [131072], "branch_ops": 6, "branch_prob"
 def _ch(policy: str | dict, size: float, iters: int = 8, **over: object) -> dict:
     o = {"policies.swap": policy, "workload.size_x_hbm": size, "workload.iterations": iters}
     o.update(over)
-    return simulator.run(CH, overrides=o).summary.iloc[0].to_dict()
+    return hetsim.run(CH, overrides=o).summary.iloc[0].to_dict()
 
 
 def test_chameleon_trains_where_none_and_recompute_cannot() -> None:
@@ -43,7 +43,7 @@ def test_static_plan_breaks_after_op_count_change_chameleon_recovers() -> None:
     over = {"workload.variability": BRANCH}
     runs = {}
     for pol in ("static-swap", "chameleon"):
-        res = simulator.run(CH, overrides={"policies.swap": pol, "workload.size_x_hbm": 2.0,
+        res = hetsim.run(CH, overrides={"policies.swap": pol, "workload.size_x_hbm": 2.0,
                                            "workload.iterations": 16, **over})  # fmt: skip
         runs[pol] = res.tables["iterations"]
     st, ch = runs["static-swap"], runs["chameleon"]
@@ -67,7 +67,7 @@ def test_profiling_overhead_is_a_fraction_of_profiling_every_step() -> None:
 def _sp(schedule: str, seq: int, recompute: str, **more: object) -> dict:
     o = {"policies.schedule": schedule, "workload.model.seq_len": seq,
          "workload.recompute": recompute, **more}  # fmt: skip
-    return simulator.run(SP, overrides=o).summary.iloc[0].to_dict()
+    return hetsim.run(SP, overrides=o).summary.iloc[0].to_dict()
 
 
 def test_slimpipe_fits_longer_contexts_than_1f1b() -> None:

@@ -6,8 +6,8 @@ registers every workload kind, and registers the model catalogue.
 
 import sys
 
-from simulator.discovery import import_submodules
-from workloads.models import register_models
+from hetsim.simulator.discovery import import_submodules
+from hetsim.workloads.models.dense import register_models
 
 register_models()
 import_submodules(sys.modules[__name__])

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import simpy
 from pydantic import BaseModel, ConfigDict
 
-from devices.cluster import Cluster
-from simulator.engine import Simulation
+from hetsim.devices.cluster import Cluster
+from hetsim.simulator.engine import Simulation
 
 
 class WorkloadParams(BaseModel):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import networkx as nx
 
-from schedulers.cluster.view import PackingView
+from hetsim.workloads.cluster.view import PackingView
 
 #: job id -> (solo iteration s, remaining iterations, deadline s, GPUs)
 Facts = dict[int, tuple[float, int, float, int]]

@@ -25,9 +25,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.cluster._flow import min_cost_max_flow
-from schedulers.cluster.view import AllocationView, GroupView
-from simulator.registry import policies
+from hetsim.schedulers.cluster._flow import min_cost_max_flow
+from hetsim.workloads.cluster.view import AllocationView, GroupView
+from hetsim.simulator.registry import policies
 
 
 class CuckooAllocationParams(BaseModel):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.cluster._common import NoParams, greedy_allocate
-from schedulers.cluster.view import AllocationView
-from simulator.registry import policies
+from hetsim.schedulers.cluster._common import NoParams, greedy_allocate
+from hetsim.workloads.cluster.view import AllocationView
+from hetsim.simulator.registry import policies
 
 
 @policies.register("cluster.allocation", "gavel-like")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.cluster._common import NoParams
-from schedulers.cluster.view import OrderingView
-from simulator.registry import policies
+from hetsim.schedulers.cluster._common import NoParams
+from hetsim.workloads.cluster.view import OrderingView
+from hetsim.simulator.registry import policies
 
 
 @policies.register("cluster.ordering", "fifo")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from schedulers.cluster.view import OrderingView
-from simulator.registry import policies
+from hetsim.workloads.cluster.view import OrderingView
+from hetsim.simulator.registry import policies
 
 
 class SrtfParams(BaseModel):

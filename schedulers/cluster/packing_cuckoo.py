@@ -38,10 +38,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.cluster._matching import Facts, matching_rounds
-from schedulers.cluster.packing_muri import utilisation
-from schedulers.cluster.view import PackingView
-from simulator.registry import policies
+from hetsim.schedulers.cluster._matching import Facts, matching_rounds
+from hetsim.schedulers.cluster.packing_muri import utilisation
+from hetsim.workloads.cluster.view import PackingView
+from hetsim.simulator.registry import policies
 
 
 class CuckooPackingParams(BaseModel):

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.cluster._matching import Facts, matching_rounds
-from schedulers.cluster.view import PackingView
-from simulator.registry import policies
+from hetsim.schedulers.cluster._matching import Facts, matching_rounds
+from hetsim.workloads.cluster.view import PackingView
+from hetsim.simulator.registry import policies
 
 
 class MuriParams(BaseModel):

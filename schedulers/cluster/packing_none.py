@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.cluster._common import NoParams
-from schedulers.cluster.view import PackingView
-from simulator.registry import policies
+from hetsim.schedulers.cluster._common import NoParams
+from hetsim.workloads.cluster.view import PackingView
+from hetsim.simulator.registry import policies
 
 
 @policies.register("cluster.packing", "none")

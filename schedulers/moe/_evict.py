@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.moe.view import CacheView
+from hetsim.workloads.moe.view import CacheView
 
 
 def victims_by_key(view: CacheView, key: np.ndarray) -> list[int]:

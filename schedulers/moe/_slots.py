@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schedulers.moe.view import AllocationView
+from hetsim.workloads.moe.view import AllocationView
 
 
 def uniform_slots(view: AllocationView) -> tuple[int, ...]:

@@ -19,10 +19,10 @@ from math import comb
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.moe._params import NoParams
-from schedulers.moe.cache_lru import LruCache
-from schedulers.moe.view import AllocationView, CacheDecision, CacheView
-from simulator.registry import policies
+from hetsim.schedulers.moe._params import NoParams
+from hetsim.schedulers.moe.cache_lru import LruCache
+from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
+from hetsim.simulator.registry import policies
 
 
 class AdapMoECacheParams(BaseModel):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.moe._params import NoParams
-from schedulers.moe.view import AllocationView, CacheDecision, CacheView
-from simulator.registry import policies
+from hetsim.schedulers.moe._params import NoParams
+from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
+from hetsim.simulator.registry import policies
 
 
 @policies.register("moe.cache", "none")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.moe._params import NoParams
-from schedulers.moe._slots import whole_layer_slots
-from schedulers.moe.view import AllocationView, CacheDecision, CacheView
-from simulator.registry import policies
+from hetsim.schedulers.moe._params import NoParams
+from hetsim.schedulers.moe._slots import whole_layer_slots
+from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
+from hetsim.simulator.registry import policies
 
 
 @policies.register("moe.cache", "static-layers")

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.moe.gating_topk import topk_mask
-from schedulers.moe.view import GatingView
-from simulator.registry import policies
+from hetsim.schedulers.moe.gating_topk import topk_mask
+from hetsim.workloads.moe.view import GatingView
+from hetsim.simulator.registry import policies
 
 
 class AdapMoEGatingParams(BaseModel):

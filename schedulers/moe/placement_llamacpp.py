@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.moe._params import NoParams
-from schedulers.moe.view import Placement, PlacementView
-from simulator.registry import policies
+from hetsim.schedulers.moe._params import NoParams
+from hetsim.workloads.moe.view import Placement, PlacementView
+from hetsim.simulator.registry import policies
 
 
 @policies.register("moe.placement", "llamacpp")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.observability.view import CheckpointView
-from simulator.registry import policies
+from hetsim.workloads.observability.view import CheckpointView
+from hetsim.simulator.registry import policies
 
 
 class FixedIntervalParams(BaseModel):

@@ -18,8 +18,8 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from schedulers.observability.view import Detection, EventView, Finding, JobView, WindowView
-from simulator.registry import policies
+from hetsim.workloads.observability.view import Detection, EventView, Finding, JobView, WindowView
+from hetsim.simulator.registry import policies
 
 SECONDS_PER_DAY = 86_400.0
 OTHER_CAUSE = {"compute": "communication", "communication": "compute"}

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.observability.stats import ks_critical, ks_vs_pooled_others, zscore
-from schedulers.observability.view import Cause, Finding, WindowView
-from simulator.registry import policies
+from hetsim.schedulers.observability.stats import ks_critical, ks_vs_pooled_others, zscore
+from hetsim.workloads.observability.view import Cause, Finding, WindowView
+from hetsim.simulator.registry import policies
 
 
 class KairParams(BaseModel):

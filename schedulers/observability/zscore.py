@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.observability.stats import zscore
-from schedulers.observability.view import Cause, Finding, WindowView
-from simulator.registry import policies
+from hetsim.schedulers.observability.stats import zscore
+from hetsim.workloads.observability.view import Cause, Finding, WindowView
+from hetsim.simulator.registry import policies
 
 
 class ZScoreParams(BaseModel):

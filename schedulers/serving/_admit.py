@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schedulers.serving.view import BatchView, blocks
+from hetsim.workloads.serving.view import BatchView, blocks
 
 
 def admit(view: BatchView, token_budget: int, max_seqs: int, chunked: bool) -> tuple[int, ...]:

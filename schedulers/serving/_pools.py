@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from schedulers.serving.view import ConfigView, DeploymentView, InstanceSpec, Role
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec, Role
 
 
 def demand(view: DeploymentView, headroom: float) -> float:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
-from schedulers.serving._admit import admit
-from schedulers.serving.view import BatchPlan, BatchView
-from simulator.registry import policies
+from hetsim.schedulers.serving._admit import admit
+from hetsim.workloads.serving.view import BatchPlan, BatchView
+from hetsim.simulator.registry import policies
 
 
 class VllmBatchParams(BaseModel):

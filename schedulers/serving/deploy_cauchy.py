@@ -9,10 +9,10 @@ from typing import Literal, NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
-from schedulers.serving._milp import min_cost_counts
-from schedulers.serving._pools import demand
-from schedulers.serving.view import ConfigView, DeploymentView, InstanceSpec
-from simulator.registry import policies
+from hetsim.schedulers.serving._milp import min_cost_counts
+from hetsim.schedulers.serving._pools import demand
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
+from hetsim.simulator.registry import policies
 
 
 class CauchyParams(BaseModel):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
 
-from schedulers.serving._milp import slice_assignment
-from schedulers.serving._pools import demand
-from schedulers.serving.view import ConfigView, DeploymentView, InstanceSpec
-from simulator.registry import policies
+from hetsim.schedulers.serving._milp import slice_assignment
+from hetsim.schedulers.serving._pools import demand
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
+from hetsim.simulator.registry import policies
 
 
 class MelangeParams(BaseModel):

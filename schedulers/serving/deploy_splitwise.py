@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat
 
-from schedulers.serving._pools import pools
-from schedulers.serving.view import DeploymentView, InstanceSpec
-from simulator.registry import policies
+from hetsim.schedulers.serving._pools import pools
+from hetsim.workloads.serving.view import DeploymentView, InstanceSpec
+from hetsim.simulator.registry import policies
 
 
 class SplitwiseParams(BaseModel):

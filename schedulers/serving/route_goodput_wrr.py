@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from schedulers.serving.view import InstanceView, RouteView
-from simulator.registry import policies
+from hetsim.workloads.serving.view import InstanceView, RouteView
+from hetsim.simulator.registry import policies
 
 
 class GoodputWrrParams(BaseModel):

@@ -7,14 +7,14 @@ from typing import Literal
 import numpy as np
 from pydantic import NonNegativeFloat
 
-from schedulers.serving.scale_units import (
+from hetsim.schedulers.serving.scale_units import (
     ThresholdParams,
     unit_to_add,
     unit_to_drain,
     utilisation,
 )
-from schedulers.serving.view import ScaleDecision, ScaleView
-from simulator.registry import policies
+from hetsim.workloads.serving.view import ScaleDecision, ScaleView
+from hetsim.simulator.registry import policies
 
 
 class HysteresisParams(ThresholdParams):

@@ -17,8 +17,8 @@ from pydantic import (
     model_validator,
 )
 
-from schedulers.serving.deploy_cauchy import CauchyParams, combos, gpus, unit
-from schedulers.serving.view import InstanceSpec, ScaleView, UnitView
+from hetsim.schedulers.serving.deploy_cauchy import CauchyParams, combos, gpus, unit
+from hetsim.workloads.serving.view import InstanceSpec, ScaleView, UnitView
 
 
 class ThresholdParams(BaseModel):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from schedulers.tee.view import Preset, ProtectionPlan, ProtectionView, Verify
-from simulator.registry import policies
+from hetsim.workloads.tee.view import Preset, ProtectionPlan, ProtectionView, Verify
+from hetsim.simulator.registry import policies
 
 
 class CachelineParams(BaseModel):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from schedulers.tee.view import ProtectionPlan, ProtectionView
-from simulator.registry import policies
+from hetsim.workloads.tee.view import ProtectionPlan, ProtectionView
+from hetsim.simulator.registry import policies
 
 
 class NoneParams(BaseModel):

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.tee.offload import offload_placement
-from schedulers.tee.view import ExecutionPlan, ExecutionView
-from simulator.registry import policies
+from hetsim.schedulers.tee.offload import offload_placement
+from hetsim.workloads.tee.view import ExecutionPlan, ExecutionView
+from hetsim.simulator.registry import policies
 
 
 class PipelinedParams(BaseModel):

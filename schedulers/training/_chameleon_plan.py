@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.training.view import ProfileView, SwapOrder
+from hetsim.workloads.training.view import ProfileView, SwapOrder
 
 
 def _norm(x: np.ndarray) -> np.ndarray:

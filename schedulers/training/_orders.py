@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schedulers.training.view import Unit
+from hetsim.workloads.training.view import Unit
 
 
 def one_f_one_b(fwd: list[Unit], bwd: list[Unit], warmup: int) -> tuple[Unit, ...]:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from schedulers.training._chameleon_plan import generate
-from schedulers.training.view import StepDecision, StepReport, SwapPlan
-from simulator.registry import policies
+from hetsim.schedulers.training._chameleon_plan import generate
+from hetsim.workloads.training.view import StepDecision, StepReport, SwapPlan
+from hetsim.simulator.registry import policies
 
 WARMUP, SEARCHING, STABLE = "warmup", "searching", "stable"
 

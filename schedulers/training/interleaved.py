@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.training._orders import one_f_one_b
-from schedulers.training.view import PipelineView, Schedule, Unit
-from simulator.registry import policies
+from hetsim.schedulers.training._orders import one_f_one_b
+from hetsim.workloads.training.view import PipelineView, Schedule, Unit
+from hetsim.simulator.registry import policies
 
 
 class InterleavedParams(BaseModel):

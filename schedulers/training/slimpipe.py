@@ -24,9 +24,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.training._orders import one_f_one_b
-from schedulers.training.view import PipelineView, Schedule, Unit
-from simulator.registry import policies
+from hetsim.schedulers.training._orders import one_f_one_b
+from hetsim.workloads.training.view import PipelineView, Schedule, Unit
+from hetsim.simulator.registry import policies
 
 
 class SlimPipeParams(BaseModel):

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedulers.training.view import ProfileView, StepDecision, StepReport, SwapOrder, SwapPlan
-from simulator.registry import policies
+from hetsim.workloads.training.view import ProfileView, StepDecision, StepReport, SwapOrder, SwapPlan
+from hetsim.simulator.registry import policies
 
 
 class StaticSwapParams(BaseModel):

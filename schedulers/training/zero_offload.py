@@ -21,9 +21,9 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from schedulers.training.recompute import FULL_NAMES
-from schedulers.training.view import OptimizerOffload, StepDecision, StepReport, SwapPlan
-from simulator.registry import policies
+from hetsim.schedulers.training.recompute import FULL_NAMES
+from hetsim.workloads.training.view import OptimizerOffload, StepDecision, StepReport, SwapPlan
+from hetsim.simulator.registry import policies
 
 
 class ZeroOffloadParams(BaseModel):

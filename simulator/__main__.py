@@ -1,7 +1,0 @@
-"""``python -m simulator`` is the ``hetsim`` command."""
-
-import sys
-
-from simulator.cli import main
-
-sys.exit(main())

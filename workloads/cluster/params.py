@@ -1,0 +1,304 @@
+"""The ``workload:`` block of a ``cluster`` scenario (DL jobs on a heterogeneous GPU cluster).
+
+Every constant that is not read from data is a parameter here, with its source named in
+the field description. Paths are relative to the scenario file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
+
+from hetsim.workloads.base import WorkloadParams
+from hetsim.workloads.paths import DATA_DIR as SHIPPED_DATA
+from hetsim.workloads.paths import shipped
+
+DATA_DIR = SHIPPED_DATA / "cluster"
+
+#: Muri model -> Gavel job type used for its per-GPU-type speed (assumption: nearest model
+#: family in Gavel's measured set; Gavel measured neither VGG, ShuffleNet, BERT, GPT-2 nor DQN).
+DEFAULT_MODEL_MAP = {
+    "vgg16": "ResNet-50 (batch size 64)",
+    "vgg19": "ResNet-50 (batch size 64)",
+    "resnet18": "ResNet-18 (batch size 32)",
+    "shufflenet_v2_x1_0": "ResNet-18 (batch size 32)",
+    "bert": "Transformer (batch size 128)",
+    "gpt2": "LM (batch size 20)",
+    "a2c": "A3C",
+    "dqn": "A3C",
+}
+
+#: GPUs-per-job weights of Muri's trace1 (Philly-derived; ../shared/data/muri-traces/SOURCE.md)
+PHILLY_GPU_COUNTS = {1: 536, 2: 5, 4: 423, 8: 465, 16: 40, 32: 25}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+#: Node capacities used only with ``contention.enabled`` (see docs/cluster.md).
+CPU_CORES_DOC = "CPU cores per node (default 92: Muri's testbed node, 8 V100 + 92 CPUs)"
+NIC_DOC = (
+    "inter-node NIC bytes/s per node (default 12.5e9 = one 100 Gb/s InfiniBand EDR port, a "
+    "common V100-server figure; ASSUMPTION: Muri does not state its testbed's NIC)"
+)
+STORAGE_DOC = (
+    "storage read bytes/s per node (default 2e9; ASSUMPTION, no source: a local NVMe SSD "
+    "or a fast shared file system)"
+)
+
+
+class NodeCapacity(_Strict):
+    """Per-node CPU, storage and NIC capacities (only read with node contention on)."""
+
+    cpu_cores: PositiveFloat = Field(92.0, description=CPU_CORES_DOC)
+    storage_Bps: PositiveFloat = Field(2e9, description=STORAGE_DOC)
+    nic_Bps: PositiveFloat = Field(12.5e9, description=NIC_DOC)
+
+
+class NodeGroup(NodeCapacity):
+    """``nodes`` identical machines, each with ``gpus_per_node`` GPUs of one type, and
+    CPU cores, storage and NIC bandwidth (used by node contention)."""
+
+    gpu_type: str
+    nodes: PositiveInt
+    gpus_per_node: PositiveInt = 8
+
+
+class AlibabaInventory(NodeCapacity):
+    """The GPU node list of Alibaba's cluster-trace-gpu-v2023 (one node per row); the
+    capacities apply to every node."""
+
+    kind: Literal["alibaba2023"] = "alibaba2023"
+    trace_dir: str = Field(description="folder holding openb_node_list_gpu_node.csv")
+    file: str = "openb_node_list_gpu_node.csv"
+
+
+class SyntheticJobs(_Strict):
+    """Poisson arrivals; GPU counts, models and lognormal solo durations as documented."""
+
+    kind: Literal["synthetic"] = "synthetic"
+    num_jobs: PositiveInt = 200
+    arrival_rate_per_s: PositiveFloat = 0.01
+    gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
+        default_factory=lambda: [(c, float(w)) for c, w in sorted(PHILLY_GPU_COUNTS.items())],
+        min_length=1,
+        description="[GPUs per job, weight] pairs (default: Muri trace1, Philly-derived)",
+    )
+    models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
+    duration_median_s: PositiveFloat = 3600.0
+    duration_sigma: NonNegativeFloat = Field(1.0, description="sigma of ln(solo duration)")
+
+
+class MuriTraceJobs(_Strict):
+    """A job trace in Muri's CSV format (Philly-derived durations, per-stage times)."""
+
+    kind: Literal["muri_trace"] = "muri_trace"
+    path: str
+    max_jobs: PositiveInt | None = None
+    submit_at_zero: bool = Field(False, description="all jobs at t=0, as Muri's *_pr traces")
+    skip_bad_rows: bool = False
+
+
+class AlibabaJobs(_Strict):
+    """GPU tasks of Alibaba's cluster-trace-gpu-v2023 (lifetimes, GPU counts, type limits)."""
+
+    kind: Literal["alibaba2023"] = "alibaba2023"
+    trace_dir: str
+    file: str = "openb_pod_list_default.csv"
+    max_jobs: PositiveInt | None = None
+    skip_bad_rows: bool = False
+
+
+class PhillyJobs(_Strict):
+    """Poisson arrivals with solo durations resampled from Philly's job run times (the
+    per-job log with submit times and GPU counts is not available; see docs/cluster.md)."""
+
+    kind: Literal["philly"] = "philly"
+    runtime_path: str = Field(
+        shipped("cluster/philly_runtime_sample.csv"),
+        description="one-column 'runtime' CSV (s); default: every 200th row of Philly's "
+        "sorted runtime file (416 rows, CC-BY 4.0)",
+    )
+    num_jobs: PositiveInt = 200
+    arrival_rate_per_s: PositiveFloat = 0.01
+    min_runtime_s: PositiveFloat = Field(1.0, description="shorter runs (0 s) are not drawn")
+    gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
+        default_factory=lambda: [(c, float(w)) for c, w in sorted(PHILLY_GPU_COUNTS.items())],
+        min_length=1,
+        description="[GPUs per job, weight] pairs (default: Muri trace1, Philly-derived)",
+    )
+    models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
+    skip_bad_rows: bool = False
+
+
+class HeliosJobs(_Strict):
+    """Poisson arrivals, lognormal durations and a two-point GPU-count mix matched to one
+    Helios cluster's GPU-job summary (mean/median run time and GPUs; reconstruction)."""
+
+    kind: Literal["helios"] = "helios"
+    summary_path: str = shipped("cluster/helios_cluster_summary.csv")
+    cluster: str = Field("Earth", description="Venus, Earth, Saturn, Uranus (or total)")
+    period_days: PositiveFloat = Field(
+        183.0, description="trace span the job count covers (Apr-Sep 2020, SC'21 paper)"
+    )
+    rate_scale: PositiveFloat = Field(1.0, description="multiplies the cluster's job rate")
+    num_jobs: PositiveInt = 200
+    models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
+    skip_bad_rows: bool = False
+
+
+Jobs = Annotated[
+    SyntheticJobs | MuriTraceJobs | AlibabaJobs | PhillyJobs | HeliosJobs,
+    Field(discriminator="kind"),
+]
+
+
+class SpeedTable(_Strict):
+    """Per-model, per-GPU-type throughput (Gavel's measured isolated steps/s, MIT)."""
+
+    path: str = Field(shipped("cluster/gavel_throughputs_sf1.csv"))
+    reference_type: str = Field("v100", description="type the jobs' stage times refer to")
+    model_map: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODEL_MAP))
+    type_speeds: dict[str, PositiveFloat] = Field(
+        default_factory=dict,
+        description="GPU types absent from the table -> speed relative to the reference "
+        "type, applied to every model (an assumption the scenario must state)",
+    )
+
+
+class Deadlines(_Strict):
+    """D = submit + lambda x solo duration on the reference type, lambda ~ U[low, high]."""
+
+    fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of jobs with a deadline")
+    factor_low: PositiveFloat = 0.5
+    factor_high: PositiveFloat = 1.5
+
+
+class Execution(_Strict):
+    """How groups run: interference, group size, restarts and scheduling rounds."""
+
+    interference: list[PositiveFloat] = Field(
+        default_factory=lambda: [1.015, 1.33 / 1.015, 1.5 / 1.015, 1.37 / 1.015],
+        description="group model: multiplier of the solo (1 job) and packed cycle time (2-4 "
+        "jobs); Muri's code (jobs.py itertime_overhead_list): 1.015, 1.33/1.015, 1.5/1.015, "
+        "1.37/1.015",
+    )
+    interference_model: Literal["group", "stage"] = Field(
+        "group",
+        description="ground truth of packed groups: 'group' (Muri's per-size factors) or "
+        "'stage' (per-stage beta inflation, Cuckoo's stage-grained model; reconstruction)",
+    )
+    stage_beta: tuple[NonNegativeFloat, NonNegativeFloat, NonNegativeFloat] = Field(
+        (0.65, 0.65, 0.65),
+        description="stage model: beta_r per stage (data, gpu, net). ASSUMPTION (no published "
+        "values): one value for all stages, chosen so the mean 2-job penalty over the 36 pairs "
+        "of Muri's 8 models on 8 GPUs (1.30) matches Muri's measured 1.33/1.015 = 1.31",
+    )
+    data_slots: Literal[1, 2] = Field(
+        2,
+        description="phases of the interleaving cycle taken by the data stage: 2 = storage IO "
+        "and CPU (merged in Muri's traces), as Muri's simulator with 4 resources; 1 = a plain "
+        "3-stage cycle",
+    )
+    solo_time: Literal["measured", "stage_sum"] = Field(
+        "measured",
+        description="a lone job's iteration time: the measured iteration_time of its (model, "
+        "GPUs) profile (Muri's simulator) or the sum of its stage times",
+    )
+    max_group_size: int = Field(4, ge=1, le=4, description="at most the cycle's phases")
+    restart_s: NonNegativeFloat = Field(
+        10.0, description="checkpoint-restart delay on (re)start or regroup (Muri: 4-46 s)"
+    )
+    round_s: PositiveFloat | None = Field(
+        300.0, description="period of scheduling rounds (None: only on arrivals/completions)"
+    )
+    preemption: bool = Field(False, description="rounds may preempt running groups")
+    unpack: bool = Field(
+        True,
+        description="run members of packed groups alone when the queue is empty and GPUs are "
+        "free (Muri re-plans all jobs at each event and packs only while demand exceeds the "
+        "cluster)",
+    )
+    cross_gpu_packing: bool = Field(
+        False,
+        description="ablation (not Muri: it packs only jobs with the same GPU count): let "
+        "packing merge jobs with different GPU counts; the group holds the largest count, "
+        "a smaller member runs on a subset of those GPUs",
+    )
+    window: PositiveInt = Field(64, description="queued jobs considered per pass")
+    pack_window: PositiveInt = Field(
+        16, description="queued jobs and open running groups offered to packing per pass"
+    )
+
+
+#: Published parameter counts (gradient bytes = count x grad_bytes_per_param): torchvision's
+#: model docs (vgg16 138.4M, vgg19 143.7M, resnet18 11.7M, shufflenet_v2_x1_0 2.3M),
+#: BERT-base 110M (Devlin et al. 2019; ASSUMPTION that Muri's "bert" is base), GPT-2 small
+#: 124M (Hugging Face gpt2), a2c/dqn: the Nature-DQN Atari network (Mnih et al. 2015; conv
+#: 32x8x8, 64x4x4, 64x3x3, fc 512, 18 actions: 1,693,362; ASSUMPTION for a2c's trunk).
+PARAM_COUNTS = {
+    "vgg16": 138.4e6,
+    "vgg19": 143.7e6,
+    "resnet18": 11.7e6,
+    "shufflenet_v2_x1_0": 2.3e6,
+    "bert": 110e6,
+    "gpt2": 124e6,
+    "a2c": 1.69e6,
+    "dqn": 1.69e6,
+}
+
+#: Storage bytes read per GPU per iteration. ASSUMPTION (no source for Muri's batch sizes):
+#: image models 32 ImageNet images per GPU x 110 KB (ImageNet-1k train: about 140 GB over
+#: 1.28M images); bert/gpt2 32 sequences x 512 tokens x 4 B; a2c/dqn read nothing (their
+#: data stage is environment simulation on the CPU).
+STORAGE_BYTES_PER_GPU_ITER = {
+    "vgg16": 3.52e6,
+    "vgg19": 3.52e6,
+    "resnet18": 3.52e6,
+    "shufflenet_v2_x1_0": 3.52e6,
+    "bert": 65536.0,
+    "gpt2": 65536.0,
+    "a2c": 0.0,
+    "dqn": 0.0,
+}
+
+
+class Contention(_Strict):
+    """Node contention between groups sharing a node (off by default). Mean-field rule in
+    workloads/cluster/contention.py; every demand constant below is exposed."""
+
+    enabled: bool = False
+    cpu_cores_per_gpu: NonNegativeFloat = Field(
+        11.5,
+        description="cores a job uses per GPU during its data stage. ASSUMPTION: Muri's "
+        "profiles were measured at the testbed's per-GPU share, 92 cores / 8 GPUs",
+    )
+    cpu_cores_per_gpu_by_model: dict[str, NonNegativeFloat] = Field(
+        default_factory=dict, description="per-model overrides of cpu_cores_per_gpu"
+    )
+    storage_bytes_per_gpu_iter: dict[str, NonNegativeFloat] = Field(
+        default_factory=lambda: dict(STORAGE_BYTES_PER_GPU_ITER),
+        description="bytes read per GPU per iteration in the data stage (models absent: 0)",
+    )
+    param_count: dict[str, NonNegativeFloat] = Field(
+        default_factory=lambda: dict(PARAM_COUNTS),
+        description="model parameters (gradient bytes; models absent: no NIC demand)",
+    )
+    grad_bytes_per_param: PositiveFloat = Field(4.0, description="fp32 gradients")
+
+
+class ClusterParams(WorkloadParams):
+    """The ``workload:`` block of a cluster-scheduling scenario."""
+
+    kind: Literal["cluster"] = "cluster"
+    inventory: list[NodeGroup] | AlibabaInventory
+    jobs: Jobs
+    speeds: SpeedTable = Field(default_factory=lambda: SpeedTable.model_validate({}))
+    deadlines: Deadlines = Field(default_factory=lambda: Deadlines.model_validate({}))
+    execution: Execution = Field(default_factory=lambda: Execution.model_validate({}))
+    contention: Contention = Field(default_factory=lambda: Contention.model_validate({}))
+    stage_profiles_path: str = Field(shipped("cluster/muri_stage_profiles.csv"))
+    utilisation_bins: PositiveInt = Field(50, description="time bins of the utilisation table")

@@ -1,0 +1,241 @@
+"""One scheduling pass of the cluster workload: order, pack, allocate, apply.
+
+The pass asks the three policies with read-only views and applies their decisions after
+checking them (a decision that over-commits a GPU type or breaks the packing rules is a
+bug in the policy and raises). Only the first ``execution.window`` queued jobs in the
+policy's order are candidates, so a pass costs O(queue) for the sort and O(window) for
+the rest, independent of the number of GPUs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hetsim.workloads.cluster.view import AllocationView, GroupView
+from hetsim.simulator.engine import InvariantViolation
+from hetsim.workloads.cluster.estimates import (
+    allocation_view,
+    group_view,
+    ordering_view,
+    packing_view,
+    readonly,
+    unit_view,
+    with_service,
+)
+
+if TYPE_CHECKING:
+    from hetsim.workloads.cluster.workload import ClusterWorkload
+    from hetsim.workloads.cluster.model import Group
+
+
+class SchedulingPass:
+    """The decision sequence of one instant, applied to the workload's state."""
+
+    def __init__(self, wl: ClusterWorkload) -> None:
+        self.wl = wl
+        self.ex = wl.params.execution
+        self._futile: tuple[object, ...] | None = None  # last packing input that merged nothing
+
+    def _order(self, ids: np.ndarray, running: np.ndarray) -> np.ndarray:
+        wl = self.wl
+        rem = wl.jobs.iterations[ids] - wl.done_iters[ids]
+        view = ordering_view(wl.sim.now, ids, running, rem, wl.attained[ids], wl.jobs, wl.est)
+        waited = np.where(running | np.isnan(wl.stopped_at[ids]), 0.0,
+                          wl.sim.now - wl.stopped_at[ids])  # fmt: skip
+        last, waited = readonly(wl.last_run[ids], waited)
+        view = view._replace(last_run_s=last, waiting_s=waited)
+        order = np.asarray(wl.policies["ordering"].order(view))
+        n = len(ids)
+        if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
+            raise InvariantViolation("ordering policy did not return a permutation")
+        return ids[order]
+
+    def fill(self) -> None:
+        """Start (or interleave) queued jobs on free GPUs."""
+        wl = self.wl
+        free_total = int(wl.pool.free.sum())
+        if not wl.queued or (free_total == 0 and not self._open_groups(None)):
+            return
+        ids = np.fromiter(wl.queued, dtype=np.int64, count=len(wl.queued))
+        window = [int(j) for j in self._order(ids, np.zeros(len(ids), bool))[: self.ex.window]]
+        rank = {j: r for r, j in enumerate(window)}
+        groups: list[list[int]] = [[j] for j in window]
+        if int(wl.jobs.gpus[window].sum()) > free_total and self.ex.max_group_size > 1:
+            groups = self._pack(window, rank, free_total)
+        self._allocate([g for g in groups if int(wl.jobs.gpus[g].max()) <= free_total], rank)
+
+    def unpack(self) -> None:
+        """With the queue empty, run members of packed groups alone on free GPUs (Muri
+        re-plans every job at each event and packs only while demand exceeds the cluster's
+        GPUs): one member per packed group at a time, while some allowed type has room."""
+        wl = self.wl
+        if wl.queued or self.ex.max_group_size < 2 or not self.ex.unpack:
+            return
+        free = wl.pool.free.copy()
+        for gid in list(wl.packed):
+            if free.sum() == 0:
+                break
+            g = wl.groups[gid]
+            while len(g.members) > 1:
+                j = g.members[-1]
+                need = int(wl.jobs.gpus[j])
+                ok = [t for t in range(len(free)) if wl.jobs.allowed[j, t] and free[t] >= need]
+                if not ok:
+                    break
+                free[g.t if g.t in ok else ok[0]] -= need
+                wl.detach(g, j)
+        if wl.queued:
+            self.fill()
+
+    def _open_groups(self, sizes: set[int] | None) -> list[Group]:
+        out = []
+        for g in self.wl.groups.values():
+            if len(g.members) < self.ex.max_group_size and (sizes is None or g.gpus in sizes):
+                out.append(g)
+                if len(out) >= self.ex.pack_window:
+                    break
+        return out
+
+    def _pack(self, window: list[int], rank: dict[int, int], free: int) -> list[list[int]]:
+        wl = self.wl
+        cands = window[: self.ex.pack_window]
+        sizes = None if self.ex.cross_gpu_packing else {int(wl.jobs.gpus[j]) for j in cands}
+        opened = self._open_groups(sizes)
+        key = (tuple(cands), tuple((g.gid, len(g.members)) for g in opened), tuple(wl.pool.free))
+        if key == self._futile:
+            return [[j] for j in window]  # same candidates as a pass that merged nothing
+        out = self._pack_candidates(cands, opened, rank, free)
+        if not any(len(g) > 1 for g in out) and len(out) == len(cands):
+            self._futile = key
+        taken = {j for g in out for j in g}
+        rest = [[j] for j in window if j not in taken and j in wl.queued]
+        return sorted(out + rest, key=lambda g: rank[g[0]])
+
+    def _pack_candidates(
+        self, window: list[int], opened: list[Group], rank: dict[int, int], free: int
+    ) -> list[list[int]]:
+        wl = self.wl
+        members = window + [j for g in opened for j in g.members]
+        rem = {j: wl.remaining(j) for j in members}
+        units = [unit_view([j], False, rank[j], rem, wl.jobs, wl.est) for j in window]
+        units += [unit_view(g.members, True, len(window), rem, wl.jobs, wl.est, g.t)
+                  for g in opened]  # fmt: skip
+        contended = None if wl.share is None else wl.share.iter_on
+        view = packing_view(wl.sim.now, units, wl.pool.free, self.ex.max_group_size,
+                            self.ex.restart_s, wl.est, self.ex.cross_gpu_packing,
+                            contended)  # fmt: skip
+        merges = wl.policies["packing"].pack(view)
+        merged: set[int] = set()
+        out: list[list[int]] = []
+        for m in merges:
+            self._check_merge(m, units, merged)
+            merged.update(m)
+            running = [i for i in m if units[i].running]
+            newcomers = [j for i in m if not units[i].running for j in units[i].members]
+            if running:
+                wl.join_group(opened[running[0] - len(window)], newcomers)
+            else:
+                out.append(sorted(newcomers, key=rank.__getitem__))
+        out += [[j] for i, j in enumerate(window) if i not in merged]
+        return out
+
+    def _check_merge(self, m: tuple[int, ...], units: list, merged: set[int]) -> None:
+        if len(m) < 2 or merged.intersection(m) or len(set(m)) != len(m):
+            raise InvariantViolation(f"packing policy returned a bad merge {m}")
+        if not all(0 <= i < len(units) for i in m):
+            raise InvariantViolation(f"packing policy returned unknown units {m}")
+        us = [units[i] for i in m]
+        if sum(u.running for u in us) > 1 or (
+            len({u.gpus for u in us}) != 1 and not self.ex.cross_gpu_packing
+        ):
+            raise InvariantViolation(f"packing merge {m} mixes GPU counts or running groups")
+        if any(u.running and u.gpus < max(v.gpus for v in us) for u in us):
+            raise InvariantViolation(f"packing merge {m} needs more GPUs than its group holds")
+        if sum(len(u.members) for u in us) > self.ex.max_group_size:
+            raise InvariantViolation(f"packing merge {m} exceeds max_group_size")
+
+    def _allocate(self, groups: list[list[int]], rank: dict[int, int]) -> None:
+        wl = self.wl
+        if not groups:
+            return
+        rem = {j: wl.remaining(j) for g in groups for j in g}
+        now = wl.sim.now
+        views = [group_view(now, g, rem, self.ex.restart_s, wl.jobs, wl.est) for g in groups]
+        staged = [group_view(now, g, rem, self.ex.restart_s, wl.jobs, wl.est, "stage")
+                  for g in groups]  # fmt: skip
+        view = allocation_view(now, wl.types, wl.pool.free, views, staged)
+        if getattr(wl.policies["allocation"], "sees_running", False):
+            views = [with_service(v, wl.received, wl.jobs.submit_s, now) for v in views]
+            view = view._replace(groups=tuple(views), running=self._running_views(),
+                                 total_gpus=tuple(int(x) for x in wl.pool.total))  # fmt: skip
+        choice = wl.policies["allocation"].allocate(view)
+        if len(choice) != len(groups):
+            raise InvariantViolation("allocation policy returned the wrong number of choices")
+        for g, gv, t in zip(groups, views, choice, strict=True):
+            if t is None:
+                continue
+            if not gv.allowed[t] or wl.pool.free[t] < gv.gpus:
+                raise InvariantViolation(f"allocation put {g} on {wl.types[t]} without room")
+            wl.start_group(g, t)
+
+    def _running_views(self) -> tuple[GroupView, ...]:
+        """Every running group, settled up to now, with its service so far."""
+        wl, now = self.wl, self.wl.sim.now
+        out = []
+        for g in wl.groups.values():
+            wl.settle(g)
+            rem = {j: wl.remaining(j) for j in g.members}
+            gv = group_view(now, g.members, rem, 0.0, wl.jobs, wl.est)
+            out.append(with_service(gv, wl.received, wl.jobs.submit_s, now, g.t))
+        return tuple(out)
+
+    def _preempt_by_allocation(self) -> None:
+        """Round of an allocation policy that sees running groups (Gavel): it re-decides the
+        running groups and the queue window with every GPU free; a running group not given
+        its own type again stops (its jobs requeue; the fill that follows places them)."""
+        wl, now = self.wl, self.wl.sim.now
+        running = self._running_views()
+        if not running:
+            return
+        ids = np.fromiter(wl.queued, dtype=np.int64, count=len(wl.queued))
+        window = self._order(ids, np.zeros(len(ids), bool))[: self.ex.window].tolist()
+        rem = {j: wl.remaining(j) for j in window}
+        waiting = [with_service(group_view(now, [j], rem, self.ex.restart_s, wl.jobs, wl.est),
+                                wl.received, wl.jobs.submit_s, now) for j in window]  # fmt: skip
+        total = tuple(int(x) for x in wl.pool.total)
+        view = AllocationView(now, tuple(wl.types), total, running + tuple(waiting), running, total)
+        choice = wl.policies["allocation"].allocate(view)
+        if len(choice) != len(view.groups):
+            raise InvariantViolation("allocation policy returned the wrong number of choices")
+        for g, rv, t in zip(list(wl.groups.values()), running, choice, strict=False):
+            if t != rv.running_on:
+                wl.stop_group(g, preempted=True)
+
+    def preempt_round(self) -> None:
+        """Stop running groups that the order no longer admits within the cluster's GPUs."""
+        wl = self.wl
+        if getattr(wl.policies["allocation"], "sees_running", False):
+            self._preempt_by_allocation()
+            return
+        for g in wl.groups.values():
+            wl.settle(g)
+        running = [j for g in wl.groups.values() for j in g.members]
+        ids = np.array(list(wl.queued) + running, dtype=np.int64)
+        if len(ids) == 0:
+            return
+        flags = np.zeros(len(ids), bool)
+        flags[len(wl.queued) :] = True
+        capacity, used, keep, seen = int(wl.pool.total.sum()), 0, set(), set()
+        for j in self._order(ids, flags).tolist():
+            gid = int(wl.group_of[j])
+            if gid >= 0:
+                if gid not in seen and used + wl.groups[gid].gpus <= capacity:
+                    keep.add(gid)
+                    used += wl.groups[gid].gpus
+                seen.add(gid)
+            elif used + int(wl.jobs.gpus[j]) <= capacity:
+                used += int(wl.jobs.gpus[j])
+        for g in [g for g in wl.groups.values() if g.gid not in keep]:
+            wl.stop_group(g, preempted=True)

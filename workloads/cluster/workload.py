@@ -1,0 +1,389 @@
+"""DL training jobs on a heterogeneous GPU cluster: queueing, packing and placement.
+
+Mechanism (events only, never a process per iteration): jobs arrive, wait, and run in
+groups of 1..max_group_size jobs sharing one gang of same-type GPUs, interleaving their
+stages (workloads.cluster_model). A group's members each finish one iteration per group
+iteration; when a group forms, grows, shrinks or is preempted, progress is settled and
+completion times are recomputed. A (re)start or regroup costs ``restart_s`` of no
+progress (checkpoint-restart). One coalesced scheduling pass runs at the end of each
+instant with an arrival, a completion or a periodic round (``sim.at_end_of_instant``):
+it asks the ordering, packing and allocation policies in turn, with views built by
+workloads.cluster_estimates. Rounds with ``preemption`` may first stop running groups
+that the order no longer admits. With ``contention.enabled``, groups sharing a node also
+contend for its CPU cores, storage and NIC (workloads.cluster_contention): a change of
+the groups on a node re-times the others there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from hetsim.devices.cluster import Cluster
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.registry import workloads
+from hetsim.workloads.base import Workload
+from hetsim.workloads.cluster.contention import (
+    NO_STRETCH,
+    NodeContention,
+    ShareEstimate,
+    Stretch,
+    node_capacities,
+)
+from hetsim.workloads.cluster.estimates import Estimator
+from hetsim.workloads.cluster.jobs import build_jobs
+from hetsim.workloads.cluster.metrics import JOB_COLUMNS, METRICS, summarise
+from hetsim.workloads.cluster.model import GpuPool, Group, inventory
+from hetsim.workloads.cluster.params import ClusterParams
+from hetsim.workloads.cluster.scheduling_pass import SchedulingPass
+
+
+@workloads.register("cluster")
+class ClusterWorkload(Workload):
+    """DL jobs with multi-resource stages on heterogeneous GPUs; Muri/Cuckoo packing."""
+
+    Params = ClusterParams
+    domain = "cluster"
+    decision_points: ClassVar[dict[str, str]] = {
+        "ordering": "fifo",
+        "packing": "none",
+        "allocation": "first-fit",
+    }
+    metrics: ClassVar[dict[str, str]] = METRICS
+
+    def __init__(
+        self, sim: Simulation, cluster: Cluster, params: ClusterParams,
+        policies: dict[str, Any], base_dir: Path,
+    ) -> None:  # fmt: skip
+        super().__init__(sim, cluster, params, policies, base_dir)
+        ex = params.execution
+        if len(ex.interference) < ex.max_group_size:
+            raise ValueError("execution.interference needs one factor per group size")
+        if ex.max_group_size > ex.data_slots + 2:
+            raise ValueError(
+                f"execution.max_group_size {ex.max_group_size} exceeds the cycle's "
+                f"{ex.data_slots + 2} phases (data_slots + 2)"
+            )
+        self.types, nodes = inventory(params, base_dir)
+        if params.speeds.reference_type not in self.types and params.jobs.kind != "alibaba2023":
+            raise ValueError(
+                f"speeds.reference_type {params.speeds.reference_type!r} is not in the "
+                f"inventory {self.types}"
+            )
+        self.pool = GpuPool(self.types, nodes)
+        rngs = {k: sim.rng(f"cluster.{k}") for k in ("jobs", "deadlines")}
+        self.jobs = build_jobs(params, self.types, base_dir, rngs)
+        self.contention: NodeContention | None = None
+        if params.contention.enabled:
+            inv = params.inventory
+            caps = [g for g in inv for _ in range(g.nodes)] if isinstance(inv, list) else [
+                inv] * len(nodes)  # fmt: skip
+            self.contention = NodeContention(node_capacities(caps), self.jobs, params.contention)
+        ref = self.types.index(params.speeds.reference_type) if (
+            params.speeds.reference_type in self.types) else 0  # fmt: skip
+        self.est = Estimator(self.jobs, ex, ref)
+        pool = self.pool  # Cuckoo's contention-aware packing estimate (None: contention off)
+        self.share = None if self.contention is None else ShareEstimate(
+            self.contention, self.est, pool.node_type, pool.capacity, len(self.types))  # fmt: skip
+        n = self.jobs.n
+        self.done_iters = np.zeros(n)
+        self.attained = np.zeros(n)
+        self.received = np.zeros((n, len(self.types)))  # seconds holding GPUs, per type
+        #: kept only for allocation policies that see running groups (Gavel), as it costs
+        self.track_received = bool(getattr(policies["allocation"], "sees_running", False))
+        self.first_start = np.full(n, np.nan)
+        self.run_since = np.full(n, np.nan)  # start of the current run (Tiresias starvation)
+        self.last_run = np.zeros(n)  # length of the last finished run segment
+        self.stopped_at = np.full(n, np.nan)  # when the last run segment ended
+        self.finish = np.full(n, np.nan)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.group_of = np.full(n, -1, dtype=np.int64)
+        self.queued: dict[int, None] = {}
+        self.groups: dict[int, Group] = {}
+        self.packed: dict[int, None] = {}  # running groups with >= 2 members (for unpack)
+        self._next_gid = 0
+        self._next_arrival = 0
+        self._round_due = False
+        self._round_timer = False
+        self.completed = 0
+        self.rows = sim.recorder.table("jobs", JOB_COLUMNS)
+        self.allocs = sim.recorder.table(
+            "allocations", ("group", "gpu_type", "gpus", "size", "start_s", "end_s")
+        )
+        self.alloc_spans: list[tuple[int, int, float, float, int]] = []
+        self.stretched = sim.recorder.table(
+            "contention", ("group", "gpus", "start_s", "end_s", "data_stretch", "net_stretch")
+        ) if self.contention is not None else None  # fmt: skip
+        self.log: list[tuple[str, float, int]] = []  # (event, time, job/group) for tests
+        self.passer = SchedulingPass(self)
+        sim.add_invariant(self.check_pool)
+
+    # ---- arrivals, rounds, passes -------------------------------------------------
+    def start(self) -> None:
+        """Schedule the first arrival."""
+        self._schedule_arrival()
+
+    def _schedule_arrival(self) -> None:
+        if self._next_arrival >= self.jobs.n:
+            return
+        delay = max(0.0, float(self.jobs.submit_s[self._next_arrival]) - self.sim.now)
+        self.sim.env.timeout(delay).callbacks.append(self._arrive)
+
+    def _arrive(self, _: object) -> None:
+        now, n = self.sim.now, self.jobs.n
+        while self._next_arrival < n and self.jobs.submit_s[self._next_arrival] <= now:
+            j = self._next_arrival
+            self.queued[j] = None
+            self.log.append(("arrive", now, j))
+            self._next_arrival += 1
+        self._request_pass()
+        self._start_rounds()
+        self._schedule_arrival()
+
+    def _start_rounds(self) -> None:
+        if self.params.execution.round_s is None or self._round_timer:
+            return
+        self._round_timer = True
+        self.sim.env.timeout(self.params.execution.round_s).callbacks.append(self._round)
+
+    def _round(self, _: object) -> None:
+        self._round_timer = False
+        if self.queued or self.groups:
+            self._round_due = True
+            self._request_pass()
+            self._start_rounds()
+
+    def _request_pass(self) -> None:
+        self.sim.at_end_of_instant(("cluster", "pass"), self._pass)
+
+    def _pass(self) -> None:
+        self.log.append(("pass", self.sim.now, -1))
+        if self._round_due and self.params.execution.preemption:
+            self.passer.preempt_round()
+        self._round_due = False
+        self.passer.fill()
+        self.passer.unpack()
+        if self.completed == self.jobs.n and not self.done.triggered:
+            self.done.succeed()
+
+    # ---- group life cycle ---------------------------------------------------------
+    def remaining(self, j: int) -> int:
+        """Whole iterations job ``j`` still has to run (ceil of the fractional rest)."""
+        return int(np.ceil(self.jobs.iterations[j] - self.done_iters[j] - 1e-9))
+
+    def start_group(self, members: list[int], t: int) -> None:
+        """Place a new group of queued jobs on type ``t`` (the pool picks the nodes)."""
+        gpus = int(self.jobs.gpus[members].max())
+        parts = self.pool.allocate(t, gpus)
+        if parts is None:
+            raise InvariantViolation(f"allocation of {gpus} GPUs on {self.types[t]} failed")
+        now = self.sim.now
+        g = Group(self._next_gid, list(members), t, gpus, parts, 0.0, now,
+                  now + self.params.execution.restart_s, now)  # fmt: skip
+        self._next_gid += 1
+        self.groups[g.gid] = g
+        self._admit(g, members)
+        self._reschedule(g)
+
+    def join_group(self, g: Group, newcomers: list[int]) -> None:
+        """Add queued jobs to a running group: all members pay a restart."""
+        self.settle(g)
+        self._admit(g, newcomers)
+        g.members.extend(newcomers)
+        g.resume_s = self.sim.now + self.params.execution.restart_s
+        self._reschedule(g)
+
+    def _admit(self, g: Group, jobs: list[int]) -> None:
+        """Queued ``jobs`` start running in ``g`` now."""
+        now = self.sim.now
+        for j in jobs:
+            del self.queued[j]
+            self.group_of[j] = g.gid
+            if np.isnan(self.first_start[j]):
+                self.first_start[j] = now
+            self.run_since[j] = now
+            self.log.append(("start", now, j))
+
+    def detach(self, g: Group, j: int) -> None:
+        """Take member ``j`` out of the packed group ``g`` back to the queue (to run alone on
+        free GPUs); the members left pay a restart, as for any regroup."""
+        self.settle(g)
+        g.members.remove(j)
+        self.group_of[j] = -1
+        self.queued[j] = None
+        self._end_run(j)
+        self.log.append(("detach", self.sim.now, j))
+        g.resume_s = self.sim.now + self.params.execution.restart_s
+        self._shrink(g)
+        self._reschedule(g)
+
+    def _shrink(self, g: Group) -> None:
+        """Release GPUs a group no longer needs (cross-GPU packing: its largest member
+        left); the released part is recorded as an allocation that ends now."""
+        need = int(self.jobs.gpus[g.members].max())
+        extra = g.gpus - need
+        if extra <= 0:
+            return
+        freed, parts, left = [], list(g.parts), extra
+        while left > 0:
+            node, k = parts.pop()
+            take = min(k, left)
+            freed.append((node, take))
+            if k > take:
+                parts.append((node, k - take))
+            left -= take
+        self.pool.release(freed)
+        g.parts, g.gpus = parts, need
+        self._record_alloc(g, extra)
+
+    def stop_group(self, g: Group, preempted: bool) -> None:
+        """Release a group's GPUs; with ``preempted`` its members go back to the queue."""
+        self.settle(g)
+        self.pool.release(g.parts)
+        del self.groups[g.gid]
+        self.packed.pop(g.gid, None)
+        g.version += 1
+        if self.contention is not None:
+            self._set_stretch(g, NO_STRETCH)
+            for h in sorted(self.contention.remove(g.gid)):
+                self._retime(self.groups[h])
+        self._record_alloc(g, g.gpus)
+        for j in g.members:
+            self.group_of[j] = -1
+            if preempted:
+                self.preemptions[j] += 1
+                self.queued[j] = None
+                self._end_run(j)
+                self.log.append(("preempt", self.sim.now, j))
+
+    def _record_alloc(self, g: Group, gpus: int) -> None:
+        """``gpus`` of ``g`` held from its start until now (table ``allocations``)."""
+        now = self.sim.now
+        self.alloc_spans.append((g.t, gpus, g.start_s, now, g.max_size))
+        self.allocs.append(g.gid, self.types[g.t], gpus, g.max_size, g.start_s, now)
+
+    def _end_run(self, j: int) -> None:
+        self.last_run[j] = self.sim.now - self.run_since[j]
+        self.stopped_at[j] = self.sim.now
+
+    def settle(self, g: Group) -> None:
+        """Credit the iterations and GPU service of ``g`` up to now (``received``: time
+        holding GPUs of the group's type, restart included, for Gavel's priorities)."""
+        now = self.sim.now
+        if self.track_received and now > g.since_s:
+            self.received[g.members, g.t] += now - g.since_s
+        begin = max(g.since_s, g.resume_s)
+        if now > begin:
+            self.done_iters[g.members] += (now - begin) / g.iter_s
+            self.attained[g.members] += (now - begin) * self.jobs.gpus[g.members]
+        g.since_s = now
+
+    def _reschedule(self, g: Group) -> None:
+        if len(g.members) > 1:
+            self.packed[g.gid] = None
+        else:
+            self.packed.pop(g.gid, None)
+        g.iter_s = self.est.iter_s(g.members, g.t)
+        touched: set[int] = set()
+        if self.contention is not None:
+            c = self.contention
+            touched = c.place(g.gid, c.group_loads(g.members, g.gpus, g.parts, g.iter_s))
+            self._set_stretch(g, c.stretch(g.gid))
+            g.iter_s = self.est.stretched_iter_s(g.members, g.t, g.stretch)
+        g.max_size = max(g.max_size, len(g.members))
+        self._arm(g)
+        for h in sorted(touched):
+            self._retime(self.groups[h])
+
+    def _arm(self, g: Group) -> None:
+        """(Re)set the group's next completion timer from its current iteration time."""
+        g.version += 1
+        left = min(self.jobs.iterations[j] - self.done_iters[j] for j in g.members)
+        delay = max(g.resume_s, self.sim.now) - self.sim.now + max(0.0, left) * g.iter_s
+        version = g.version
+        self.sim.env.timeout(delay).callbacks.append(lambda _: self._tick(g, version))
+
+    def _retime(self, g: Group) -> None:
+        """Node contention changed around running group ``g``: settle its progress at the
+        old iteration time, then run on at the new one (no restart: nothing moved)."""
+        assert self.contention is not None
+        s = self.contention.stretch(g.gid)
+        if s == g.stretch:
+            return
+        self.settle(g)
+        self._set_stretch(g, s)
+        g.iter_s = self.est.stretched_iter_s(g.members, g.t, s)
+        self._arm(g)
+
+    def _set_stretch(self, g: Group, s: Stretch) -> None:
+        """Record the interval ``g`` ran stretched (table ``contention``), then switch."""
+        now = self.sim.now
+        if g.stretch != NO_STRETCH and self.stretched is not None and now > g.stretch_since_s:
+            self.stretched.append(g.gid, g.gpus, g.stretch_since_s, now, g.stretch[0], g.stretch[2])
+        g.stretch, g.stretch_since_s = s, now
+
+    def _tick(self, g: Group, version: int) -> None:
+        if g.version != version:
+            return  # superseded by a regroup, preemption or earlier completion
+        self.settle(g)
+        now = self.sim.now
+        tol = 1e-9 * self.jobs.iterations[g.members].max() + 1e-9
+        ended = [j for j in g.members if self.jobs.iterations[j] - self.done_iters[j] <= tol]
+        for j in ended:
+            self._finish(j, g)
+        g.members = [j for j in g.members if j not in ended]
+        if not g.members:
+            g.members = ended  # for the allocation record
+            self.stop_group(g, preempted=False)
+        else:
+            self._shrink(g)
+            self._reschedule(g)
+        self.log.append(("tick", now, g.gid))
+        self._request_pass()
+
+    def _finish(self, j: int, g: Group) -> None:
+        now = self.sim.now
+        if not np.isnan(self.finish[j]):
+            raise InvariantViolation(f"job {j} completed twice")
+        self.done_iters[j] = self.jobs.iterations[j]
+        self.finish[j] = now
+        self.group_of[j] = -1
+        self.completed += 1
+        self.log.append(("finish", now, j))
+        jb = self.jobs
+        self.rows.append(
+            j, jb.model[j], int(jb.gpus[j]), float(jb.submit_s[j]), float(self.first_start[j]),
+            now, now - float(jb.submit_s[j]), float(self.first_start[j] - jb.submit_s[j]),
+            float(jb.deadline_s[j]), bool(now <= jb.deadline_s[j]), int(self.preemptions[j]),
+            self.types[g.t], len(g.members), float(jb.solo_s[j]),
+        )  # fmt: skip
+
+    # ---- checks and summary -------------------------------------------------------
+    def check_pool(self) -> None:
+        """No GPU double-allocated: free + allocated == capacity on every node."""
+        used = np.zeros_like(self.pool.capacity)
+        for g in self.groups.values():
+            for node, k in g.parts:
+                used[node] += k
+        if np.any(used + self.pool.node_free != self.pool.capacity) or np.any(used < 0):
+            raise InvariantViolation("GPU accounting broken: a GPU is double-allocated or lost")
+
+    def check(self) -> None:
+        """Every job completed exactly once; nothing left running or queued."""
+        if self.completed != self.jobs.n or np.isnan(self.finish).any():
+            raise InvariantViolation(f"{self.jobs.n - self.completed} jobs never completed")
+        if self.groups or self.queued:
+            raise InvariantViolation("groups or queued jobs left at the end")
+        if self.contention is not None and self.contention.contrib:
+            raise InvariantViolation("node contention still counts groups that stopped")
+        self.check_pool()
+
+    def horizon_s(self) -> float | None:
+        """Last submit time plus the longest solo duration (a rough end guess)."""
+        return float(self.jobs.submit_s.max() + self.jobs.solo_s.max())
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """The summary row (definitions in :data:`workloads.cluster_metrics.METRICS`)."""
+        return summarise(self, end_s)

@@ -1,0 +1,152 @@
+"""One MoE layer of one step: routing, placement, and the GPU/CPU/PCIe timeline.
+
+The layer starts at the previous layer's barrier ``B``. The GPU runs attention (and the
+router) until ``B + attention``; then the gating policy picks each token's experts, the
+placement policy assigns each activated expert to the GPU (copied over PCIe first when
+not cached) or the CPU, and three resources run concurrently:
+
+- the GPU runs the shared experts, then its routed experts in the policy's order, each
+  starting when the GPU is free and its weights are there (resident, prefetched, or
+  copied);
+- the copy engine (FIFO, carrying over prefetches from earlier layers) copies the
+  uncached GPU experts in GPU order;
+- the CPU runs its experts back to back from the router time.
+
+The layer ends at the barrier ``max(GPU end, CPU end)`` (the partial outputs are summed);
+copies still in flight (prefetches) continue into later layers. With
+``dense_on_cpu`` (llama.cpp CPU layers) attention and shared experts run on the CPU.
+The whole layer is computed with numpy/Python arithmetic at its start; the caller
+advances simulated time with one timeout to the barrier.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hetsim.workloads.moe.view import GatingView, Phase, Placement, PlacementView
+from hetsim.simulator.engine import InvariantViolation
+from hetsim.workloads.moe.costs import StepCosts, read_only, unit_loads
+
+
+def check_mask(mask: Any, tokens: int, experts: int, top_k: int, layer: int) -> np.ndarray:
+    """The gating decision, checked: bool (tokens, experts), 1..top_k experts per token."""
+    mask = np.asarray(mask)
+    if mask.dtype != bool or mask.shape != (tokens, experts):
+        raise InvariantViolation(
+            f"gating at layer {layer} returned {mask.dtype} {mask.shape}, "
+            f"expected bool {(tokens, experts)}"
+        )
+    if tokens == 1:  # decode: one row, counted without a ufunc reduction
+        lo = hi = np.count_nonzero(mask)
+    else:
+        per_token = mask.sum(axis=1)
+        lo, hi = per_token.min(), per_token.max()
+    if lo < 1 or hi > top_k:
+        raise InvariantViolation(f"gating at layer {layer}: a token has 0 or > {top_k} experts")
+    return mask
+
+
+def check_placement(p: Placement, experts: np.ndarray, layer: int) -> None:
+    """Every activated expert placed exactly once (conservation)."""
+    placed = list(p.gpu) + list(p.cpu)
+    if len(placed) != len(experts) or set(placed) != set(experts.tolist()):
+        raise InvariantViolation(
+            f"placement at layer {layer} placed {sorted(placed)}, activated {experts.tolist()}"
+        )
+
+
+def route(gating: Any, view: GatingView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gating decision -> (mask, activated ids, tokens per activated expert)."""
+    tokens, experts = view.probs.shape
+    mask = check_mask(gating.select(view), tokens, experts, view.top_k, view.layer)
+    if tokens == 1:  # decode: the row's experts, one token each (shared read-only loads)
+        ids = read_only(mask[0].nonzero()[0])
+        return mask, ids, unit_loads(len(ids))
+    loads_all = mask.sum(axis=0)
+    ids = read_only(loads_all.nonzero()[0])
+    return mask, ids, read_only(loads_all[ids])
+
+
+def placement_view(
+    layer: int,
+    phase: Phase,
+    ids: np.ndarray,
+    loads: np.ndarray,
+    res: Any,
+    costs: Any,
+    step: StepCosts,
+    router_abs: float,
+) -> PlacementView:
+    """The placement policy's snapshot of one layer (times relative to the router)."""
+    cached = res.cached[layer, ids]
+    ready = np.where(cached, np.maximum(res.ready_at_s[layer, ids] - router_abs, 0.0), 0.0)
+    gpu_s, cpu_s = costs.expert_times(loads)
+    row = res.cached[layer]
+    return PlacementView(
+        layer=layer,
+        phase=phase,
+        experts=read_only(ids),
+        loads=read_only(loads),
+        cached=read_only(cached),
+        ready_s=read_only(ready),
+        gpu_s=gpu_s,
+        cpu_s=cpu_s,
+        cpu_first_s=costs.cpu_first_s,
+        copy_s=costs.copy_s,
+        gpu_free_s=step.shared_gpu_s,
+        cpu_free_s=0.0,
+        pcie_free_s=max(res.pcie_free_s - router_abs, 0.0),
+        layer_resident=bool(
+            np.count_nonzero(row) == len(row) and (res.ready_at_s[layer] <= router_abs).all()
+        ),
+        dense_gpu_s=step.attention_gpu_s + step.shared_gpu_s,
+        dense_cpu_s=step.attention_cpu_s + step.shared_cpu_s,
+    )
+
+
+def timeline(
+    view: PlacementView, p: Placement, res: Any, layer_start: float, step: StepCosts, spans: bool
+) -> tuple[float, float, float, float, float, int, list[tuple[str, str, float, float]]]:
+    """Run the placement on GPU, CPU and PCIe. Returns (router, end, gpu busy, cpu busy,
+    stall, copies, spans); spans are (resource, name, start, end)."""
+    out: list[tuple[str, str, float, float]] = []
+    pos = {e: i for i, e in enumerate(view.experts.tolist())}
+    cached, ready_s = view.cached.tolist(), view.ready_s.tolist()
+    gpu_s, cpu_s = view.gpu_s.tolist(), view.cpu_s.tolist()
+    if p.dense_on_cpu:
+        router = layer_start + step.attention_cpu_s
+        gpu_t, cpu_t = router, router + step.shared_cpu_s
+        cpu_busy, gpu_busy = step.attention_cpu_s + step.shared_cpu_s, 0.0
+    else:
+        router = layer_start + step.attention_gpu_s
+        gpu_t, cpu_t = router + step.shared_gpu_s, router
+        gpu_busy, cpu_busy = step.attention_gpu_s + step.shared_gpu_s, 0.0
+    stall, copies = 0.0, 0
+    for e in p.gpu:
+        i = pos[e]
+        if cached[i]:
+            ready = router + ready_s[i]
+        else:
+            c0, ready = res.copy(router)
+            copies += 1
+            if spans:
+                out.append(("pcie", f"copy L{view.layer}E{e}", c0, ready))
+        start = max(gpu_t, ready)
+        stall += start - gpu_t
+        gpu_t = start + gpu_s[i]
+        gpu_busy += gpu_s[i]
+        if spans:
+            out.append(("gpu", f"L{view.layer}E{e}", start, gpu_t))
+    if p.cpu:
+        cpu_t += view.cpu_first_s
+        cpu_busy += view.cpu_first_s
+    for e in p.cpu:
+        i = pos[e]
+        t = cpu_s[i]
+        if spans:
+            out.append(("cpu", f"L{view.layer}E{e}", cpu_t, cpu_t + t))
+        cpu_t += t
+        cpu_busy += t
+    return router, max(gpu_t, cpu_t), gpu_busy, cpu_busy, stall, copies, out

@@ -1,0 +1,210 @@
+"""Routing traces: full router probability vectors per token and MoE layer.
+
+A trace holds router logits ``z[t, l, e]`` for every token ``t`` (prompt tokens first,
+then generated tokens) and MoE layer ``l``, and the *predicted* logits of layer ``l``
+computed from an earlier layer's hidden state (gate reuse, AdapMoE section 1.2 and
+HybriMoE section 2.3 in papers/moe.md): ``z[t, l] + sigma_l * sqrt(depth) * eps[t, l]``.
+
+Synthetic generator (every knob a parameter; defaults calibrated to published numbers):
+
+- popularity skew: a per-layer bias ``b[l, e] ~ N(0, popularity_skew^2)``;
+- token-to-token reuse: ``z[t] = b + logit_scale * x[t]`` with ``x`` an AR(1) process of
+  coefficient ``token_reuse`` (stationary variance 1);
+- layer-to-layer predictability: ``sigma_l`` is solved (Monte Carlo bisection) so that the
+  arg-max of the predicted vector is among the true top-k with probability ``acc_l``.
+
+Calibration (reconstruction, script in docs/moe.md): with 8 experts, ``logit_scale = 1.65``
+and skew 0.5 give a mean top-1 share of 0.25 under AdapMoE's T = 0.005 (published 0.248);
+``token_reuse = 0.2`` makes the top-1 expert repeat for consecutive tokens about 21% of the
+time (published 14-28%, 12.5% random). Routing is softmax for every model (DeepSeek-V3's
+sigmoid scores and group limit are not modelled).
+
+Replay file format (``kind: replay``): a NumPy ``.npy`` array or an ``.npz`` with array
+``probs`` of shape ``(tokens, moe_layers, experts)`` holding router probabilities, and
+optionally ``predicted`` of the same shape (layer ``l`` predicted from layer ``l - 1``);
+without it, predictions follow the generator's noise model around ``log(probs)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from hetsim.workloads.models.moe import MoEModel
+
+UNPREDICTABLE_SIGMA = 1e3  # noise std that makes a prediction random (accuracy 0 layers)
+
+
+class SyntheticRouting(BaseModel):
+    """``routing: {kind: synthetic}``: the generator described in the module docstring."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["synthetic"] = "synthetic"
+    popularity_skew: float = Field(0.5, ge=0)
+    token_reuse: float = Field(0.2, ge=0, lt=1)
+    logit_scale: float = Field(1.65, gt=0)
+    accuracy: float | list[float] | None = Field(
+        None, description="next-layer prediction accuracy; None: model profile or 0.866"
+    )
+
+
+class ReplayRouting(BaseModel):
+    """``routing: {kind: replay, path: trace.npz}``: recorded router probabilities."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["replay"] = "replay"
+    path: str
+    accuracy: float | list[float] | None = None
+    popularity_skew: float = 0.5
+    logit_scale: float = 1.65
+
+
+Routing = Annotated[SyntheticRouting | ReplayRouting, Field(discriminator="kind")]
+
+
+class RoutingTrace:
+    """Router logits and prediction noise of ``tokens x moe_layers x experts``."""
+
+    def __init__(self, logits: np.ndarray, eps: np.ndarray, sigma: np.ndarray) -> None:
+        self.logits = logits.astype(np.float32)
+        self.eps = eps.astype(np.float32)
+        self.sigma = sigma.astype(np.float32)
+        self.tokens, self.layers, self.experts = logits.shape
+
+    def probs(self, t0: int, t1: int, layer: int) -> np.ndarray:
+        """Router probabilities of tokens ``t0..t1-1`` at ``layer``: (tokens, experts)."""
+        return softmax(self.logits[t0:t1, layer])
+
+    def token_probs(self, t: int) -> np.ndarray:
+        """Router probabilities of token ``t`` at every layer: (layers, experts) (the same
+        numbers as :meth:`probs`, one softmax per row, computed for all layers at once)."""
+        return softmax(self.logits[t])
+
+    def predicted(self, t0: int, t1: int, layer: int, depth: int) -> np.ndarray:
+        """Probabilities of ``layer`` predicted ``depth`` layers earlier: (tokens, experts)."""
+        noise = self.sigma[layer] * np.sqrt(depth) * self.eps[t0:t1, layer]
+        return softmax(self.logits[t0:t1, layer] + noise)
+
+
+def predicted_token(trace: RoutingTrace, t: int, depth: int) -> np.ndarray:
+    """Predicted probabilities of every layer of token ``t`` at ``depth``: (layers, experts)
+    (the same numbers as :meth:`RoutingTrace.predicted`, vectorised over layers)."""
+    noise = (trace.sigma * np.float32(np.sqrt(depth)))[:, None] * trace.eps[t]
+    return softmax(trace.logits[t] + noise)
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis."""
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    out: np.ndarray = e / e.sum(axis=-1, keepdims=True)
+    return out
+
+
+def accuracy_profile(spec: RoutingParamsLike, model: MoEModel) -> np.ndarray:
+    """Per-layer next-layer prediction accuracy: the parameter, the model's profile, or
+    0.866 (AdapMoE's Mixtral mean) with 0 at the first layer when nothing precedes it."""
+    n = model.moe_layers
+    if isinstance(spec.accuracy, list):
+        if len(spec.accuracy) != n:
+            raise ValueError(f"routing.accuracy: needs {n} values (one per MoE layer)")
+        return np.asarray(spec.accuracy, dtype=float)
+    if spec.accuracy is not None:
+        acc = np.full(n, float(spec.accuracy))
+    elif model.next_layer_accuracy is not None:
+        return np.asarray(model.next_layer_accuracy, dtype=float)
+    else:
+        acc = np.full(n, 0.866)
+    if model.dense_layers == 0:
+        acc[0] = 0.0
+    return acc
+
+
+RoutingParamsLike = SyntheticRouting | ReplayRouting
+
+
+def sigma_for_accuracy(
+    acc: float, experts: int, top_k: int, scale: float, skew: float, rng: np.random.Generator
+) -> float:
+    """Noise std whose prediction arg-max lands in the true top-k with probability ``acc``
+    (Monte Carlo over 4000 draws, bisection on log sigma)."""
+    if acc <= 0:
+        return UNPREDICTABLE_SIGMA
+    n = 4000
+    z = rng.normal(0, skew, experts) + scale * rng.normal(size=(n, experts))
+    noise = rng.normal(size=(n, experts))
+    top = np.argpartition(-z, top_k - 1, axis=1)[:, :top_k]
+    lo, hi = -6.0, 6.0
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        pick = np.argmax(z + np.exp(mid) * noise, axis=1)
+        hit = float((top == pick[:, None]).any(axis=1).mean())
+        lo, hi = (mid, hi) if hit > acc else (lo, mid)
+    return float(np.exp(0.5 * (lo + hi)))
+
+
+def build_trace(
+    spec: RoutingParamsLike, model: MoEModel, tokens: int, rng: np.random.Generator, base: Path
+) -> RoutingTrace:
+    """Generate or load the trace of ``tokens`` tokens for ``model``."""
+    shape = (tokens, model.moe_layers, model.routed_experts)
+    predicted = None
+    if isinstance(spec, SyntheticRouting):
+        logits = _synthetic(spec, shape, rng)
+    else:
+        logits, predicted = _replay(spec, shape, base)
+    eps = rng.standard_normal(shape, dtype=np.float32)
+    if predicted is not None:  # recorded predictions: depth-1 noise is their difference
+        return RoutingTrace(logits, predicted - logits, np.ones(model.moe_layers))
+    acc = accuracy_profile(spec, model)
+    cache: dict[float, float] = {}
+    sig = []
+    for a in acc:
+        if a not in cache:
+            cache[a] = sigma_for_accuracy(
+                a, model.routed_experts, model.top_k, spec.logit_scale, spec.popularity_skew, rng
+            )
+        sig.append(cache[a])
+    return RoutingTrace(logits, eps, np.asarray(sig))
+
+
+def _synthetic(
+    spec: SyntheticRouting, shape: tuple[int, int, int], rng: np.random.Generator
+) -> np.ndarray:
+    tokens, layers, experts = shape
+    bias = rng.normal(0.0, spec.popularity_skew, (layers, experts)).astype(np.float32)
+    fresh = rng.standard_normal(shape, dtype=np.float32)
+    rho = np.float32(spec.token_reuse)
+    keep = np.float32(np.sqrt(1.0 - spec.token_reuse**2))
+    x = np.empty(shape, dtype=np.float32)
+    x[0] = fresh[0]
+    for t in range(1, tokens):
+        x[t] = rho * x[t - 1] + keep * fresh[t]
+    out: np.ndarray = bias[None] + np.float32(spec.logit_scale) * x
+    return out
+
+
+def _replay(
+    spec: ReplayRouting, shape: tuple[int, int, int], base: Path
+) -> tuple[np.ndarray, np.ndarray | None]:
+    data = np.load(base / spec.path)
+    if isinstance(data, np.ndarray):
+        return _checked_logits(spec.path, data, shape), None
+    if "probs" not in data:
+        raise KeyError(f"routing.path: {spec.path} has no array 'probs'")
+    logits = _checked_logits(spec.path, data["probs"], shape)
+    pred = data.get("predicted")
+    return logits, None if pred is None else _checked_logits(spec.path, pred, shape)
+
+
+def _checked_logits(name: str, probs: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
+    if probs.ndim != 3 or probs.shape[1:] != shape[1:] or probs.shape[0] < shape[0]:
+        raise ValueError(
+            f"routing.path: trace {name} has shape {tuple(probs.shape)}; expected "
+            f"(tokens >= {shape[0]}, moe_layers = {shape[1]}, experts = {shape[2]})"
+        )
+    if not np.isfinite(probs).all() or (probs < 0).any():
+        raise ValueError(f"routing.path: trace {name} holds negative or non-finite values")
+    return np.log(np.asarray(probs[: shape[0]], dtype=np.float64) + 1e-9).astype(np.float32)

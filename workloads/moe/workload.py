@@ -1,0 +1,367 @@
+"""MoE inference with offloaded experts: prefill and decode, layer by layer, on GPU+CPU+PCIe.
+
+One request: a prefill step over ``prompt_tokens`` tokens, then ``output_tokens``
+decode steps of one token. Each step walks the model's layers; dense layers run on the
+GPU; each MoE layer asks the ``gating``, ``placement``, ``cache`` and ``prefetch``
+policies (schedulers/moe/) and runs as :mod:`workloads.moe_layer` describes, with one
+SimPy timeout per layer-step. Expert weights live in host memory (a ``moe.experts``
+allocation) and in a per-layer GPU slot cache (``moe.cache``) sized by
+``cache_fraction`` of all routed experts; attention, shared experts and the KV cache
+stay on the GPU. Before the run a warm-up window of the routing trace profiles each
+layer (top-1 share under the gating policy, gate-reuse prediction accuracy, activation
+frequency) for the cache policy's slot allocation and the warm start of the cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
+
+from hetsim.devices.cluster import Cluster
+from hetsim.devices.memory import OutOfMemory
+from hetsim.workloads.moe.view import AllocationView, GatingView, Phase
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.registry import policies as policy_registry
+from hetsim.simulator.registry import workloads
+from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.moe.costs import MoECosts, StepCosts, cpu_override, read_only
+from hetsim.workloads.moe.layer import check_placement, placement_view, route, timeline
+from hetsim.workloads.moe.metrics import METRICS, Counters, summarise
+from hetsim.workloads.models.moe import ModelRef, MoEModel, resolve_model
+from hetsim.workloads.moe.prefetch import issue_prefetches
+from hetsim.workloads.moe.residency import Residency
+from hetsim.workloads.moe.routing import Routing, SyntheticRouting, build_trace
+
+LAYER_COLUMNS = (
+    "step", "phase", "layer", "start_s", "router_s", "end_s", "experts", "hits",
+    "gpu_experts", "copied", "cpu_experts", "gpu_busy_s", "cpu_busy_s", "stall_s",
+)  # fmt: skip
+STEP_COLUMNS = ("step", "phase", "tokens", "start_s", "end_s", "experts_per_token")
+
+
+class MoEParams(WorkloadParams):
+    """The ``workload:`` block of an MoE offloading scenario."""
+
+    kind: Literal["moe"] = "moe"
+    model: str | ModelRef | MoEModel = Field(
+        "mixtral-8x7b", description="catalogue name, inline spec, or {name, hf_config_path}"
+    )
+    phase: Literal["both", "prefill", "decode"] = "both"
+    prompt_tokens: PositiveInt = 128
+    output_tokens: NonNegativeInt = 32
+    routing: Routing = SyntheticRouting.model_validate({})
+    cache_fraction: float = Field(0.25, ge=0.0, le=1.0)
+    expert_bits: float = Field(4.5, gt=0, le=32, description="bits per routed-expert weight")
+    dense_bits: float = Field(4.5, gt=0, le=32, description="bits per attention/shared weight")
+    gpu_dtype: str = "fp16"
+    cpu_dtype: str = "fp32"
+    gpu: str | None = Field(None, description="GPU device name; default: the first GPU")
+    cpu: str | None = Field(None, description="host CPU name; default: the GPU's host")
+    cpu_cores: PositiveInt | None = None
+    cpu_memory_bandwidth_Bps: PositiveFloat | None = None
+    warmup_tokens: PositiveInt = 64
+    gpu_expert_overhead_s: NonNegativeFloat = 0.0
+    cpu_expert_overhead_s: NonNegativeFloat = 0.0
+    cpu_layer_overhead_s: NonNegativeFloat = 0.0
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _inline_model(cls, v: Any) -> Any:
+        """Validate an inline model as one type, so errors name its own field."""
+        if not isinstance(v, dict):
+            return v
+        kind: type[BaseModel] = ModelRef if "hf_config_path" in v else MoEModel
+        try:
+            return kind.model_validate(v)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise ValueError(f"{where}: {err['msg']}".removeprefix(": ")) from None
+
+
+@workloads.register("moe")
+class MoEWorkload(Workload):
+    """MoE prefill + decode with routed experts offloaded to host memory (AdapMoE, HybriMoE)."""
+
+    Params = MoEParams
+    domain = "moe"
+    decision_points: ClassVar[dict[str, str]] = {
+        "gating": "topk",
+        "placement": "gpu",
+        "prefetch": "none",
+        "cache": "lru",
+    }
+    metrics: ClassVar[dict[str, str]] = METRICS
+
+    def __init__(
+        self,
+        sim: Simulation,
+        cluster: Cluster,
+        params: MoEParams,
+        policies: dict[str, Any],
+        base_dir: Path,
+    ) -> None:
+        super().__init__(sim, cluster, params, policies, base_dir)
+        self.model: MoEModel = resolve_model(params.model, base_dir)
+        self.gating, self.placement = policies["gating"], policies["placement"]
+        self.prefetcher, self.cache = policies["prefetch"], policies["cache"]
+        self.gpu_name, self.cpu_name = self._devices(cluster, params)
+        self.costs = self._costs(cluster, params)
+        w, p, o = params.warmup_tokens, params.prompt_tokens, params.output_tokens
+        rng = sim.rng("moe.routing")
+        self.trace = build_trace(params.routing, self.model, w + p + o, rng, base_dir)
+        self.steps = self._steps(params)
+        self.counters = Counters()
+        self.predictions: Any = None  # TokenPredictions of the current decode token
+        self._token: tuple[int, np.ndarray] = (-1, np.zeros((0, 0)))  # (t, its probs)
+        self.res = self._allocate()
+        self._allocate_memory()
+        self._layers = sim.recorder.table("layers", LAYER_COLUMNS)
+        self._steps_tbl = sim.recorder.table("steps", STEP_COLUMNS)
+        rec = sim.recorder
+        self.tracks = {
+            "gpu": cluster.device(self.gpu_name).track,
+            "cpu": cluster.device(self.cpu_name).track,
+            "pcie": rec.track(f"{self.gpu_name} pcie h2d", group="links", kind="link"),
+        }
+
+    # ---- set-up -------------------------------------------------------------------
+    @staticmethod
+    def _devices(cluster: Cluster, params: MoEParams) -> tuple[str, str]:
+        gpu = cluster.accelerator(params.gpu, "gpu")
+        cpu = params.cpu or cluster.host_of(gpu)
+        if cpu is None:
+            raise ValueError(f"cpu: GPU {gpu} has no host CPU on its node")
+        if cluster.device(cpu).spec.kind != "cpu":
+            raise ValueError(f"cpu: device {cpu} is not a CPU")
+        return gpu, cpu
+
+    def _costs(self, cluster: Cluster, params: MoEParams) -> MoECosts:
+        m = self.model
+        cpu_spec = cpu_override(
+            cluster.device(self.cpu_name).spec, params.cpu_cores, params.cpu_memory_bandwidth_Bps
+        )
+        expert_bytes = m.expert_bytes(params.expert_bits)
+        copy_s = cluster.copy_time_s(self.cpu_name, self.gpu_name, expert_bytes)
+        return MoECosts(
+            m,
+            cluster.device(self.gpu_name).spec,
+            cpu_spec,
+            copy_s,
+            expert_bits=params.expert_bits,
+            dense_bits=params.dense_bits,
+            gpu_dtype=params.gpu_dtype,
+            cpu_dtype=params.cpu_dtype,
+            max_tokens=max(params.prompt_tokens, 1),
+            gpu_expert_overhead_s=params.gpu_expert_overhead_s,
+            cpu_expert_overhead_s=params.cpu_expert_overhead_s,
+            cpu_layer_overhead_s=params.cpu_layer_overhead_s,
+        )
+
+    def _steps(self, params: MoEParams) -> list[tuple[Phase, int, int, int]]:
+        w, p = params.warmup_tokens, params.prompt_tokens
+        steps: list[tuple[Phase, int, int, int]] = []
+        if params.phase != "decode":
+            steps.append(("prefill", w, w + p, 0))
+        if params.phase != "prefill":
+            a = w + p
+            steps += [("decode", a + i, a + i + 1, p + i) for i in range(params.output_tokens)]
+        return steps
+
+    def profile(self) -> AllocationView:
+        """Warm-up profile of each MoE layer on the first ``warmup_tokens`` tokens."""
+        m, w = self.model, self.params.warmup_tokens
+        top1, acc, freq = [], [], []
+        for layer in range(m.moe_layers):
+            probs = read_only(self.trace.probs(0, w, layer))
+            mask, _, _ = route(self.gating, self._gating_view(layer, "decode", probs))
+            pred = self.trace.predicted(0, w, layer, 1).argmax(axis=1)
+            top1.append(float((mask.sum(axis=1) == 1).mean()))
+            acc.append(float(mask[np.arange(w), pred].mean()))
+            freq.append(mask.mean(axis=0))
+        total = round(self.params.cache_fraction * m.moe_layers * m.routed_experts)
+        return AllocationView(
+            layers=m.moe_layers,
+            experts=m.routed_experts,
+            top_k=m.top_k,
+            total_slots=total,
+            top1_ratio=read_only(np.asarray(top1)),
+            prefetch_accuracy=read_only(np.asarray(acc)),
+            frequency=read_only(np.asarray(freq)),
+        )
+
+    def _allocate(self) -> Residency:
+        view = self.profile()
+        slots = tuple(int(s) for s in self.cache.allocate(view))
+        m = self.model
+        if len(slots) != m.moe_layers or min(slots, default=0) < 0:
+            raise InvariantViolation(f"cache allocation {slots} is not one count per layer")
+        if sum(slots) > view.total_slots or max(slots, default=0) > m.routed_experts:
+            raise InvariantViolation(
+                f"cache allocation {slots} exceeds {view.total_slots} slots "
+                f"or {m.routed_experts} per layer"
+            )
+        res = Residency(slots, m.routed_experts, self.costs.copy_s)
+        res.warm(np.asarray(view.frequency))
+        return res
+
+    def _allocate_memory(self) -> None:
+        m, p, eb = self.model, self.params, self.costs.expert_bytes
+        resident = sum(m.resident_params(layer) for layer in range(m.layers))
+        resident += 2 * m.vocab * m.hidden  # embedding and LM head
+        needs = {
+            "moe.resident": int(resident * p.dense_bits / 8),
+            "moe.kv": m.kv_bytes_per_token * (p.prompt_tokens + p.output_tokens),
+            "moe.staging": m.routed_experts * eb,
+            "moe.cache": int(self.res.slots.sum()) * eb,
+        }
+        gpu = self.cluster.memory(self.gpu_name)
+        for tag, nbytes in needs.items():
+            try:
+                gpu.allocate(tag, nbytes)
+            except OutOfMemory as e:
+                field = "cache_fraction" if tag == "moe.cache" else "model"
+                raise ValueError(
+                    f"{field}: {tag} needs {nbytes} bytes on {self.gpu_name}, "
+                    f"{e.free_bytes} free of {gpu.capacity_bytes}"
+                ) from None
+        host = self.cluster.memory(self.cpu_name)
+        routed = m.moe_layers * m.routed_experts * eb
+        if not host.can_fit(routed):
+            raise ValueError(f"model: routed experts need {routed} bytes on {self.cpu_name}")
+        host.allocate("moe.experts", routed)
+
+    def _gating_view(self, layer: int, phase: Phase, probs: np.ndarray) -> GatingView:
+        sens = self.model.gate_sensitivity
+        return GatingView(
+            layer=layer,
+            phase=phase,
+            top_k=self.model.top_k,
+            probs=probs,
+            sensitivity=None if sens is None else sens[layer],
+            renormalize=self.model.renormalize,
+        )
+
+    # ---- the run ------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the one process that walks the steps layer by layer."""
+        self.sim.env.process(self._run())
+
+    def _run(self) -> Any:
+        env = self.sim.env
+        m = self.model
+        for index, (phase, t0, t1, context) in enumerate(self.steps):
+            step_start = env.now
+            costs = self.costs.step(t1 - t0, context)
+            experts = 0.0
+            for layer in range(m.layers):
+                if layer < m.dense_layers:
+                    dense = costs.attention_gpu_s + costs.dense_ffn_gpu_s
+                    self.counters.gpu_busy_s += dense
+                    yield env.timeout(dense)
+                    continue
+                moe_layer = layer - m.dense_layers
+                end, per_token = self._moe_layer(index, phase, t0, t1, moe_layer, costs)
+                experts += per_token
+                yield env.timeout(end - env.now)
+            self.counters.gpu_busy_s += costs.lm_head_s
+            yield env.timeout(costs.lm_head_s)
+            per_layer = experts / m.moe_layers
+            self._steps_tbl.append(index, phase, t1 - t0, step_start, env.now, per_layer)
+        self.done.succeed()
+
+    def _moe_layer(
+        self, index: int, phase: Phase, t0: int, t1: int, layer: int, costs: StepCosts
+    ) -> tuple[float, float]:
+        """Run one MoE layer; returns (barrier time, mean experts per token)."""
+        now = self.sim.now
+        probs = self._probs(t0, t1, layer)
+        mask, ids, loads = route(self.gating, self._gating_view(layer, phase, probs))
+        self.cache.observe(layer, probs, mask, index)
+        used = self.res.settle_prefetches(layer, ids)
+        router_abs = now + costs.attention_gpu_s
+        view = placement_view(layer, phase, ids, loads, self.res, self.costs, costs, router_abs)
+        placed = self.placement.place(view)
+        check_placement(placed, ids, layer)
+        spans = self.sim.recorder.record_spans
+        router, end, gbusy, cbusy, stall, copied, out = timeline(
+            view, placed, self.res, now, costs, spans
+        )
+        hits = int(np.count_nonzero(view.cached))
+        in_use = ids[view.cached]
+        if copied:
+            resident = set(in_use.tolist())
+            moved = np.array([e for e in placed.gpu if e not in resident], dtype=np.int64)
+            self.res.request(self.cache, layer, moved, in_use, router, prefetch=False)
+        self._prefetch(index, phase, t0, t1, layer, router, end, out)
+        activated = self.counters.add_layer(
+            phase, mask, ids, loads, hits, placed, copied, used, gbusy, cbusy, stall
+        )
+        for track, name, s, e in out:
+            self.sim.recorder.span(self.tracks[track], name, s, e)
+        self._layers.append(
+            index, phase, layer, now, router, end, len(ids), hits, len(placed.gpu),
+            copied, len(placed.cpu), gbusy, cbusy, stall,
+        )  # fmt: skip
+        return end, activated / (t1 - t0)
+
+    def _probs(self, t0: int, t1: int, layer: int) -> np.ndarray:
+        """Read-only router probabilities of a step at ``layer``; a decode token's are
+        computed once for all layers and handed out as row views."""
+        if t1 - t0 != 1:
+            return read_only(self.trace.probs(t0, t1, layer))
+        if self._token[0] != t0:
+            self._token = (t0, read_only(self.trace.token_probs(t0)))
+        return self._token[1][layer : layer + 1]
+
+    def _prefetch(
+        self, index: int, phase: Phase, t0: int, t1: int, layer: int, router: float,
+        end: float, out: list[tuple[str, str, float, float]],
+    ) -> None:  # fmt: skip
+        depth = min(self.prefetcher.lookahead_layers, self.model.moe_layers - 1 - layer)
+        if depth <= 0:
+            return
+        issue_prefetches(self, phase, t0, t1, layer, depth, router, end, out)
+
+    # ---- results ------------------------------------------------------------------
+    def horizon_s(self) -> float | None:
+        """Unknown ahead of time."""
+        return None
+
+    def check(self) -> None:
+        """Conservation: every activated expert computed exactly once per token and layer."""
+        c = self.counters
+        if c.activated_pairs != c.computed_pairs:
+            raise InvariantViolation(
+                f"{c.activated_pairs} token-expert activations, {c.computed_pairs} computed"
+            )
+        expected = sum(t1 - t0 for _, t0, t1, _ in self.steps) * self.model.moe_layers
+        if c.token_layers != expected:
+            raise InvariantViolation(f"{c.token_layers} token-layers run of {expected}")
+
+    def policy_names(self) -> str:
+        """``gating/placement/prefetch/cache`` registered names of the chosen policies."""
+        names = []
+        for point, obj in (
+            ("gating", self.gating), ("placement", self.placement),
+            ("prefetch", self.prefetcher), ("cache", self.cache),
+        ):  # fmt: skip
+            reg = policy_registry.point(f"moe.{point}")
+            names.append(next((e.name for e in reg if e.obj is type(obj)), type(obj).__name__))
+        return "/".join(names)
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """Run metrics (see :data:`workloads.moe_metrics.METRICS`)."""
+        return summarise(self, end_s)

@@ -1,0 +1,211 @@
+"""A long training job under fail-stop and fail-slow faults: checkpoints, recovery, ETTR.
+
+The job's N GPUs train in lock-step at the nominal iteration time of
+``observability_telemetry`` (roofline compute + collective model). Over ``duration_days``
+of wall time:
+
+- fail-stop faults (Llama 3 rates by cause, or a replayed trace) stop the job; the
+  ``detector`` (a black-box model such as KAIOPS-style) finds each after its delay, or
+  the collective watchdog does after ``watchdog_s``; the job then restarts
+  (``restart_s``) from its last completed checkpoint, losing the work since. A failure
+  during recovery restarts the recovery; a failure while a checkpoint is being written
+  loses that checkpoint.
+- fail-slow faults slow the whole job (a synchronous job runs at its slowest rank) until
+  they end or the detector finds them (operators do, after ``manual_detect_s``, when it
+  misses them) and the ``mitigation`` policy evicts the rank (``replace_s`` pause) or
+  restarts from the checkpoint without it.
+- false alarms of the detector go to the mitigation policy too.
+- checkpoints are written every ``interval_s`` seconds of work (``checkpoint`` policy),
+  each pausing training for ``checkpoint_s``.
+
+One SimPy process walks the timeline from event to event (a fault, a detection, the end
+of a pause, a checkpoint due); nothing is simulated per iteration.
+ETTR = work kept (seconds of nominal-speed training) / wall time.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from hetsim.devices.cluster import Cluster
+from hetsim.workloads.observability.view import CheckpointView, JobView
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.registry import workloads
+from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.observability.faults import (
+    SECONDS_PER_DAY,
+    FailSlowKind,
+    FailStopModel,
+    ettr_exact,
+    ettr_first_order,
+    sample_fail_slow,
+    sample_fail_stop,
+)
+from hetsim.workloads.observability.telemetry import CommConfig, TrainingModel, base_times
+from hetsim.workloads.observability.timeline import JobTimeline
+from hetsim.workloads.observability.view import daly_interval_s, young_interval_s
+
+
+class FaultJobParams(WorkloadParams):
+    """The ``workload:`` block of a fault-tolerance scenario."""
+
+    kind: Literal["observability-faults"] = "observability-faults"
+    gpus: int = Field(default=10_000, ge=1)
+    duration_days: PositiveFloat = 30.0
+    gpu: str | None = None
+    model: TrainingModel = TrainingModel(params=70e9, tokens_per_rank=8192)
+    comm: CommConfig = CommConfig(fabric="h100-ib-ndr-multinode")
+    fail_stop: FailStopModel = FailStopModel()
+    fail_slow: dict[str, FailSlowKind] = Field(default_factory=dict)
+    checkpoint_s: PositiveFloat = 120.0  # write one checkpoint (reconstruction)
+    restart_s: PositiveFloat = 600.0  # reschedule, reload, warm up (reconstruction)
+    watchdog_s: PositiveFloat = 600.0  # collective timeout catching undetected faults
+    replace_s: PositiveFloat = 300.0  # evict a rank and bring in a spare
+    manual_detect_s: PositiveFloat = 86_400.0  # operators find a missed straggler (reconstruction)
+    gpus_per_node: PositiveInt = 8
+
+
+@workloads.register("observability-faults")
+class FaultJobWorkload(Workload):
+    """A long synchronous training job under injected faults, with checkpoints and recovery."""
+
+    Params = FaultJobParams
+    domain = "observability"
+    decision_points: ClassVar[dict[str, str]] = {
+        "detector": "kaiops",
+        "checkpoint": "young-daly",
+        "mitigation": "evict-replace",
+    }
+    metrics: ClassVar[dict[str, str]] = {
+        "fail_stops": "fail-stop faults during the run (including during recovery)",
+        "job_mtbf_h": "wall time / fail_stops, hours",
+        "expected_mtbf_h": "1 / (N x rate per GPU-hour) of the configured fail-stop model",
+        "interval_s": "work between checkpoints chosen by the checkpoint policy",
+        "young_s": "Young's interval sqrt(2 C M) for the expected MTBF",
+        "daly_s": "Daly's interval for the expected MTBF",
+        "ettr": "work kept (nominal-speed seconds) / wall time",
+        "ettr_first_order": "1 - (C/tau + (tau/2 + R)/M), R = mean recovery observed",
+        "ettr_exact": "tau / (M e^{R/M} (e^{(tau+C)/M} - 1)), same R and M (fail-stop only)",
+        "goodput_tokens_per_s": "ettr x gpus x tokens_per_rank / nominal iteration time",
+        "nominal_iteration_s": "fault-free iteration time",
+        "lost_work_h": "work rolled back by restarts, hours",
+        "recovery_h": "time spent detecting and restarting, hours",
+        "checkpoint_h": "time spent writing checkpoints, hours",
+        "slow_loss_h": "training time lost to running slow (1 - speed) x run time, hours",
+        "evict_h": "time paused for evictions, hours",
+        "mean_recovery_s": "restart_s + mean_detect_s (R of the closed forms)",
+        "mean_detect_s": "mean time from fail-stop fault to its detection",
+        "fail_slows": "fail-slow faults injected",
+        "fail_slows_mitigated": "fail-slow faults detected and mitigated",
+        "false_alarms": "false alarms of the detector",
+        "checkpoints": "checkpoints completed",
+    }
+
+    def __init__(
+        self,
+        sim: Simulation,
+        cluster: Cluster,
+        params: FaultJobParams,
+        policies: dict[str, Any],
+        base_dir: Path,
+    ) -> None:
+        super().__init__(sim, cluster, params, policies, base_dir)
+        det = policies["detector"]
+        if not (hasattr(det, "classify") and hasattr(det, "false_alarms")):
+            raise ValueError(
+                "this job-level workload needs a black-box detector model "
+                "(policies.detector: kaiops); telemetry detectors run in kind 'observability'"
+            )
+        name = cluster.accelerator(params.gpu, "gpu")
+        self.base = base_times(params.model, params.comm, cluster.device(name), params.gpus)
+        self.horizon = params.duration_days * SECONDS_PER_DAY
+        self.stops = sample_fail_stop(
+            params.fail_stop,
+            params.gpus,
+            self.horizon,
+            sim.rng("observability.fail_stop"),
+            base_dir,
+        )
+        self.slows = sample_fail_slow(
+            params.fail_slow, params.gpus, self.horizon, sim.rng("observability.fail_slow"),
+            first_id=len(self.stops),
+        )  # fmt: skip
+        self.alarms = det.false_alarms(JobView(params.gpus, self.horizon))
+        self.expected_mtbf_s = self._expected_mtbf_s()
+        view = CheckpointView(
+            params.checkpoint_s, params.restart_s + params.watchdog_s,
+            self.expected_mtbf_s, self.base.iteration_s(),
+        )  # fmt: skip
+        self.interval_s = float(policies["checkpoint"].interval_s(view))
+        if not self.interval_s > 0:  # inf means never checkpoint (no fail-stop faults)
+            raise ValueError(f"checkpoint policy returned interval {self.interval_s}")
+        self.timeline = JobTimeline(self)
+
+    def _expected_mtbf_s(self) -> float:
+        """``1 / (N r)`` for sampled rates; the replayed trace's mean gap otherwise."""
+        rate = sum(self.params.fail_stop.rates().values()) * self.params.gpus / SECONDS_PER_DAY
+        if rate > 0:
+            return 1.0 / rate
+        if self.stops:
+            return self.horizon / len(self.stops)
+        return math.inf
+
+    def start(self) -> None:
+        """Start the job's timeline process."""
+        self.sim.env.process(self.timeline.run())
+
+    def horizon_s(self) -> float | None:
+        """The job's wall-clock duration."""
+        return self.horizon
+
+    def check(self) -> None:
+        """Time is conserved: every second of wall time is in exactly one state."""
+        t = self.timeline
+        total = t.run_s + t.ckpt_s + t.recover_s + t.evict_s
+        if abs(total - self.horizon) > 1e-6 * self.horizon:
+            raise InvariantViolation(f"states cover {total} s of a {self.horizon} s run")
+        if t.work_s > t.run_s + 1e-6:
+            raise InvariantViolation("more work kept than time spent running")
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """Fault, recovery and efficiency figures (see :attr:`metrics`)."""
+        t, p = self.timeline, self.params
+        n_stop = t.fail_stops
+        mtbf = self.expected_mtbf_s
+        rec = p.restart_s + (t.detect_s / n_stop if n_stop else p.watchdog_s)
+        ettr = t.work_s / self.horizon
+        finite = math.isfinite(mtbf)
+        h = 3600.0
+        return {
+            "fail_stops": n_stop,
+            "job_mtbf_h": self.horizon / n_stop / h if n_stop else math.inf,
+            "expected_mtbf_h": mtbf / h,
+            "interval_s": self.interval_s,
+            "young_s": young_interval_s(p.checkpoint_s, mtbf) if finite else math.inf,
+            "daly_s": daly_interval_s(p.checkpoint_s, mtbf) if finite else math.inf,
+            "ettr": ettr,
+            "ettr_first_order": (
+                ettr_first_order(self.interval_s, p.checkpoint_s, rec, mtbf) if finite else 1.0
+            ),
+            "ettr_exact": ettr_exact(self.interval_s, p.checkpoint_s, rec, mtbf) if finite else 1.0,
+            "goodput_tokens_per_s": ettr
+            * p.gpus
+            * p.model.tokens_per_rank
+            / self.base.iteration_s(),
+            "nominal_iteration_s": self.base.iteration_s(),
+            "lost_work_h": t.lost_s / h,
+            "recovery_h": t.recover_s / h,
+            "checkpoint_h": t.ckpt_s / h,
+            "slow_loss_h": t.slow_loss_s / h,
+            "evict_h": t.evict_s / h,
+            "mean_recovery_s": rec,
+            "mean_detect_s": t.detect_s / n_stop if n_stop else math.nan,
+            "fail_slows": len(self.slows),
+            "fail_slows_mitigated": t.mitigated,
+            "false_alarms": len(self.alarms),
+            "checkpoints": t.checkpoints,
+        }

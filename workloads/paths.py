@@ -1,0 +1,38 @@
+"""Where a path named in a scenario points.
+
+- ``pkg:serving/azure_conv_2023_sample.csv`` names a data file shipped with hetsim
+  (``workloads/data/``, installed with the package);
+- an absolute path is used as it is (``~`` is expanded);
+- any other path is relative to the folder of the scenario file that names it, so a
+  scenario and its traces can be copied together anywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+PKG_PREFIX = "pkg:"
+
+
+def shipped(name: str) -> str:
+    """The ``pkg:`` reference of a shipped data file (what defaults are written as)."""
+    return f"{PKG_PREFIX}{name}"
+
+
+def resolve_path(path: str | Path, base_dir: Path) -> Path:
+    """The file ``path`` names, for a scenario whose file lies in ``base_dir``."""
+    text = str(path)
+    if text.startswith(PKG_PREFIX):
+        rel = Path(text[len(PKG_PREFIX) :])
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ValueError(f"{text!r}: a pkg: path must stay inside the shipped data")
+        return DATA_DIR / rel
+    p = Path(text).expanduser()
+    return p if p.is_absolute() else base_dir / p
+
+
+def shipped_files() -> list[str]:
+    """Every shipped data file as its ``pkg:`` reference, sorted."""
+    return sorted(shipped(p.relative_to(DATA_DIR).as_posix())
+                  for p in DATA_DIR.rglob("*") if p.is_file() and p.suffix != ".md")  # fmt: skip

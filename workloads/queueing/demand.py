@@ -1,0 +1,160 @@
+"""Arrivals and service demands of the generic queueing workload, sampled up front.
+
+All requests are drawn with numpy before the run starts (one vectorised call per
+stream), so the event loop only indexes arrays. Arrivals come from a Poisson process or
+a trace file; each request's demand is FLOPs and bytes, turned into seconds on a given
+device by the device's roofline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+from hetsim.workloads.models.dense import model_spec
+from hetsim.workloads.paths import resolve_path
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PoissonArrivals(_Strict):
+    """Poisson arrivals: exponential inter-arrival times with mean 1 / rate_per_s."""
+
+    kind: Literal["poisson"] = "poisson"
+    rate_per_s: PositiveFloat
+
+
+class TraceArrivals(_Strict):
+    """Arrival times (seconds) read from a CSV or Parquet file's ``time_column``.
+
+    Optional ``flops_column``/``bytes_column`` give per-request demand and override
+    the ``demand:`` block. ``time_scale`` multiplies every time (0.5 = twice the rate).
+    """
+
+    kind: Literal["trace"] = "trace"
+    path: str
+    time_column: str = "arrival_s"
+    flops_column: str | None = None
+    bytes_column: str | None = None
+    time_scale: PositiveFloat = 1.0
+
+
+Arrivals = Annotated[PoissonArrivals | TraceArrivals, Field(discriminator="kind")]
+
+
+class ExponentialDemand(_Strict):
+    """Demand ``x * (mean_flops, mean_bytes)`` with ``x ~ Exp(1)``: exponential service
+    time on a device whose efficiency does not depend on size."""
+
+    kind: Literal["exponential"] = "exponential"
+    mean_flops: float = Field(ge=0)
+    mean_bytes: float = Field(default=0.0, ge=0)
+    dtype: str = "fp16"
+
+
+class DeterministicDemand(_Strict):
+    """Every request needs the same FLOPs and bytes."""
+
+    kind: Literal["deterministic"] = "deterministic"
+    flops: float = Field(ge=0)
+    bytes: float = Field(default=0.0, ge=0)
+    dtype: str = "fp16"
+
+
+class LLMPrefillDemand(_Strict):
+    """A prefill of a dense LLM over ``prompt_tokens`` (an int or a uniform [min, max]).
+
+    FLOPs and bytes come from the model spec (:meth:`ModelSpec.prefill_flops`).
+    """
+
+    kind: Literal["llm-prefill"] = "llm-prefill"
+    model: str
+    prompt_tokens: PositiveInt | tuple[PositiveInt, PositiveInt] = 512
+    dtype: str = "fp16"
+    load_weights: bool = True
+
+
+Demand = Annotated[
+    ExponentialDemand | DeterministicDemand | LLMPrefillDemand, Field(discriminator="kind")
+]
+
+
+@dataclass(frozen=True)
+class RequestBatch:
+    """Every request of a run: arrival times and demands, as numpy arrays."""
+
+    arrival_s: np.ndarray
+    flops: np.ndarray
+    nbytes: np.ndarray
+    dtype: str
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+def sample_arrivals(spec: PoissonArrivals, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` Poisson arrival times starting after t=0."""
+    return np.cumsum(rng.exponential(1.0 / spec.rate_per_s, size=n))
+
+
+def read_trace(spec: TraceArrivals, base_dir: Path) -> pd.DataFrame:
+    """The trace's rows sorted by time (raises OSError/KeyError with the column name)."""
+    path = resolve_path(spec.path, base_dir).resolve()
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    for col in (spec.time_column, spec.flops_column, spec.bytes_column):
+        if col is not None and col not in frame.columns:
+            raise KeyError(f"column {col!r} not in {spec.path} (has {list(frame.columns)})")
+    return frame.sort_values(spec.time_column, kind="stable").reset_index(drop=True)
+
+
+def sample_demand(
+    spec: ExponentialDemand | DeterministicDemand | LLMPrefillDemand,
+    n: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request (flops, bytes) arrays of length ``n``."""
+    if isinstance(spec, ExponentialDemand):
+        x = rng.exponential(1.0, size=n)
+        return x * spec.mean_flops, x * spec.mean_bytes
+    if isinstance(spec, DeterministicDemand):
+        return np.full(n, spec.flops), np.full(n, spec.bytes)
+    model = model_spec(spec.model)
+    if isinstance(spec.prompt_tokens, tuple):
+        lo, hi = spec.prompt_tokens
+        tokens = rng.integers(lo, hi + 1, size=n)
+    else:
+        tokens = np.full(n, spec.prompt_tokens)
+    flops = np.array([model.prefill_flops(int(t)) for t in tokens])
+    nbytes = np.array([model.prefill_bytes(int(t), spec.dtype) for t in tokens])
+    return flops, nbytes
+
+
+def build_requests(
+    arrivals: PoissonArrivals | TraceArrivals,
+    demand: ExponentialDemand | DeterministicDemand | LLMPrefillDemand,
+    num_requests: int,
+    sim_rng: dict[str, np.random.Generator],
+    base_dir: Path,
+) -> RequestBatch:
+    """Sample (or read) every request of the run."""
+    if isinstance(arrivals, PoissonArrivals):
+        times = sample_arrivals(arrivals, num_requests, sim_rng["arrivals"])
+        flops, nbytes = sample_demand(demand, num_requests, sim_rng["demand"])
+    else:
+        frame = read_trace(arrivals, base_dir).head(num_requests)
+        times = frame[arrivals.time_column].to_numpy(dtype=float) * arrivals.time_scale
+        flops, nbytes = sample_demand(demand, len(frame), sim_rng["demand"])
+        if arrivals.flops_column:
+            flops = frame[arrivals.flops_column].to_numpy(dtype=float)
+        if arrivals.bytes_column:
+            nbytes = frame[arrivals.bytes_column].to_numpy(dtype=float)
+    if len(times) and times[0] < 0:
+        raise ValueError("arrival times must be >= 0")
+    return RequestBatch(times, flops, nbytes, demand.dtype)

@@ -1,0 +1,296 @@
+"""A generic queueing workload: requests with FLOP/byte demands served by a device pool.
+
+Requests arrive (Poisson or a trace), the ``queueing.dispatch`` policy picks a server,
+and each server (a ComputeDevice) serves FCFS or by processor sharing; a request's
+service time is its demand priced by the device's roofline. With the abstract
+``ideal-server`` device and exponential demand this is exactly M/M/c (FCFS) or
+M/M/1-PS, which the test suite checks against Erlang C and 1/(mu - lambda).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, NonNegativeInt, PositiveInt
+
+from hetsim.devices.cluster import Cluster
+from hetsim.workloads.queueing.view import DispatchView, ServerView
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.registry import workloads
+from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.models.dense import model_spec
+from hetsim.workloads.queueing.demand import (
+    Arrivals,
+    Demand,
+    LLMPrefillDemand,
+    RequestBatch,
+    build_requests,
+)
+from hetsim.workloads.queueing.servers import FcfsServer, PsServer
+
+REQUEST_COLUMNS = ("request", "server", "arrival_s", "start_s", "end_s", "service_s", "flops")
+
+
+class IdleIndex:
+    """Idle servers indexed by device type: one min-heap of server indices per type.
+
+    A central-queue dispatcher sees, for each type with an idle server, only its
+    lowest-index idle server, so an arrival costs O(types), not O(servers).
+    """
+
+    def __init__(self, type_of: list[str]) -> None:
+        self._type_of = type_of
+        self._heaps: dict[str, list[int]] = {t: [] for t in dict.fromkeys(type_of)}
+        self._idle: set[int] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._idle)
+
+    def push(self, index: int) -> None:
+        """Mark server ``index`` idle."""
+        if index not in self._idle:
+            self._idle.add(index)
+            heapq.heappush(self._heaps[self._type_of[index]], index)
+
+    def discard(self, index: int) -> None:
+        """Mark server ``index`` not idle (set-up started)."""
+        if index in self._idle:
+            self._idle.remove(index)
+            heap = self._heaps[self._type_of[index]]
+            heap.remove(index)
+            heapq.heapify(heap)
+
+    def tops(self) -> list[int]:
+        """The lowest-index idle server of each type that has one (type order)."""
+        return [h[0] for h in self._heaps.values() if h]
+
+    def take(self, index: int) -> bool:
+        """Remove ``index`` if it is the top of its type's heap; False otherwise."""
+        heap = self._heaps[self._type_of[index]]
+        if not heap or heap[0] != index:
+            return False
+        heapq.heappop(heap)
+        self._idle.remove(index)
+        return True
+
+
+class QueueingParams(WorkloadParams):
+    """The ``workload:`` block of a queueing scenario."""
+
+    kind: Literal["queueing"] = "queueing"
+    arrivals: Arrivals
+    demand: Demand
+    num_requests: PositiveInt = 1000
+    warmup_requests: NonNegativeInt = 0
+    servers: list[str] | None = Field(
+        default=None, description="device names; default: every gpu/npu/server device"
+    )
+    discipline: Literal["fcfs", "ps"] = "fcfs"
+
+
+@workloads.register("queueing")
+class QueueingWorkload(Workload):
+    """Requests with FLOP/byte demands served FCFS or PS by a pool of devices."""
+
+    Params = QueueingParams
+    domain = "queueing"
+    decision_points: ClassVar[dict[str, str]] = {"dispatch": "fifo"}
+    metrics: ClassVar[dict[str, str]] = {
+        "requests": "number of requests completed after the warm-up cut",
+        "mean_wait_s": "mean of start_s - arrival_s over post-warm-up requests",
+        "p_wait": "fraction of post-warm-up requests with start_s > arrival_s",
+        "mean_sojourn_s": "mean of end_s - arrival_s over post-warm-up requests",
+        "p50_sojourn_s": "median of end_s - arrival_s",
+        "p99_sojourn_s": "99th percentile of end_s - arrival_s",
+        "throughput_per_s": "post-warm-up requests / (last end_s - first post-warm-up arrival_s)",
+        "mean_utilisation": "busy seconds / (end time x servers), averaged over servers",
+        "setup_s": "time until the last server finished loading its weights (0 if none)",
+        "makespan_s": "end time of the last request",
+    }
+
+    def __init__(
+        self,
+        sim: Simulation,
+        cluster: Cluster,
+        params: QueueingParams,
+        policies: dict[str, Any],
+        base_dir: Path,
+    ) -> None:
+        super().__init__(sim, cluster, params, policies, base_dir)
+        self.dispatch = policies["dispatch"]
+        if params.discipline == "ps" and self.dispatch.central_queue:
+            raise ValueError("discipline ps needs a push dispatch policy, not a central queue")
+        names = params.servers or cluster.device_names(kinds=("gpu", "npu", "server"))
+        if not names:
+            raise ValueError("no servers: the cluster has no gpu/npu/server device")
+        server_cls = PsServer if params.discipline == "ps" else FcfsServer
+        self.servers: list[FcfsServer | PsServer] = [
+            server_cls(i, cluster.device(n), self._done) for i, n in enumerate(names)
+        ]
+        rngs = {k: sim.rng(f"queueing.{k}") for k in ("arrivals", "demand")}
+        self.batch: RequestBatch = build_requests(
+            params.arrivals, params.demand, params.num_requests, rngs, base_dir
+        )
+        # service time of every request on every server, priced once by the roofline
+        by_type: dict[str, list[float]] = {}
+        for srv in self.servers:
+            spec = srv.device.spec
+            if spec.name not in by_type:
+                b = self.batch
+                by_type[spec.name] = srv.device.op_times_s(b.flops, b.nbytes, b.dtype).tolist()
+        self._service = [by_type[srv.device.spec.name] for srv in self.servers]
+        self._arrival = self.batch.arrival_s.tolist()
+        self._flops = self.batch.flops.tolist()
+        self._nbytes = self.batch.nbytes.tolist()
+        self._central: deque[int] = deque()  # waiting request ids (central queue)
+        self._idle = IdleIndex([s.device.spec.name for s in self.servers])
+        if self.dispatch.central_queue:
+            for srv in self.servers:
+                self._idle.push(srv.index)
+        self._completed = 0
+        self._arrived = 0
+        self._rows = sim.recorder.table("requests", REQUEST_COLUMNS)
+        self.setup_s = 0.0
+
+    # ---- set-up ---------------------------------------------------------------
+    def start(self) -> None:
+        """Load weights (LLM demand) and schedule the first arrival."""
+        demand = self.params.demand
+        if isinstance(demand, LLMPrefillDemand) and demand.load_weights:
+            nbytes = model_spec(demand.model).weight_bytes(demand.dtype)
+            for server in self.servers:
+                self._load_weights(server, nbytes)
+        if len(self.batch):
+            self._schedule_arrival(0)
+        else:
+            self.done.succeed()
+
+    def _load_weights(self, server: FcfsServer | PsServer, nbytes: int) -> None:
+        name = server.device.name
+        self.cluster.memory(name).allocate("weights", nbytes)
+        host = self.cluster.host_of(name)
+        if host is None:
+            return
+        server.loaded = False
+        self._idle.discard(server.index)
+        server.available_at_s = self.sim.now + self.cluster.copy_time_s(host, name, nbytes)
+        ev = self.cluster.copy(host, name, nbytes, name="weights")
+
+        def ready(_: object) -> None:
+            self.setup_s = max(self.setup_s, self.sim.now)
+            server.on_loaded()
+            self._kick(server)
+
+        ev.callbacks.append(ready)
+
+    # ---- arrivals and dispatch ---------------------------------------------------
+    def _schedule_arrival(self, i: int) -> None:
+        delay = max(0.0, self._arrival[i] - self.sim.env.now)
+        ev = self.sim.env.timeout(delay)
+        ev.callbacks.append(lambda _e: self._arrive(i))
+
+    def _arrive(self, i: int) -> None:
+        self._arrived += 1
+        if i + 1 < len(self.batch):
+            self._schedule_arrival(i + 1)
+        if not self.dispatch.central_queue:
+            self._send(i, self.dispatch.choose(self._view(i, self.servers)))
+        elif self._idle:
+            candidates = [self.servers[k] for k in self._idle.tops()]
+            index = self.dispatch.choose(self._view(i, candidates))
+            if not self._idle.take(index):
+                raise InvariantViolation(f"dispatch sent request {i} to non-idle server {index}")
+            self._send(i, index)
+        else:
+            self._central.append(i)
+
+    def _ready(self, server: FcfsServer | PsServer) -> bool:
+        return server.loaded and not server.busy
+
+    def _service_s(self, i: int, server: FcfsServer | PsServer) -> float:
+        return self._service[server.index][i]
+
+    def _view(self, i: int, servers: list[FcfsServer | PsServer]) -> DispatchView:
+        now = self.sim.now
+        views = tuple(
+            ServerView(
+                s.index,
+                s.device.name,
+                s.device.spec.name,
+                s.loaded and not s.busy,
+                s.jobs,
+                s.backlog_s(now),
+                self._service[s.index][i],
+            )
+            for s in servers
+        )
+        return DispatchView(now, i, self._flops[i], self._nbytes[i], views)
+
+    def _send(self, i: int, index: int) -> None:
+        if not 0 <= index < len(self.servers):
+            raise InvariantViolation(f"dispatch chose server {index} of {len(self.servers)}")
+        server = self.servers[index]
+        server.submit(i, self._service_s(i, server))
+
+    def _kick(self, server: FcfsServer | PsServer) -> None:
+        """A server became free or finished set-up: give it the oldest central request,
+        or list it as idle."""
+        if not self.dispatch.central_queue or not self._ready(server):
+            return
+        if self._central:
+            i = self._central.popleft()
+            server.submit(i, self._service_s(i, server))
+        else:
+            self._idle.push(server.index)
+
+    # ---- completions -------------------------------------------------------------
+    def _done(self, i: int, index: int, start_s: float, end_s: float) -> None:
+        server = self.servers[index]
+        self._rows.append(
+            i, server.device.name, self._arrival[i], start_s, end_s,
+            self._service[index][i], self._flops[i],
+        )  # fmt: skip
+        self._completed += 1
+        self._kick(server)
+        if self._completed == len(self._arrival):
+            self.done.succeed()
+
+    # ---- results -----------------------------------------------------------------
+    def horizon_s(self) -> float | None:
+        """Last arrival time (the run ends shortly after)."""
+        return float(self.batch.arrival_s[-1]) if len(self.batch) else None
+
+    def check(self) -> None:
+        """Every request completes exactly once, and only after it arrived."""
+        if self._completed != self._arrived or self._completed != len(self.batch):
+            raise InvariantViolation(
+                f"{self._arrived} arrived, {self._completed} completed of {len(self.batch)}"
+            )
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """Post-warm-up statistics (see :attr:`metrics`)."""
+        rows = self._rows
+        post = rows.column("request") >= self.params.warmup_requests
+        arrival = rows.column("arrival_s")[post]
+        end = rows.column("end_s")[post]
+        wait = rows.column("start_s")[post] - arrival
+        soj = end - arrival
+        n = len(soj)
+        busy = [s.device.busy_s for s in self.servers]
+        span = float(end.max() - arrival.min()) if n else 0.0
+        return {
+            "requests": n,
+            "mean_wait_s": float(wait.mean()) if n else 0.0,
+            "p_wait": float((wait > 1e-12).mean()) if n else 0.0,
+            "mean_sojourn_s": float(soj.mean()) if n else 0.0,
+            "p50_sojourn_s": float(np.percentile(soj, 50)) if n else 0.0,
+            "p99_sojourn_s": float(np.percentile(soj, 99)) if n else 0.0,
+            "throughput_per_s": n / span if span > 0 else 0.0,
+            "mean_utilisation": float(np.mean(busy) / end_s) if end_s > 0 else 0.0,
+            "setup_s": self.setup_s,
+            "makespan_s": end_s,
+        }

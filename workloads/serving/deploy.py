@@ -1,0 +1,184 @@
+"""What the deployment policy sees (configs with goodput estimates), GPU price
+presets, and how a deployment's instances are placed on the cluster's GPUs.
+
+Every goodput in a :class:`ConfigView` (prefill-only, decode-only, colocated, and
+colocated per request-size bucket for Melange) comes from ONE predictor,
+:class:`workloads.serving_estimate.Estimator`: the largest Poisson rate whose predicted
+SLO attainment reaches the sizing attainment (``sizing_attainment``, 0.9), on the
+workload's sampled (prompt, output) lengths (see that module for the formulas). So the
+colocated (vLLM), DistServe, Cauchy and Melange policies size with the same rule.
+
+Request-size buckets (Melange's input for its integer program): the sample is cut at
+``PROMPT_EDGES`` x ``OUTPUT_EDGES`` tokens; for each non-empty bucket, the colocated
+goodput of one instance serving that bucket's requests alone (Melange profiles each
+bucket alone on real GPUs; summing bucket loads linearly is Melange's model, and it
+ignores that mixing sizes in one instance widens the prefill-time spread).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from hetsim.devices.catalogue import fabric_spec
+from hetsim.devices.collectives import CollectiveFabric
+from hetsim.devices.spec import DeviceSpec
+from hetsim.workloads.serving.view import BucketEstimate, ConfigView, InstanceSpec
+from hetsim.simulator import registry
+from hetsim.workloads.models.dense import ModelSpec
+from hetsim.workloads.serving.cost import IterationCost, pcie_fabric
+from hetsim.workloads.serving.estimate import Estimator, Lengths, Targets
+
+# $/GPU-hour presets beside the catalogue's own ("catalogue": DeviceSpec.prices default).
+# Sources: ../shared/papers/serving.md section 3 (confidence tags kept).
+PRICE_PRESETS: dict[str, dict[str, float]] = {
+    # AWS on-demand list prices, point in time [page]
+    "aws-ondemand": {"l4": 0.81, "a10": 1.00, "l40s": 1.84, "a100-80gb": 4.60, "h100-sxm": 8.22},
+    # Melange (2024) Table 1 [recall, verify]
+    "melange2024": {"l4": 0.70, "a10": 1.01, "a100-80gb": 3.67, "h100-sxm": 7.5164},
+    # RunPod list prices, point in time [page]
+    "runpod": {"l40s": 1.03, "a100-80gb": 1.94, "h100-sxm": 3.99},
+}
+
+
+def gpu_price(spec: DeviceSpec, preset: str) -> float:
+    """$/hour of one GPU of ``spec`` under ``preset`` (KeyError names what is missing)."""
+    if preset == "catalogue":
+        return spec.price("default").usd_per_hour
+    if preset not in PRICE_PRESETS:
+        raise KeyError(
+            f"price_preset: unknown {preset!r}; valid: catalogue, {', '.join(PRICE_PRESETS)}"
+        )
+    table = PRICE_PRESETS[preset]
+    if spec.name not in table:
+        raise KeyError(f"price_preset: {preset} has no price for {spec.name}; has {sorted(table)}")
+    return table[spec.name]
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency targets of a request."""
+
+    ttft_s: float
+    tpot_s: float
+
+
+def tp_fabric(spec: DeviceSpec, fabrics: dict[str, str]) -> CollectiveFabric:
+    """The TP all-reduce fabric of ``spec``: the named catalogue fabric, or a ring over
+    its PCIe generation's link for GPUs without one."""
+    if spec.name in fabrics:
+        return fabric_spec(fabrics[spec.name])
+    return pcie_fabric(registry.link_types.get(f"pcie{spec.pcie_gen or 4}-x16"))
+
+
+# Request-size bucket edges in tokens (bucket i holds edges[i-1] <= n < edges[i]):
+# log-spaced like Melange's size grid, coarse enough that each bucket of a
+# 256-request sample of the Azure conversation trace holds requests.
+PROMPT_EDGES: tuple[int, ...] = (256, 1024, 2048)
+OUTPUT_EDGES: tuple[int, ...] = (128, 512)
+
+
+def bucket_key(prompts: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+    """Size-bucket id of each request: prompt bucket x (len(OUTPUT_EDGES) + 1) + output
+    bucket (bucket i holds edges[i-1] <= n < edges[i])."""
+    pb = np.searchsorted(PROMPT_EDGES, prompts, side="right")
+    ob = np.searchsorted(OUTPUT_EDGES, outputs, side="right")
+    return pb * (len(OUTPUT_EDGES) + 1) + ob
+
+
+def size_buckets(lengths: Lengths) -> list[tuple[int, Lengths, float]]:
+    """Non-empty size buckets of a sample: (key, its requests, its share)."""
+    keys = bucket_key(lengths.prompts, lengths.outputs)
+    out = []
+    for key in sorted(set(keys.tolist())):
+        sel = keys == key
+        out.append((key, Lengths(lengths.prompts[sel], lengths.outputs[sel]), float(sel.mean())))
+    return out
+
+
+def config_view(
+    name: str,
+    tp: int,
+    usd_per_hour: float,
+    est: Estimator,
+    buckets: list[tuple[int, Lengths, float]],
+) -> ConfigView:
+    """The view of one config: its three role goodputs and its per-bucket ones."""
+    per_bucket = tuple(
+        BucketEstimate(
+            float(b.prompts.mean()), float(b.outputs.mean()), share,
+            replace(est, lengths=b).goodput("mixed"), key,
+        )
+        for key, b, share in buckets
+    )  # fmt: skip
+    return ConfigView(
+        name, tp, tp, usd_per_hour, est.kv_tokens, est.goodput("prefill"),
+        est.goodput("decode"), est.goodput("mixed"), per_bucket,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Config:
+    """A candidate (GPU type, TP) with its cost model and KV capacity."""
+
+    cost: IterationCost
+    kv_tokens: int
+    view: ConfigView
+
+
+def candidate_configs(
+    model: ModelSpec,
+    dtype: str,
+    gpus: dict[str, tuple[DeviceSpec, int, int]],
+    tp_options: list[int],
+    fabrics: dict[str, str],
+    mem_fraction: float,
+    lengths: Lengths,
+    targets: Targets,
+    preset: str,
+    cap: int,
+) -> list[Config]:
+    """Every (type, TP) that fits the model; ``gpus``: type -> (spec, count, memory);
+    ``lengths``: a sample of the workload's requests; ``targets``: the SLOs and the
+    sizing attainment; ``cap``: the largest decode batch."""
+    buckets = size_buckets(lengths)
+    out: list[Config] = []
+    short: list[str] = []
+    for name, (spec, count, memory) in gpus.items():
+        price = gpu_price(spec, preset)
+        for tp in tp_options:
+            if tp > count:
+                continue
+            cost = IterationCost(
+                model, spec, tp, dtype, tp_fabric(spec, fabrics) if tp > 1 else None
+            )
+            try:
+                kv = cost.kv_capacity_tokens(memory, mem_fraction)
+            except ValueError as e:
+                short.append(str(e))
+                continue
+            est = Estimator(cost, lengths, kv, cap, targets)
+            out.append(Config(cost, kv, config_view(name, tp, tp * price, est, buckets)))
+    if not out:
+        raise ValueError("; ".join(short) or "no GPU in the cluster for the serving workload")
+    return out
+
+
+def place(
+    specs: tuple[InstanceSpec, ...], free: dict[str, dict[str, list[str]]]
+) -> list[list[str]]:
+    """Device names of each instance: ``tp`` free GPUs of its type on one node.
+
+    ``free``: type -> node -> free device names (consumed). ValueError when the
+    deployment asks for more than the cluster has."""
+    out: list[list[str]] = []
+    for s in specs:
+        nodes = free.get(s.gpu_type, {})
+        node = next((n for n, devs in nodes.items() if len(devs) >= s.tp), None)
+        if node is None:
+            raise ValueError(
+                f"deployment: no node with {s.tp} free {s.gpu_type} GPU(s) for instance {len(out)}"
+            )
+        out.append([nodes[node].pop(0) for _ in range(s.tp)])
+    return out

@@ -1,0 +1,413 @@
+"""One model instance: continuous batching over a paged KV cache, one SimPy event per
+iteration.
+
+An instance (a TP group of GPUs of one type) holds a FCFS queue of prompts to prefill,
+a queue of hand-offs whose KV cache has arrived (decode role), and a running decode
+batch. Before each iteration it admits hand-offs that fit, asks the
+``serving.batching`` policy what to run when prompts wait, reserves KV blocks
+(preempting the most recently admitted sequences by recompute, as vLLM does, when
+decodes run out of blocks), prices the iteration with
+:class:`~workloads.serving_cost.IterationCost` and schedules one timeout. Token
+accounting: a prefill of ``n`` tokens caches ``n`` tokens and emits one token; a decode
+step of a sequence with ``c`` cached tokens caches ``c + 1`` and emits one (LUD: ``K``
+positions run, ``A`` tokens are accepted and kept). With a prefix cache
+(:mod:`workloads.serving_prefix`, colocated and prefill roles), a prefill starts after
+the request's longest cached prefix and finished prompts' blocks stay cached until
+evicted.
+
+Hot path: the running batch is stored relative to a step counter ``S`` (standard decode
+steps taken): a sequence's cached tokens are ``ctx0 + S`` and its tokens left
+``left0 - S``, so a standard decode step is ``S += 1``; the batch's context sum, the
+count of sequences at a block boundary (a histogram of ``ctx0 mod block``) and the
+smallest ``left0`` are running values, so pricing and reserving a step costs O(1)
+instead of a pass over the batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hetsim.workloads.serving.view import BatchView, InstanceView, Role, blocks
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.workloads.serving.cost import IterationCost
+from hetsim.workloads.serving.prefix import CachedKv, PrefixCache
+
+WAITING_VIEW = 64  # queue entries a batching policy sees
+NO_SEQUENCE = 1 << 62  # min(left0) of an empty batch
+
+
+@dataclass
+class RequestState:
+    """Mutable per-request state shared by the instances (plain lists: hot path)."""
+
+    prefill_len: list[int]  # tokens the next (re)prefill must process
+    left: list[int]  # output tokens still to produce (synced when a sequence leaves a batch)
+    done: dict[int, int] = field(default_factory=dict)  # tokens already prefilled
+    preemptions: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Lud:
+    """Lexical-unit decoding: ``lookahead`` positions per step, each next one accepted
+    with probability ``accept_p`` (truncated geometric, E[A] = (1 - p^K) / (1 - p))."""
+
+    lookahead: int
+    accept_p: float
+
+
+class Instance(CachedKv):
+    """A serving instance; the workload submits requests and receives callbacks."""
+
+    def __init__(
+        self,
+        sim: Simulation,
+        number: int,
+        role: Role,
+        group: int,
+        cost: IterationCost,
+        kv_tokens: int,
+        block_tokens: int,
+        policy: Any,
+        reqs: RequestState,
+        on_prefilled: Callable[[int, Instance], None],
+        on_finished: Callable[[np.ndarray, Instance], None],
+        lud: Lud | None = None,
+        rng: np.random.Generator | None = None,
+        cache: PrefixCache | None = None,
+    ) -> None:
+        self.sim, self.number, self.role, self.group = sim, number, role, group
+        self.cost, self.policy, self.reqs, self.lud, self.rng = cost, policy, reqs, lud, rng
+        self.block_tokens, self.cache = block_tokens, cache
+        self.capacity_blocks = kv_tokens // block_tokens
+        self.on_prefilled, self.on_finished = on_prefilled, on_finished
+        self.waiting: deque[int] = deque()
+        self.pending: deque[int] = deque()  # decode role: KV arrived, not yet admitted
+        self.ids: list[int] = []  # running batch, in admission order
+        self._ctx0: list[int] = []  # cached tokens minus self._steps
+        self._left0: list[int] = []  # tokens left plus self._steps
+        self._steps = 0
+        self._ctx0_sum = 0
+        self._min_left0 = NO_SEQUENCE
+        self._residues = [0] * block_tokens  # sequences by ctx0 mod block_tokens
+        self.used_blocks = 0
+        self.queued_tokens = 0
+        self.outstanding = 0
+        self._resident_area = 0.0  # integral of outstanding requests over time (request-s)
+        self._resident_t = 0.0
+        self.ready = False
+        self.busy = False
+        # lifetime (autoscaling): provisioned at, released at (None: still held), and
+        # whether it is draining; on_drained fires once a draining instance is empty
+        self.provisioned_s = float(sim.now)
+        self.released_s: float | None = None
+        self.draining = False
+        self.on_drained: Callable[[Instance], None] | None = None
+        self.goodput_rps = 0.0
+        self.iterations = 0
+        self.busy_s = 0.0
+        self.preemptions = 0
+        self.tokens_out = 0  # tokens emitted (first tokens and accepted decode tokens)
+        self.peak_blocks = 0
+        self._kv_area = 0.0  # integral of used blocks over time
+        self._kv_t = 0.0
+        self._kv_level = 0  # used blocks plus cached blocks requests hold
+        self._env = sim.env
+        self._key = ("serving", number)
+        self.track = sim.recorder.track(f"instance{number}:{role}", group="serving")
+
+    # ---- what routers see ------------------------------------------------------------
+    def view(self) -> InstanceView:
+        """This instance as a router sees it."""
+        return InstanceView(
+            self.number, self.group, self.cost.spec.name, self.role, self.outstanding,
+            self.queued_tokens, len(self.ids),
+            self._free_blocks() * self.block_tokens, self.goodput_rps,
+        )  # fmt: skip
+
+    # ---- inputs ------------------------------------------------------------------------
+    def submit(self, i: int) -> None:
+        """A request to prefill (entry) or to re-prefill after preemption."""
+        self.waiting.append(i)
+        self._add_outstanding(1)
+        self.queued_tokens += self.reqs.prefill_len[i]
+        self.kick()
+
+    def handoff(self, i: int) -> None:
+        """A request whose KV cache arrived from a prefill instance (decode role)."""
+        self.pending.append(i)
+        self._add_outstanding(1)
+        self.kick()
+
+    def release(self, i: int) -> None:
+        """Free the KV blocks of a handed-off request once its transfer is done."""
+        self._free_seq(i, self.reqs.prefill_len[i])
+        self.kick()
+        self.check_drained()
+
+    def empty(self) -> bool:
+        """No request queued, pending, running or holding KV blocks, no iteration."""
+        return not (
+            self.busy or self.waiting or self.pending or self.ids or self.used_blocks
+            or self.outstanding
+        )  # fmt: skip
+
+    def check_drained(self) -> None:
+        """Fire ``on_drained`` (once) if this instance drains and is now empty."""
+        if self.draining and self.released_s is None and self.on_drained and self.empty():
+            self.on_drained(self)
+
+    def set_ready(self) -> None:
+        """Weights are loaded: start serving."""
+        self.ready = True
+        self.kick()
+
+    def kick(self) -> None:
+        """Start an iteration at the end of this instant if idle and there is work."""
+        if self.ready and not self.busy:
+            self.sim.at_end_of_instant(self._key, self._start)
+
+    # ---- one iteration -------------------------------------------------------------------
+    def _start(self) -> None:
+        if self.busy:
+            return
+        self._admit_pending()
+        chunks: tuple[int, ...] = ()
+        with_decodes = len(self.ids) > 0
+        if self.waiting:
+            plan = self.policy.plan(self._batch_view(with_decodes))
+            chunks, with_decodes = plan.chunks, plan.with_decodes and with_decodes
+        taken = [self.waiting.popleft() for _ in chunks]
+        new, ctx_sum, attn = 0, 0, 0.0
+        accepted = None
+        if with_decodes:
+            new, ctx_sum, attn, accepted = self._reserve_decodes()
+        n_dec = len(self.ids) if with_decodes else 0
+        if taken:
+            new, ctx_sum, attn = self._reserve_prefills(taken, chunks, new, ctx_sum, attn)
+        if chunks and not taken and not n_dec and self.ids:  # prefills went back: decode
+            new, ctx_sum, attn, accepted = self._reserve_decodes()
+            n_dec = len(self.ids)
+        if not self._fits(0):
+            raise InvariantViolation(f"instance {self.number}: KV over capacity")
+        if new == 0:
+            for i in reversed(taken):
+                self.waiting.appendleft(i)
+            return
+        dt = self.cost.time_s(new, ctx_sum, attn)
+        self.busy = True
+        ev = self._env.timeout(dt)
+        start = float(self._env.now)
+        ev.callbacks.append(lambda _e: self._finish(start, taken, n_dec, accepted))
+
+    def _reserve_prefills(
+        self, taken: list[int], chunks: tuple[int, ...], new: int, ctx_sum: int, attn: float
+    ) -> tuple[int, int, float]:
+        """Blocks for this iteration's prefill chunks; adds their terms to the decodes'.
+        With a prefix cache, a request starting its prefill first takes its cached
+        prefix, and requests whose blocks no longer fit go back to the queue."""
+        done, bt = self.reqs.done, self.block_tokens
+        if self.cache is not None:
+            self._take_prefixes(taken, chunks)
+        for i, q in zip(taken, chunks, strict=False):
+            c = done.get(i, 0)
+            q = min(q, self.reqs.prefill_len[i] - c)
+            new, ctx_sum, attn = new + q, ctx_sum + c, attn + q * (c + q / 2.0)
+            self._set_used(self.used_blocks + blocks(c + q, bt) - blocks(c, bt))
+            done[i] = c + q
+            self.queued_tokens -= q
+        return new, ctx_sum, attn
+
+    def _batch_view(self, decodes: bool) -> BatchView:
+        head = []
+        for k, i in enumerate(self.waiting):
+            if k == WAITING_VIEW:
+                break
+            done = self.reqs.done.get(i)
+            if done is None:
+                done = self.cache.peek(i, self.reqs.prefill_len[i]) if self.cache else 0
+            head.append((self.reqs.prefill_len[i] - done, done))
+        reserve = self._growth(1) if decodes else 0
+        free = max(self._free_blocks() - reserve, 0) * self.block_tokens
+        return BatchView(
+            float(self._env.now), self.role, len(self.ids), tuple(head), free, self.block_tokens
+        )
+
+    def _ctx(self) -> np.ndarray:
+        """Cached tokens of the running sequences."""
+        return np.array(self._ctx0, dtype=np.int64) + self._steps
+
+    def _growth(self, k: int) -> int:
+        """New blocks the running sequences need to grow by ``k`` tokens each."""
+        bt = self.block_tokens
+        if k == 1:  # a block is added exactly when the cache is a whole number of blocks
+            if self.lud is None:  # ctx0 mod bt kept up to date
+                return self._residues[-self._steps % bt]
+            return int(np.count_nonzero(self._ctx() % bt == 0))
+        ctx = self._ctx()
+        return int(((ctx + k + bt - 1) // bt - (ctx + bt - 1) // bt).sum())
+
+    def _reserve_decodes(self) -> tuple[int, int, float, np.ndarray | None]:
+        """Blocks for this step's positions (preempting LIFO until they fit); returns
+        the iteration's decode terms and the tokens each sequence will accept (None:
+        one each, standard decoding)."""
+        k = self.lud.lookahead if self.lud else 1
+        growth = self._growth(k)
+        while self.ids and not self._fits(growth):
+            self._preempt_last()
+            growth = self._growth(k)
+        self._set_used(self.used_blocks + growth)
+        b = len(self.ids)
+        accepted = None
+        if self.lud is not None and self.rng is not None:
+            accepted = np.minimum(self.rng.geometric(1.0 - self.lud.accept_p, b), k)
+            left = np.array(self._left0, dtype=np.int64) - self._steps
+            accepted = np.minimum(accepted, left)
+        ctx_sum = self._ctx0_sum + b * self._steps
+        return k * b, ctx_sum, k * ctx_sum + b * k * k / 2.0, accepted
+
+    def _preempt_last(self) -> None:
+        i, c0, left0 = self.ids.pop(), self._ctx0.pop(), self._left0.pop()
+        c = c0 + self._steps
+        self.reqs.left[i] = left0 - self._steps
+        self._ctx0_sum -= c0
+        self._residues[c0 % self.block_tokens] -= 1
+        if left0 == self._min_left0:
+            self._min_left0 = min(self._left0, default=NO_SEQUENCE)
+        self._free_seq(i, c)
+        self.preemptions += 1
+        self.reqs.preemptions.append(i)
+        self.reqs.prefill_len[i] = c + 1  # recompute prompt and every token emitted
+        self.reqs.done.pop(i, None)
+        self.waiting.appendleft(i)
+        self.queued_tokens += c + 1
+
+    def _admit_pending(self) -> None:
+        bt = self.block_tokens
+        while self.pending:
+            i = self.pending[0]
+            need = blocks(self.reqs.prefill_len[i], bt)
+            if self.used_blocks + need > self.capacity_blocks:
+                break
+            self.pending.popleft()
+            self._set_used(self.used_blocks + need)
+            self._join(i, self.reqs.prefill_len[i])
+
+    def _join(self, i: int, ctx: int) -> None:
+        c0, left0 = ctx - self._steps, self.reqs.left[i] + self._steps
+        self.ids.append(i)
+        self._ctx0.append(c0)
+        self._left0.append(left0)
+        self._ctx0_sum += c0
+        self._residues[c0 % self.block_tokens] += 1
+        self._min_left0 = min(self._min_left0, left0)
+
+    def _finish(self, start: float, taken: list[int], n_dec: int, acc: np.ndarray | None) -> None:
+        now = float(self._env.now)
+        self.busy = False
+        self.iterations += 1
+        self.busy_s += now - start
+        if self.sim.recorder.record_spans:
+            name = "mixed" if taken and n_dec else ("prefill" if taken else "decode")
+            self.sim.recorder.span(self.track, name, start, now, None)
+        if n_dec:
+            self._advance_decodes(n_dec, acc)
+        for i in reversed(taken):
+            self._prefilled(i)
+        # Start the next iteration now when nothing else is due at this instant: the
+        # same order of events as deferring it to the end of the instant, minus a pass.
+        if self.ready and self._env.peek() > self._env.now:
+            self._start()
+        else:
+            self.kick()
+        if self.draining:
+            self.check_drained()
+
+    def _prefilled(self, i: int) -> None:
+        """Request ``i``'s prefill chunk ran: requeue it, emit its first token, hand
+        it off, finish it or let it join the decode batch."""
+        reqs = self.reqs
+        if reqs.done[i] < reqs.prefill_len[i]:
+            self.waiting.appendleft(i)  # a partial (chunked) prefill
+            return
+        del reqs.done[i]
+        if self.cache is not None:  # its prompt blocks join the cache, held by it
+            self._set_used(self.used_blocks - self.cache.insert(i))
+        reqs.left[i] -= 1
+        self.tokens_out += 1
+        self.on_prefilled(i, self)
+        if self.role == "prefill":
+            self._add_outstanding(-1)
+        elif reqs.left[i] <= 0:
+            self._free_seq(i, reqs.prefill_len[i])
+            self._add_outstanding(-1)
+            self.on_finished(np.array([i]), self)
+        else:
+            self._join(i, reqs.prefill_len[i])
+
+    def _advance_decodes(self, n: int, acc: np.ndarray | None) -> None:
+        """The ``n`` running sequences stepped: keep accepted positions only."""
+        if n != len(self.ids):
+            raise InvariantViolation(f"instance {self.number}: decode batch changed mid-step")
+        if acc is None:  # standard decoding: one token each, the reserved block is kept
+            self._steps += 1
+            self.tokens_out += n
+        else:
+            self._advance_lud(acc)
+        if self._min_left0 - self._steps > 0:
+            return
+        self._retire()
+
+    def _advance_lud(self, acc: np.ndarray) -> None:
+        """LUD step: free the reserved positions that were not accepted."""
+        assert self.lud is not None
+        bt = self.block_tokens
+        ctx = self._ctx()
+        reserved = int(((ctx + self.lud.lookahead + bt - 1) // bt).sum())
+        kept = int(((ctx + acc + bt - 1) // bt).sum())
+        self._set_used(self.used_blocks - reserved + kept)
+        ctx0 = np.array(self._ctx0, dtype=np.int64) + acc
+        left0 = np.array(self._left0, dtype=np.int64) - acc
+        self._ctx0, self._left0 = ctx0.tolist(), left0.tolist()
+        self._ctx0_sum = int(ctx0.sum())
+        self._min_left0 = int(left0.min())
+        self.tokens_out += int(acc.sum())
+
+    def _retire(self) -> None:
+        """Remove the sequences with no tokens left and free their blocks."""
+        s, bt, cache = self._steps, self.block_tokens, self.cache
+        finished: list[int] = []
+        freed = 0
+        keep_ids: list[int] = []
+        keep_ctx0: list[int] = []
+        keep_left0: list[int] = []
+        for i, c0, l0 in zip(self.ids, self._ctx0, self._left0, strict=True):
+            if l0 - s <= 0:
+                finished.append(i)
+                freed += -(-(c0 + s) // bt) - (cache.release(i) if cache else 0)
+                self._ctx0_sum -= c0
+                self._residues[c0 % bt] -= 1
+            else:
+                keep_ids.append(i)
+                keep_ctx0.append(c0)
+                keep_left0.append(l0)
+        self._set_used(self.used_blocks - freed)
+        self.ids, self._ctx0, self._left0 = keep_ids, keep_ctx0, keep_left0
+        self._min_left0 = min(keep_left0, default=NO_SEQUENCE)
+        self._add_outstanding(-len(finished))
+        self.on_finished(np.array(finished, dtype=np.int64), self)
+
+    def _add_outstanding(self, delta: int) -> None:
+        now = float(self._env.now)
+        self._resident_area += self.outstanding * (now - self._resident_t)
+        self._resident_t = now
+        self.outstanding += delta
+
+    def request_seconds(self, end_s: float) -> float:
+        """Integral over [0, end_s] of the requests this instance holds (queued, pending,
+        running): its share of the time-average number in the system (Little's L)."""
+        return self._resident_area + self.outstanding * (end_s - self._resident_t)

@@ -1,0 +1,228 @@
+"""Read-only snapshots the serving mechanism hands to its policies, and their decisions.
+
+Decision points: ``serving.deployment`` (which instances, on which GPU types, at
+start), ``serving.routing`` (which instance gets a request on arrival and, after a
+disaggregated prefill, which decode instance gets its KV cache),
+``serving.batching`` (what one continuous-batching iteration of an instance runs) and
+``serving.scaling`` (every period: which unit to add, which to drain).
+Every cost or capacity in a view is the mechanism's estimate on the device roofline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, NamedTuple, Protocol
+
+Role = Literal["mixed", "prefill", "decode"]
+
+
+# ---- deployment -----------------------------------------------------------------------
+class BucketEstimate(NamedTuple):
+    """One (prompt size, output size) bucket of the workload (Melange's request-size
+    buckets) with one config's estimate: ``share`` of the requests fall in it, with
+    these mean lengths; ``rps``: requests/s of this bucket alone that one colocated
+    instance of the config sustains within the SLOs (0 if none); ``key``: the bucket's
+    id (``workloads.serving_deploy.bucket_key``), what routing matches requests on."""
+
+    prompt_tokens: float
+    output_tokens: float
+    share: float
+    rps: float
+    key: int = -1
+
+
+class ConfigView(NamedTuple):
+    """One instance configuration (GPU type x TP degree) with the mechanism's estimates.
+
+    ``*_rps``: requests/s one instance sustains in that role at the sizing attainment,
+    predicted over the workload's sampled lengths (``workloads/serving/estimate.py``; 0
+    if it cannot meet the SLOs); ``usd_per_hour``: price of its ``gpus`` GPUs."""
+
+    gpu_type: str
+    tp: int
+    gpus: int
+    usd_per_hour: float
+    kv_tokens: int
+    prefill_rps: float
+    decode_rps: float
+    colocated_rps: float
+    buckets: tuple[BucketEstimate, ...] = ()  # per request-size bucket (colocated)
+
+
+class DeploymentView(NamedTuple):
+    """What a deployment policy decides from: load, SLOs, GPU availability, configs."""
+
+    target_rate_per_s: float
+    mean_prompt_tokens: float
+    mean_output_tokens: float
+    slo_ttft_s: float
+    slo_tpot_s: float
+    available: tuple[tuple[str, int], ...]  # (gpu type, GPUs in the cluster)
+    configs: tuple[ConfigView, ...]
+    # the mechanism's goodput of a unit measured by sub-simulation, None when off
+    # (workloads/serving/subsim.py): measure(unit's instances, estimate req/s) -> req/s
+    measure: Callable[[tuple[InstanceSpec, ...], float], float] | None = None
+
+
+class InstanceSpec(NamedTuple):
+    """One instance to provision: its role, GPU type, TP degree and group (combo).
+
+    ``plan``: (bucket key, req/s) of the request-size buckets the deployment planned
+    this instance to serve (Melange; empty: no plan, any request)."""
+
+    role: Role
+    gpu_type: str
+    tp: int
+    group: int = 0
+    plan: tuple[tuple[int, float], ...] = ()
+
+
+class DeploymentPolicy(Protocol):
+    """Decision point ``serving.deployment``: the instances to provision at start."""
+
+    def deploy(self, view: DeploymentView) -> tuple[InstanceSpec, ...]:
+        """Instances to start (the mechanism checks availability)."""
+        ...
+
+
+# ---- routing ----------------------------------------------------------------------------
+class InstanceView(NamedTuple):
+    """One instance as a router sees it."""
+
+    number: int
+    group: int
+    gpu_type: str
+    role: Role
+    outstanding: int  # requests assigned and not yet finished or handed off
+    queued_tokens: int  # prompt tokens waiting for prefill
+    running: int  # sequences in its decode batch
+    free_kv_tokens: int
+    goodput_rps: float  # the mechanism's estimate for this instance's role
+
+
+class RouteView(NamedTuple):
+    """A request to place: on arrival (``stage = entry``, candidates: mixed or prefill
+    instances) or after prefill (``stage = decode``, candidates: decode instances).
+
+    ``bucket``: the request's size-bucket key (-1: none); ``planned_rps``: parallel to
+    ``instances``, the rate of that bucket the deployment planned for each candidate
+    (empty when the deployment made no per-bucket plan); ``group_decode_rps``: on
+    entry, (group, summed goodput estimate of its decode instances) for every group
+    with decode instances in routing (empty when colocated); ``cached_tokens``: on
+    entry with ``prefix_cache`` on, parallel to ``instances``, the tokens of the
+    request's prompt that candidate's prefix cache holds now (empty otherwise)."""
+
+    now_s: float
+    request_id: int
+    prompt_tokens: int
+    stage: Literal["entry", "decode"]
+    from_group: int  # group of the prefill instance (-1 on entry)
+    instances: tuple[InstanceView, ...]
+    bucket: int = -1
+    planned_rps: tuple[float, ...] = ()
+    group_decode_rps: tuple[tuple[int, float], ...] = ()
+    cached_tokens: tuple[int, ...] = ()
+
+
+class RoutingPolicy(Protocol):
+    """Decision point ``serving.routing``."""
+
+    def route(self, view: RouteView) -> int:
+        """``number`` of the chosen instance (one of ``view.instances``)."""
+        ...
+
+
+# ---- batching -----------------------------------------------------------------------
+class BatchView(NamedTuple):
+    """One instance about to start an iteration with prompts waiting.
+
+    ``waiting``: (prompt tokens still to prefill, tokens already prefilled) of the
+    first waiting requests, in queue order; decodes always need one KV slot each."""
+
+    now_s: float
+    role: Role
+    running: int
+    waiting: tuple[tuple[int, int], ...]
+    free_kv_tokens: int
+    block_tokens: int
+
+
+class BatchPlan(NamedTuple):
+    """Prefill chunk sizes for the first ``len(chunks)`` waiting requests (a chunk
+    smaller than the request's remainder is a partial, chunked prefill) and whether
+    the running decodes step in the same iteration."""
+
+    chunks: tuple[int, ...]
+    with_decodes: bool
+
+
+class BatchingPolicy(Protocol):
+    """Decision point ``serving.batching``."""
+
+    def plan(self, view: BatchView) -> BatchPlan:
+        """What this iteration runs."""
+        ...
+
+
+def blocks(tokens: int, block_tokens: int) -> int:
+    """Paged-KV blocks holding ``tokens`` tokens: ceil(tokens / block_tokens)."""
+    return -(-tokens // block_tokens)
+
+
+# ---- scaling ----------------------------------------------------------------------------
+UnitState = Literal["warming", "active", "draining"]
+
+
+class UnitView(NamedTuple):
+    """One scaling unit: a routing group of prefill/decode instances (a combo replica),
+    or a group of colocated instances. ``goodput_rps``: the mechanism's estimate of what
+    it sustains (min of its prefill and decode sums; the sum of its colocated instances);
+    ``usd_per_hour``: price of its GPUs; ``added_s``: when it was provisioned."""
+
+    group: int
+    state: UnitState
+    instances: int
+    gpus: int
+    goodput_rps: float
+    usd_per_hour: float
+    added_s: float
+
+
+class ScaleView(NamedTuple):
+    """What a scaling policy decides from, every ``period_s``.
+
+    ``rate_per_s``: arrivals over the last ``window_s`` / ``window_s``; ``outstanding``:
+    requests arrived and not finished; ``attainment``: SLO attainment of the requests
+    finished in the window (NaN if none); ``capacity_rps``: summed goodput estimates of
+    the warming and active units; ``deployment``: the configs with their estimates and
+    prices, ``available`` = free GPUs per type now, target rate = ``rate_per_s``."""
+
+    now_s: float
+    window_s: float
+    rate_per_s: float
+    outstanding: int
+    attainment: float
+    capacity_rps: float
+    disaggregated: bool
+    units: tuple[UnitView, ...]
+    deployment: DeploymentView
+
+
+class ScaleDecision(NamedTuple):
+    """Instances to provision now as one new unit (their ``group`` is ignored: the
+    mechanism numbers the unit) and groups (active units) to drain."""
+
+    add: tuple[InstanceSpec, ...] = ()
+    drain: tuple[int, ...] = ()
+
+
+class ScalingPolicy(Protocol):
+    """Decision point ``serving.scaling``: ``period_s`` (None: never called) and
+    ``window_s`` are the policy's; the mechanism wakes it every ``period_s``."""
+
+    period_s: float | None
+    window_s: float
+
+    def decide(self, view: ScaleView) -> ScaleDecision:
+        """What to add and what to drain now."""
+        ...

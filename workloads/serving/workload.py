@@ -1,0 +1,349 @@
+"""LLM serving on heterogeneous GPUs: colocated or prefill/decode-disaggregated
+instances with continuous batching, a paged KV cache and KV transfer.
+
+At build time the mechanism prices every (GPU type, TP degree) of the cluster with the
+iteration roofline (:mod:`workloads.serving_deploy`), hands the configs and the target
+rate to the ``serving.deployment`` policy, and places the instances it returns on free
+GPUs (a TP group on one node). Each instance loads its weights from its node's CPU over
+the topology, then runs iterations (:mod:`workloads.serving_instance`). A request
+arrives, ``serving.routing`` picks an entry instance (colocated or prefill); after a
+disaggregated prefill, ``serving.routing`` picks a decode instance and the KV cache
+(prompt tokens x KV bytes per token) is copied between the TP ranks of the two
+instances over the cluster's links; the prefill instance frees it on arrival.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from hetsim.devices.cluster import Cluster
+from hetsim.workloads.serving.view import DeploymentView, InstanceSpec, RouteView
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.registry import workloads
+from hetsim.workloads.base import Workload
+from hetsim.workloads.models.dense import model_spec
+from hetsim.workloads.serving.autoscale import Autoscaler
+from hetsim.workloads.serving.deploy import (
+    Config,
+    Slo,
+    bucket_key,
+    candidate_configs,
+    gpu_price,
+    place,
+)
+from hetsim.workloads.serving.estimate import Lengths, Targets
+from hetsim.workloads.serving.instance import Instance, Lud, RequestState
+from hetsim.workloads.serving.metrics import METRICS, RequestTimes, latency_summary
+from hetsim.workloads.serving.params import ServingParams
+from hetsim.workloads.serving.prefix import PrefixCache
+from hetsim.workloads.serving.report import instance_rows, run_summary
+from hetsim.workloads.serving.requests import assign_classes, generate
+from hetsim.workloads.serving.subsim import SubSimGoodput
+
+
+@workloads.register("serving")
+class ServingWorkload(Workload):
+    """LLM requests served by colocated or disaggregated instances on mixed GPUs."""
+
+    Params = ServingParams
+    domain = "serving"
+    decision_points: ClassVar[dict[str, str]] = {
+        "deployment": "colocated",
+        "routing": "least-outstanding",
+        "batching": "vllm",
+        "scaling": "none",
+    }
+    metrics: ClassVar[dict[str, str]] = METRICS
+
+    def __init__(
+        self, sim: Simulation, cluster: Cluster, params: ServingParams,
+        policies: dict[str, Any], base_dir: Path,
+    ) -> None:  # fmt: skip
+        super().__init__(sim, cluster, params, policies, base_dir)
+        self.model = model_spec(params.model)
+        req = generate(params.requests, sim.rng("serving.requests"), base_dir)
+        prompt = req.prompt
+        if params.truncate_to_context:
+            prompt = np.minimum(prompt, np.maximum(self.model.max_context - req.output, 1))
+        self.times = RequestTimes(
+            req.arrival_s, np.full(len(req), np.nan), np.full(len(req), np.nan), prompt, req.output
+        )
+        self.reqs = RequestState(prompt.tolist(), req.output.tolist())
+        self.hashes = req.hashes
+        if params.prefix_cache and self.hashes is None:
+            raise ValueError(
+                "workload.prefix_cache: needs requests with prefix-block hashes "
+                "(a mooncake trace with hash_ids and lengths: trace)"
+            )
+        self._prompt = prompt.tolist()
+        self.slo = Slo(params.slo.ttft_s, params.slo.tpot_s)
+        self._slo_classes(len(req), req.slo_class)
+        self.configs = self._configs()
+        self.instances: list[Instance] = []
+        self._deploy()
+        self.entry = [s for s in self.instances if s.role != "decode"]
+        self.decode = [s for s in self.instances if s.role == "decode"]
+        self._check_deployment()
+        self.kv_transfer_s: list[float] = []
+        self.kv_transfer_bytes = 0
+        self.setup_s = 0.0
+        self._finished = 0
+        self._arrival = req.arrival_s.tolist()
+        self.entry_of = np.full(len(req), -1, dtype=np.int64)
+        self.decode_of = np.full(len(req), -1, dtype=np.int64)
+        self.autoscaler = Autoscaler(self, policies["scaling"])
+
+    # ---- build -----------------------------------------------------------------------
+    def _slo_classes(self, n: int, names: np.ndarray | None) -> None:
+        """Each request's class and targets (:func:`assign_classes`)."""
+        self.class_names, self.slo_class, self.ttft_target, self.tpot_target = assign_classes(
+            self.params.slo_classes, self.slo, names, n, self.sim.rng("serving.slo_classes")
+        )
+
+    def meets(self) -> np.ndarray:
+        """Per request: finished within its class's TTFT and TPOT targets."""
+        return self.times.meets(self.ttft_target, self.tpot_target)
+
+    def _gpus(self) -> dict[str, tuple[Any, int, int]]:
+        names = self.params.gpus or self.cluster.device_names(kinds=("gpu",))
+        out: dict[str, tuple[Any, int, int]] = {}
+        self._free: dict[str, dict[str, list[str]]] = {}
+        for n in names:
+            dev = self.cluster.device(n)
+            spec, count, mem = out.get(dev.spec.name, (dev.spec, 0, 0))
+            cap = self.cluster.memory(n).capacity_bytes
+            out[dev.spec.name] = (spec, count + 1, cap if count == 0 else min(mem, cap))
+            self._free.setdefault(dev.spec.name, {}).setdefault(dev.node, []).append(n)
+        return out
+
+    def _configs(self) -> dict[tuple[str, int], Config]:
+        p = self.params
+        self.gpu_types = self._gpus()
+        every = max(len(self.times.prompt) // p.estimate_sample, 1)
+        sample = Lengths(self.times.prompt[::every], self.times.output[::every])
+        targets = Targets(self.slo.ttft_s, self.slo.tpot_s, p.sizing_attainment, p.sizing_headroom)
+        found = candidate_configs(
+            self.model, p.dtype, self.gpu_types, p.tp_options, p.tp_fabrics, p.mem_fraction,
+            sample, targets, p.price_preset, p.max_batch,
+        )  # fmt: skip
+        return {(c.view.gpu_type, c.view.tp): c for c in found}
+
+    def _goodput_measure(self) -> SubSimGoodput | None:
+        """With ``goodput: simulate``, a unit's goodput measured by seeded sub-simulations."""
+        if self.params.goodput == "estimate":
+            return None
+        memory = {t: mem for t, (_, _, mem) in self.gpu_types.items()}
+        return SubSimGoodput(
+            self.params.model_dump(mode="json"), memory, self.base_dir, run=self.sim.run_nested
+        )
+
+    def _deploy(self) -> list[Instance]:
+        p = self.params
+        rate = p.deployment_rate_per_s or p.requests.rate_per_s
+        if rate is None:
+            span = float(self.times.arrival_s[-1] - self.times.arrival_s[0])
+            rate = (len(self.times.arrival_s) - 1) / span if span > 0 else 1.0
+        view = DeploymentView(
+            rate, float(self.times.prompt.mean()), float(self.times.output.mean()),
+            self.slo.ttft_s, self.slo.tpot_s,
+            tuple((t, c) for t, (_, c, _) in self.gpu_types.items()),
+            tuple(c.view for c in self.configs.values()),
+            measure=self._goodput_measure(),
+        )  # fmt: skip
+        specs = tuple(self.policies["deployment"].deploy(view))
+        for s in specs:
+            if (s.gpu_type, s.tp) not in self.configs:
+                raise ValueError(f"deployment: {s.gpu_type} with tp={s.tp} is not a valid config")
+        self.placement = place(specs, self._free)
+        self.instances = []
+        self.plans: list[dict[int, float]] = []  # per instance: bucket key -> planned req/s
+        self.bucket_of = bucket_key(self.times.prompt, self.times.output).tolist()
+        for s in specs:
+            self.make_instance(s)
+        self.planned = any(self.plans)
+        return self.instances
+
+    def make_instance(self, s: InstanceSpec) -> Instance:
+        """A new instance of spec ``s``, numbered next (placement is the caller's)."""
+        p = self.params
+        k = len(self.instances)
+        cfg = self.configs[(s.gpu_type, s.tp)]
+        lud = Lud(p.lud.lookahead, p.lud.accept_p) if p.lud else None
+        cache = None
+        if p.prefix_cache and s.role != "decode" and self.hashes is not None:
+            cache = PrefixCache(self.hashes, self._prompt, p.block_tokens)
+        inst = Instance(
+            self.sim, k, s.role, s.group, cfg.cost, cfg.kv_tokens, p.block_tokens,
+            self.policies["batching"], self.reqs, self._prefilled, self._finished_cb,
+            lud, self.sim.rng(f"serving.lud.{k}"), cache,
+        )  # fmt: skip
+        v = cfg.view
+        inst.goodput_rps = {"prefill": v.prefill_rps, "decode": v.decode_rps}.get(
+            s.role, v.colocated_rps
+        )
+        self.instances.append(inst)
+        self.plans.append(dict(s.plan))
+        return inst
+
+    def _check_deployment(self) -> None:
+        if not self.entry:
+            raise ValueError("deployment: no colocated or prefill instance")
+        if any(s.role == "prefill" for s in self.entry) and not self.decode:
+            raise ValueError("deployment: prefill instances but no decode instance")
+        need = int((self.times.prompt + self.times.output).max())
+        for s in self.instances:
+            cap = s.capacity_blocks * s.block_tokens
+            if need > cap:
+                raise ValueError(
+                    f"instance {s.number} ({s.cost.spec.name}, tp={s.cost.tp}) holds {cap} KV "
+                    f"tokens; the longest request needs {need}"
+                )
+
+    # ---- run -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Load every instance's weights, then schedule the first arrival."""
+        for inst, devs in zip(self.instances, self.placement, strict=True):
+            self.load(inst, devs)
+        if self._arrival:
+            self._schedule(0)
+        self.autoscaler.start()
+
+    def load(
+        self, inst: Instance, devs: list[str], on_ready: Callable[[], None] | None = None
+    ) -> None:
+        """Allocate weights and KV on ``devs``, copy each GPU's weight share from its
+        node's CPU (in parallel), then mark ``inst`` ready and call ``on_ready``."""
+        share = inst.cost.weight_bytes // inst.cost.tp
+        kv = inst.capacity_blocks * inst.block_tokens * inst.cost.kv_bytes_per_token // inst.cost.tp
+        events = []
+        for d in devs:
+            mem = self.cluster.memory(d)
+            mem.allocate("weights", share)
+            mem.allocate("kv-cache", kv)
+            host = self.cluster.host_of(d)
+            if self.params.load_weights and host is not None:
+                events.append(self.cluster.copy(host, d, share, name="weights"))
+        if not events:
+            inst.set_ready()
+            if on_ready is not None:
+                on_ready()
+            return
+
+        def ready(_: object) -> None:
+            if on_ready is None:  # the initial deployment
+                self.setup_s = max(self.setup_s, self.sim.now)
+            inst.set_ready()
+            if on_ready is not None:
+                on_ready()
+
+        self.sim.env.all_of(events).callbacks.append(ready)
+
+    def _schedule(self, i: int) -> None:
+        ev = self.sim.env.timeout(max(0.0, self._arrival[i] - self.sim.now))
+        ev.callbacks.append(lambda _e: self._arrive(i))
+
+    def _route(
+        self, i: int, stage: Literal["entry", "decode"], pool: list[Instance], group: int
+    ) -> Instance:
+        view = RouteView(
+            self.sim.now, i, self.reqs.prefill_len[i], stage, group, tuple(s.view() for s in pool)
+        )
+        if stage == "entry" and self.decode:  # each group's decode capacity
+            dec: dict[int, float] = {}
+            for s in self.decode:
+                dec[s.group] = dec.get(s.group, 0.0) + s.goodput_rps
+            view = view._replace(group_decode_rps=tuple(sorted(dec.items())))
+        if stage == "entry" and self.planned:  # the deployment's per-bucket plan
+            b = self.bucket_of[i]
+            view = view._replace(
+                bucket=b, planned_rps=tuple(self.plans[s.number].get(b, 0.0) for s in pool)
+            )
+        if stage == "entry" and self.params.prefix_cache:  # what each cache holds
+            n = self.reqs.prefill_len[i]
+            view = view._replace(
+                cached_tokens=tuple(s.cache.peek(i, n) if s.cache else 0 for s in pool)
+            )
+        k = self.policies["routing"].route(view)
+        if not 0 <= k < len(self.instances) or self.instances[k] not in pool:
+            raise InvariantViolation(f"routing chose instance {k}, not a {stage} candidate")
+        return self.instances[k]
+
+    def _arrive(self, i: int) -> None:
+        if i + 1 < len(self._arrival):
+            self._schedule(i + 1)
+        inst = self._route(i, "entry", self.entry, -1)
+        self.entry_of[i] = inst.number
+        inst.submit(i)
+
+    def _prefilled(self, i: int, inst: Instance) -> None:
+        if np.isnan(self.times.first_token_s[i]):
+            self.times.first_token_s[i] = self.sim.now
+        if inst.role != "prefill":
+            return
+        if self.reqs.left[i] <= 0:
+            inst.release(i)
+            self._finished_cb(np.array([i]), inst)
+            return
+        dec = self._route(i, "decode", self.decode, inst.group)
+        self.decode_of[i] = dec.number
+        self._transfer(i, inst, dec)
+
+    def _transfer(self, i: int, src: Instance, dst: Instance) -> None:
+        nbytes = self.reqs.prefill_len[i] * self.model.kv_bytes_per_token(self.params.dtype)
+        a, b = self.placement[src.number], self.placement[dst.number]
+        pairs = min(len(a), len(b))
+        events = [self.cluster.copy(a[j], b[j], nbytes // pairs, name="kv") for j in range(pairs)]
+        self.kv_transfer_bytes += nbytes
+        start = self.sim.now
+
+        def arrived(_: object) -> None:
+            self.kv_transfer_s.append(self.sim.now - start)
+            src.release(i)
+            dst.handoff(i)
+
+        self.sim.env.all_of(events).callbacks.append(arrived)
+
+    def _finished_cb(self, ids: np.ndarray, inst: Instance) -> None:
+        self.times.finish_s[ids] = self.sim.now
+        self._finished += len(ids)
+        if self._finished == len(self._arrival):
+            self.done.succeed()
+
+    # ---- results -----------------------------------------------------------------------
+    def horizon_s(self) -> float | None:
+        """Last arrival time."""
+        return self._arrival[-1] if self._arrival else None
+
+    def check(self) -> None:
+        """Every request finished once, after its first token, with no KV left held."""
+        t = self.times
+        if self._finished != len(t.arrival_s) or not np.isfinite(t.finish_s).all():
+            raise InvariantViolation(f"{self._finished} of {len(t.arrival_s)} requests finished")
+        if (t.finish_s < t.first_token_s).any() or (t.first_token_s < t.arrival_s).any():
+            raise InvariantViolation("a request finished before its first token or arrival")
+        held = [
+            s.number for s in self.instances
+            if s.used_blocks or len(s.ids) or (s.cache and s.cache.pinned_blocks)
+        ]  # fmt: skip
+        if held:
+            raise InvariantViolation(f"instances {held} still hold KV blocks at the end")
+
+    def price_per_gpu_hour(self, gpu_type: str) -> float:
+        """$/GPU-hour of ``gpu_type`` under the run's preset."""
+        return gpu_price(self.gpu_types[gpu_type][0], self.params.price_preset)
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """See :data:`workloads.serving_metrics.METRICS`."""
+        rows = instance_rows(self, end_s)
+        table = self.sim.recorder.table("instances", tuple(rows[0]))
+        for row in rows:
+            table.append(*row.values())
+        out: dict[str, float | int | str] = dict(
+            latency_summary(self.times, self.ttft_target, self.tpot_target)
+        )
+        out.update(run_summary(self, end_s, rows))
+        return out

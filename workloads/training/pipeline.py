@@ -1,0 +1,204 @@
+"""Long-context pipeline parallelism (decision ``training.schedule``): one training iteration.
+
+p stages of a transformer, each a tensor-parallel group of ``tp`` devices modelled by one
+device doing 1/tp of the stage's work (TP communication is not modelled), m microbatches,
+a schedule from the policy (GPipe, 1F1B, interleaved, SlimPipe). A forward unit of
+``k`` layers on ``s'`` tokens costs the roofline time of its GEMM FLOPs plus causal
+attention (slice j of n: ``(2j-1)/n^2`` of the sequence's attention); backward is 2x
+(3x with full recompute). Units hand ``s' b h`` bf16 activations (1/tp of them, sequence
+parallel) to the next stage over ``p2p_link``. Each stage's memory is a MemoryPool holding
+16 B/param states/(p tp) plus the activations of its in-flight units (Korthikanti
+``34 s b h / tp`` per layer with flash attention; ``2 s b h / tp`` per layer with full
+recompute, plus one layer's full activations while a backward runs). Allocations are
+replayed in time order; one that does not fit makes the iteration an OOM (``oom = 1``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, PositiveInt
+
+from hetsim.devices.cluster import Cluster
+from hetsim.devices.memory import MemoryPool, OutOfMemory
+from hetsim.workloads.training.view import PipelineView, Schedule, Unit
+from hetsim.simulator import registry
+from hetsim.simulator.engine import Simulation
+from hetsim.simulator.registry import workloads
+from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.training.model import (
+    TransformerSpec,
+    activation_bytes_per_layer,
+    layer_forward_flops,
+)
+from hetsim.workloads.training.pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
+
+UNIT_COLUMNS = ("stage", "kind", "micro", "chunk", "slice", "start_s", "end_s")
+LLAMA70B = TransformerSpec(
+    layers=80, hidden=8192, heads=64, ffn=28672, vocab=128256, seq_len=131072, micro_batch=1,
+    flash_attention=True, causal=True,
+)  # fmt: skip
+
+
+class PipelineParams(WorkloadParams):
+    """The ``workload:`` block of a pipeline-schedule scenario."""
+
+    kind: Literal["training-pipeline"] = "training-pipeline"
+    model: TransformerSpec = LLAMA70B
+    stages: PositiveInt = 8
+    micro_batches: PositiveInt = 8
+    tp: PositiveInt = Field(8, description="tensor-parallel degree inside a stage")
+    recompute: Literal["none", "full"] = "none"
+    dtype: Literal["bf16", "fp16"] = "bf16"
+    p2p_link: str = "ib-ndr"
+    device: str | None = None
+
+
+@workloads.register("training-pipeline")
+class PipelineWorkload(Workload):
+    """One iteration of pipeline-parallel training under a schedule policy."""
+
+    Params = PipelineParams
+    domain = "training"
+    decision_points: ClassVar[dict[str, str]] = {"schedule": "1f1b"}
+    metrics: ClassVar[dict[str, str]] = {
+        "iteration_s": "end of the last backward unit (makespan of the iteration)",
+        "bubble": "mean over stages of 1 - busy / makespan",
+        "peak_act_bytes": "largest, over stages, peak activation bytes held at once",
+        "peak_act_stage0_bytes": "stage 0's peak activation bytes",
+        "peak_bytes": "largest, over stages, states + activations peak",
+        "oom": "1 if some stage's memory pool could not hold its allocation",
+        "mfu": "model FLOPs per device (3x forward, no recompute) / (makespan x peak)",
+        "p2p_bytes": "activation and gradient bytes sent between stages (per TP rank)",
+    }
+
+    def __init__(self, sim: Simulation, cluster: Cluster, params: PipelineParams,
+                 policies: dict[str, Any], base_dir: Path) -> None:  # fmt: skip
+        super().__init__(sim, cluster, params, policies, base_dir)
+        name = cluster.accelerator(params.device, "device")
+        self.dev = cluster.device(name)
+        capacity = cluster.memory(name).capacity_bytes
+        self.link = registry.link_types.get(params.p2p_link)
+        self.sched: Schedule = policies["schedule"].schedule(self._view())
+        layers_per_chunk, rem = divmod(params.model.layers, params.stages * self.sched.chunks)
+        if rem or not layers_per_chunk:
+            raise ValueError(f"model.layers {params.model.layers} not divisible into "
+                             f"{params.stages} stages x {self.sched.chunks} chunks")  # fmt: skip
+        self.k = layers_per_chunk
+        self.pools = [MemoryPool(sim, f"stage{d}:mem", capacity, group="pipeline")
+                      for d in range(params.stages)]  # fmt: skip
+        self.rows = sim.recorder.table("units", UNIT_COLUMNS)
+        self.tracks = [sim.recorder.track(f"stage{d}", "pipeline", "device")
+                       for d in range(params.stages)]  # fmt: skip
+        self.oom = ""
+        self._price()
+
+    def _view(self) -> PipelineView:
+        """The policy's view: shape plus one layer's forward FLOPs per TP rank for one
+        microbatch's whole sequence, split into linear and causal-attention parts."""
+        m, p = self.params.model, self.params
+        gemm, attn = layer_forward_flops(m.seq_len, m.micro_batch, m.hidden, m.ffn,
+                                         causal=m.causal)  # fmt: skip
+        gemm, attn = gemm / p.tp, attn / p.tp
+        if not m.causal:  # full attention costs the same per token: it is linear work
+            gemm, attn = gemm + attn, 0.0
+        return PipelineView(p.stages, p.micro_batches, gemm, attn)
+
+    def _bounds(self) -> np.ndarray:
+        """Slice boundaries as fractions of the sequence (uniform when the policy gives none)."""
+        n, b = self.sched.slices, self.sched.bounds
+        if not b:
+            return np.arange(n + 1) / n
+        x = np.asarray(b, dtype=float)
+        if len(x) != n + 1 or x[0] != 0.0 or x[-1] != 1.0 or np.any(np.diff(x) <= 0):
+            raise ValueError(f"schedule bounds must be {n + 1} increasing fractions from 0 to 1")
+        return x
+
+    def _price(self) -> None:
+        """Per slice: forward/backward time, activation bytes, P2P bytes and time."""
+        m, p = self.params.model, self.params
+        view, x = self._view(), self._bounds()
+        lo, hi = x[:-1], x[1:]
+        self.f_flops = (
+            view.linear_flops * (hi - lo) + view.causal_attn_flops * (hi**2 - lo**2)
+        ) * self.k
+        wbytes = np.full(len(lo), 2.0 * self.k * m.params_per_layer / p.tp)
+        self.f_s = self.dev.op_times_s(self.f_flops, wbytes, p.dtype)
+        self.b_s = self.dev.op_times_s(2 * self.f_flops, 2 * wbytes, p.dtype)
+        if p.recompute == "full":
+            self.b_s = self.b_s + self.f_s
+        tokens = m.seq_len * (hi - lo)
+        full = np.array([activation_bytes_per_layer(int(s), m.micro_batch, m.hidden, m.heads,
+                         m.ffn, flash=True, tp=p.tp) for s in tokens])  # fmt: skip
+        kept = 2 * tokens * m.micro_batch * m.hidden / p.tp if p.recompute == "full" else full
+        self.unit_act = (kept * self.k).astype(np.int64)
+        self.work_bytes = (
+            full.astype(np.int64) if p.recompute == "full" else np.zeros(len(full), np.int64)
+        )
+        self.p2p_bytes_unit = (2 * tokens * m.micro_batch * m.hidden / p.tp).astype(np.int64)
+        self.p2p_s = np.array([self.link.transfer_time_s(int(b)) for b in self.p2p_bytes_unit])
+        self.states = m.state_bytes(shards=p.stages * p.tp)
+
+    def _time(self, d: int, u: Unit) -> float:
+        return float(self.f_s[u.slice] if u.kind == "F" else self.b_s[u.slice])
+
+    def start(self) -> None:
+        """Run the schedule, then replay its memory on the stage pools."""
+        self.starts, self.ends = run_schedule(self.sched, self.params.stages, self._time,
+                                              lambda u: float(self.p2p_s[u.slice]))  # fmt: skip
+        for d, order in enumerate(self.sched.order):
+            for u, a, b in zip(order, self.starts[d], self.ends[d], strict=True):
+                self.rows.append(d, u.kind, u.micro, u.chunk, u.slice, a, b)
+                self.sim.recorder.span(self.tracks[d], f"{u.kind}{u.micro}.{u.slice}", a, b, None)
+        self.sim.env.process(self._replay())
+
+    def _events(self) -> list[tuple[float, int, int, int]]:
+        """(time, order, stage, +/- bytes): F allocates at start, B frees at end; a
+        recompute backward holds one layer's working activations while it runs."""
+        ev = []
+        for d, order in enumerate(self.sched.order):
+            for u, a, b in zip(order, self.starts[d], self.ends[d], strict=True):
+                act, work = int(self.unit_act[u.slice]), int(self.work_bytes[u.slice])
+                if u.kind == "F":
+                    ev.append((a, 1, d, act))
+                else:
+                    ev += [(b, 0, d, -act)]
+                    if work:
+                        ev += [(a, 1, d, work), (b, 0, d, -work)]
+        return sorted(ev)
+
+    def _replay(self) -> Any:
+        try:
+            for pool in self.pools:
+                pool.allocate("states", self.states)
+            for t, _, d, nbytes in self._events():
+                if t > self.sim.now:
+                    yield self.sim.env.timeout(t - self.sim.now)
+                if nbytes > 0:
+                    self.pools[d].allocate("activations", nbytes)
+                else:
+                    self.pools[d].free("activations", -nbytes)
+        except OutOfMemory as e:
+            self.oom = str(e)
+        self.done.succeed()
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """See :attr:`metrics`."""
+        makespan = max(max(e) for e in self.ends)
+        peaks = [
+            peak_in_flight(o, lambda u: float(self.unit_act[u.slice])) for o in self.sched.order
+        ]
+        useful = 3 * sum(float(self.f_flops[u.slice]) for u in self.sched.order[0] if u.kind == "F")
+        p2p = sum(int(self.p2p_bytes_unit[u.slice]) for o in self.sched.order[:-1] for u in o)
+        return {
+            "iteration_s": makespan,
+            "bubble": float(bubble_fraction(self.starts, self.ends).mean()),
+            "peak_act_bytes": max(peaks),
+            "peak_act_stage0_bytes": peaks[0],
+            "peak_bytes": max(p.peak_bytes for p in self.pools),
+            "oom": int(bool(self.oom)),
+            "mfu": useful / (makespan * self.dev.spec.peak(self.params.dtype)),
+            "p2p_bytes": p2p * self.sched.chunks,
+        }

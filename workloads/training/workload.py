@@ -1,0 +1,219 @@
+"""Training memory on one accelerator: swap, recompute, or neither (decision ``training.swap``).
+
+Each iteration is an operator sequence (:mod:`workloads.training_ops`) executed with one
+compute stream and two PCIe copy streams (:mod:`workloads.training_exec`). Before every
+iteration the swap policy sees the previous iteration's report (op count, step time,
+forced swaps, and a profile when it asked for one) and returns a plan. Eager-mode
+variability changes the sequence every ``every_iters`` iterations (sequence length, an
+optional branch, MoE routing ops). An allocation that does not fit and is not handled by
+the plan ends the run with ``oom = 1`` (the summary names the allocation).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
+
+from hetsim.devices.cluster import Cluster
+from hetsim.devices.memory import OutOfMemory
+from hetsim.workloads.training.view import ProfileView, StepReport
+from hetsim.simulator.engine import Simulation
+from hetsim.simulator.registry import workloads
+from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.training.exec import Executor, IterationStats
+from hetsim.workloads.training.metrics import METRICS, fit_check, layers_for_size, summarise
+from hetsim.workloads.training.model import STATE_BYTES_PER_PARAM, TransformerSpec
+from hetsim.workloads.training.offload import (
+    DEVICE_STATE_BYTES_PER_PARAM,
+    CpuAdamCost,
+    OffloadStep,
+    cpu_adam_s,
+    offload_step,
+    place_states,
+)
+from hetsim.workloads.training.ops import OPT, Lifetimes, Variant, build_sequence
+
+ITER_COLUMNS = ("iteration", "op_count", "seq_len", "profiled", "step_s", "stall_s",
+                "recompute_s", "profile_s", "d2h_bytes", "h2d_bytes", "forced_swaps",
+                "peak_bytes", "cpu_adam_s", "offload_tail_s")  # fmt: skip
+OP_COLUMNS = ("iteration", "op", "name", "phase", "layer", "start_s", "end_s", "used_bytes")
+
+
+class Variability(BaseModel):
+    """Eager-mode sequence changes, drawn every ``every_iters`` iterations (0: never)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    every_iters: NonNegativeInt = 0
+    seq_lens: list[PositiveInt] = Field(default_factory=list, description="drawn uniformly")
+    branch_ops: NonNegativeInt = Field(default=0, description="ops per layer of an optional branch")
+    branch_prob: float = Field(default=0.5, ge=0, le=1)
+    moe_ops_max: NonNegativeInt = Field(default=0, description="routing ops per layer, 0..max")
+
+
+class TrainingParams(WorkloadParams):
+    """The ``workload:`` block of a single-accelerator training-memory scenario."""
+
+    kind: Literal["training"] = "training"
+    model: TransformerSpec = Field(default_factory=lambda: TransformerSpec())
+    size_x_hbm: float | None = Field(None, gt=0, description="set layers to this footprint/HBM")
+    iterations: PositiveInt = 20
+    dtype: Literal["bf16", "fp16"] = "bf16"
+    device: str | None = None
+    variability: Variability = Field(default_factory=lambda: Variability())
+    profiler_op_overhead_s: NonNegativeFloat = Field(
+        20e-6, description="profiler hook cost per op (reconstruction)"
+    )
+    timeline_iterations: list[NonNegativeInt] = Field(default_factory=list)
+    cpu_adam: CpuAdamCost = Field(
+        default_factory=lambda: CpuAdamCost(), description="CPU-Adam work when offloaded"
+    )
+
+
+@workloads.register("training")
+class TrainingWorkload(Workload):
+    """Transformer training iterations on one device with swap/recompute policies."""
+
+    Params = TrainingParams
+    domain = "training"
+    decision_points: ClassVar[dict[str, str]] = {"swap": "chameleon"}
+    metrics: ClassVar[dict[str, str]] = METRICS
+
+    def __init__(self, sim: Simulation, cluster: Cluster, params: TrainingParams,
+                 policies: dict[str, Any], base_dir: Path) -> None:  # fmt: skip
+        super().__init__(sim, cluster, params, policies, base_dir)
+        name = cluster.accelerator(params.device, "device")
+        self.dev = cluster.device(name)
+        host = cluster.host_of(name)
+        if host is None:
+            raise ValueError(f"device: {name} has no host cpu on its node to swap to")
+        self.pool = cluster.memory(name)
+        model = params.model
+        if params.size_x_hbm is not None:
+            layers = layers_for_size(model, params.size_x_hbm, self.pool.capacity_bytes)
+            model = model.model_copy(update={"layers": layers})
+        self.model = model
+        self.variants = self._draw_variants()
+        self._seqs: dict[Variant, tuple[Lifetimes, np.ndarray]] = {}
+        self._profiles: dict[Variant, dict[str, Any]] = {}
+        self._offload_steps: dict[Variant, OffloadStep] = {}
+        self.swap = policies["swap"]
+        # a policy that declares ``offloads_optimizer`` keeps only 4 B/param on the device
+        per_param = (
+            DEVICE_STATE_BYTES_PER_PARAM
+            if getattr(self.swap, "offloads_optimizer", False)
+            else STATE_BYTES_PER_PARAM
+        )
+        seqs = [self._sequence(v)[0] for v in set(self.variants)]
+        fit_check(self.model, seqs, self.pool, per_param)
+        self.exec = Executor(cluster, name, host, params.profiler_op_overhead_s)
+        self.cpu_adam_s = cpu_adam_s(cluster, host, self.model.params, params.cpu_adam)
+        self.rows = sim.recorder.table("iterations", ITER_COLUMNS)
+        self.op_rows = sim.recorder.table("ops", OP_COLUMNS)
+        self.stats: list[IterationStats] = []
+        self.failure = ""
+
+    def _draw_variants(self) -> list[Variant]:
+        p, var = self.params, self.params.variability
+        rng = self.sim.rng("training.variability")
+        current = Variant(self.model.seq_len)
+        out = []
+        for k in range(p.iterations):
+            if var.every_iters and k and k % var.every_iters == 0:
+                seq = int(rng.choice(var.seq_lens)) if var.seq_lens else self.model.seq_len
+                branch = var.branch_ops if rng.random() < var.branch_prob else 0
+                current = Variant(seq, branch, int(rng.integers(0, var.moe_ops_max + 1)))
+            out.append(current)
+        return out
+
+    def _sequence(self, v: Variant) -> tuple[Lifetimes, np.ndarray]:
+        if v not in self._seqs:
+            lt = build_sequence(self.model, v)
+            self._seqs[v] = (lt, self.dev.op_times_s(lt.flops, lt.nbytes, self.params.dtype))
+        return self._seqs[v]
+
+    def start(self) -> None:
+        """Start the iteration loop (model states are placed before each iteration: all
+        on the device, or the optimizer states on the host when the plan offloads them)."""
+        self.sim.env.process(self._loop())
+
+    def _loop(self) -> Any:
+        report: StepReport | None = None
+        for k, v in enumerate(self.variants):
+            decision = self.swap.decide(report)
+            lt, op_s = self._sequence(v)
+            try:
+                offload = self._offload(decision.plan.offload is not None, v)
+                st = yield from self.exec.run(lt, op_s, decision.plan, decision.profile, offload)
+            except OutOfMemory as e:
+                self.failure = f"iteration {k}: {e}"
+                break
+            self.stats.append(st)
+            self._record(k, v, lt, st, decision.profile)
+            profile = self._profile(v, st) if decision.profile else None
+            report = StepReport(k, lt.seq.n_ops, st.step_s, st.forced_swaps, profile)
+        self.done.succeed()
+
+    def _offload(self, offloaded: bool, v: Variant) -> OffloadStep | None:
+        """Place the optimizer states for this iteration; the host step when offloaded
+        (priced once per variant)."""
+        place_states(self.pool, self.exec.host_pool, self.model.params, offloaded)
+        if not offloaded:
+            return None
+        if v not in self._offload_steps:
+            lt = self._sequence(v)[0]
+            self._offload_steps[v] = offload_step(self.model, lt, self.cpu_adam_s)
+        return self._offload_steps[v]
+
+    def _record(self, k: int, v: Variant, lt: Lifetimes, st: IterationStats, prof: bool) -> None:
+        self.rows.append(k, lt.seq.n_ops, v.seq_len, int(prof), st.step_s, st.stall_s,
+                         st.recompute_s, st.profile_s, st.d2h_bytes, st.h2d_bytes,
+                         st.forced_swaps, st.peak_bytes, st.cpu_adam_s,
+                         st.offload_tail_s)  # fmt: skip
+        if k in self.params.timeline_iterations:
+            seq = lt.seq
+            for i in range(seq.n_ops):
+                row = (seq.op_name[i], int(lt.phase[i]), int(lt.layer[i]), st.op_start_s[i])
+                self.op_rows.append(k, i, *row, st.op_end_s[i], st.op_used_bytes[i])
+
+    def _profile(self, v: Variant, st: IterationStats) -> ProfileView:
+        """What the profiler hands the policy (read-only arrays)."""
+        start, end = np.asarray(st.op_start_s), np.asarray(st.op_end_s)
+        start.flags.writeable = end.flags.writeable = False
+        return ProfileView(**self._profile_static(v), op_start_s=start, op_end_s=end,
+                           capacity_bytes=self.pool.capacity_bytes, step_s=st.step_s)  # fmt: skip
+
+    def _profile_static(self, v: Variant) -> dict[str, Any]:
+        """The parts of a profile fixed by the sequence, built once per variant: its trace,
+        no-swap memory timeline and the mechanism's recompute and copy-time estimates."""
+        if v not in self._profiles:
+            lt, op_s = self._sequence(v)
+            one_gb = 1 << 30
+            d2h = one_gb / self.cluster.copy_time_s(self.exec.device, self.exec.host, one_gb)
+            h2d = one_gb / self.cluster.copy_time_s(self.exec.host, self.exec.device, one_gb)
+            ro = {
+                "phase": lt.phase, "layer": lt.layer, "stage": lt.stage,
+                "memory_bytes": lt.memory_timeline() + self.model.state_bytes(),
+                "size_bytes": lt.size, "last_fwd_use": lt.last_fwd_use,
+                "first_bwd_use": lt.first_bwd_use,
+                "recompute_s": op_s[np.maximum(lt.producer, 0)],
+                "swap_out_s": lt.size / d2h, "swap_in_s": lt.size / h2d,
+            }  # fmt: skip
+            for a in ro.values():
+                a.flags.writeable = False
+            self._profiles[v] = {"n_ops": lt.seq.n_ops, "keys": tuple(lt.seq.t_key), **ro}
+        return self._profiles[v]
+
+    def model_flops(self, lt: Lifetimes) -> float:
+        """Useful FLOPs of one iteration: forward and backward ops (no recompute, no Adam)."""
+        return float(lt.flops[lt.phase != OPT].sum())
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """See :data:`workloads.training_metrics.METRICS`."""
+        lt0 = self._sequence(self.variants[0])[0]
+        fwd_peak = int(lt0.memory_timeline().max())
+        peak_flops = self.dev.spec.peak(self.params.dtype)
+        flops = [self.model_flops(self._sequence(v)[0]) for v in self.variants[: len(self.stats)]]
+        return summarise(self, fwd_peak, flops, peak_flops)
