@@ -29,8 +29,8 @@ test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal -q -m 'slow or not slow'
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check simulator devices workloads schedulers tests benchmarks
-	$(BIN)/ruff format --check simulator devices workloads schedulers tests benchmarks
+	$(BIN)/ruff check hetsim simulator devices workloads schedulers tests benchmarks
+	$(BIN)/ruff format --check hetsim simulator devices workloads schedulers tests benchmarks
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy

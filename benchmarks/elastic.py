@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import hetsim
+
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "kale.yaml"
 POLICIES = {"static": {"name": "static", "replicas": 12}, "hpa": "hpa", "kale": "kale"}
 PAPER = {"lag": -69.2, "downtime": -33.1, "hpa_slo": 19.57, "kale_slo": 2.6}

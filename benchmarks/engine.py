@@ -14,6 +14,7 @@ import numpy as np
 import simpy
 
 import hetsim
+
 SERVERS = 4
 RATE_PER_S = 3.6  # utilisation 0.9 with mu = 1
 
@@ -61,7 +62,7 @@ def _count_events(env: simpy.Environment) -> list[int]:
     return count
 
 
-def hetsim(n: int, seed: int) -> tuple[float, int, float]:
+def run_hetsim(n: int, seed: int) -> tuple[float, int, float]:
     """hetsim's mmc scenario with n customers. Returns (wall s, events, mean wait)."""
     from hetsim.simulator.engine import Simulation
     from hetsim.simulator.runner import build
@@ -89,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     n = args.customers
     b_wall, b_events, b_wait = bare_simpy(n, args.seed)
-    h_wall, h_events, h_wait = hetsim(n, args.seed)
+    h_wall, h_events, h_wait = run_hetsim(n, args.seed)
     print(f"M/M/{SERVERS}, rho = {RATE_PER_S / SERVERS:.2f}, {n:,} customers")
     row = "{:>12} {:>8} {:>12} {:>11} {:>10} {:>9}"
     print(row.format("", "wall s", "customers/s", "events", "events/s", "mean wait"))

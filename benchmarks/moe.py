@@ -17,10 +17,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import hetsim
 from benchmarks.engine import _count_events, bare_simpy
 from hetsim.simulator.engine import Simulation
 from hetsim.simulator.runner import build
+from hetsim.simulator.scenario import from_dict
 
 CPU_S: list[float] = []  # CPU seconds of the last simulate phase (wall time varies with load)
 SCENARIO: dict[str, Any] = {
@@ -52,7 +52,7 @@ def moe_run(tokens: int) -> tuple[float, float, int, int, dict[str, Any]]:
     """(build seconds, run seconds, layer-steps, events, summary) of the benchmark run."""
     raw: dict[str, Any] = dict(SCENARIO)
     raw["workload"] = {**raw["workload"], "output_tokens": tokens}
-    sc = simulator.scenario.from_dict(raw, file="<bench>")
+    sc = from_dict(raw, file="<bench>")
     t0 = time.perf_counter()
     sim = Simulation(sc.seed, record_spans=False)
     workload = build(sc, sim)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 import hetsim
+
 ROOT = Path(__file__).resolve().parent.parent
 KAIR = ROOT / "scenarios" / "kair.yaml"
 FAULTS = ROOT / "scenarios" / "faults.yaml"

@@ -23,7 +23,6 @@ from hetsim.workloads.serving.estimate import Estimator, Lengths, Targets
 from hetsim.workloads.serving.subsim import SubSimGoodput
 from hetsim.workloads.serving.view import DeploymentView, InstanceSpec
 
-
 # (role, GPU type, TP) instances of the units validated in docs/serving.md
 VALIDATION_UNITS: tuple[tuple[tuple[str, str, int], ...], ...] = (
     (("mixed", "h100-sxm", 1),),

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import hetsim
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMES = ("none", "cacheline", "tensortee", "h100-cc")
 

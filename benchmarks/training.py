@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 import hetsim
+
 ROOT = Path(__file__).resolve().parent.parent
 CH = ROOT / "scenarios" / "chameleon.yaml"
 SP = ROOT / "scenarios" / "slimpipe.yaml"

@@ -20,9 +20,15 @@ from typing import Any, cast, get_args
 import yaml
 
 from hetsim.devices.collectives import AlgorithmFit, CollectiveFabric
-from hetsim.devices.spec import DeviceKind, DeviceSpec, EfficiencyCurve, LinkKind, LinkSpec, PricePreset
+from hetsim.devices.spec import (
+    DeviceKind,
+    DeviceSpec,
+    EfficiencyCurve,
+    LinkKind,
+    LinkSpec,
+    PricePreset,
+)
 from hetsim.simulator import registry
-from hetsim.simulator.registry import UnknownName
 
 DATA_DIR = Path(__file__).resolve().parent
 DEVICE_FILE = DATA_DIR / "catalogue.yaml"

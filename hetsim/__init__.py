@@ -57,11 +57,15 @@ def sweep(scenario: Scenario | str | Path, **kwargs: Any) -> pd.DataFrame:
 
 
 def __getattr__(name: str) -> Any:
-    """``hetsim.plotting`` loads on first use (it pulls in matplotlib and scipy)."""
-    if name == "plotting":
-        import importlib
+    """``hetsim.plotting``, ``Result`` and ``Scenario`` load on first use (``plotting``
+    pulls in matplotlib and scipy)."""
+    import importlib
 
+    if name == "plotting":
         return importlib.import_module("hetsim.plotting")
+    if name in ("Result", "Scenario"):
+        module = "result" if name == "Result" else "scenario"
+        return getattr(importlib.import_module(f"hetsim.simulator.{module}"), name)
     raise AttributeError(f"module 'hetsim' has no attribute {name!r}")
 
 

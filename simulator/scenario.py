@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationErr
 
 from hetsim.simulator import registry
 from hetsim.simulator.errors import ScenarioError, from_validation
-from hetsim.workloads.paths import resolve_path
 from hetsim.simulator.plugins import PluginError, load_plugin, load_plugins
+from hetsim.workloads.paths import resolve_path
 
 
 class OutputsConfig(BaseModel):
@@ -171,8 +171,9 @@ def find_scenario(ref: str | Path) -> Path:
     if name in shipped:
         return shipped[name]
     raise ScenarioError(
-        str(ref), "", f"no such file, and no shipped scenario {name!r}; shipped: "
-        + ", ".join(shipped)
+        str(ref),
+        "",
+        f"no such file, and no shipped scenario {name!r}; shipped: " + ", ".join(shipped),
     )
 
 

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 
 import hetsim
+
+
 def erlang_c(c: int, lam: float, mu: float) -> tuple[float, float]:
     """(P(wait), mean wait in queue) of M/M/c FCFS: Erlang C and C / (c mu - lambda)."""
     a = lam / mu

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from hetsim.simulator.cli import main
-from tests.test_cluster_runs import run_log, scenario, trace
 from hetsim.workloads.cluster.contention import NodeContention
 from hetsim.workloads.cluster.jobs import JobTable
 from hetsim.workloads.cluster.params import Contention
+from tests.test_cluster_runs import run_log, scenario, trace
 
 # dqn rows: 4 GPUs, stages data 0.6 s, gpu 0.4 s, net 0 -> 1.0 s per iteration alone
 # (solo_time stage_sum, interference 1). Columns: id, GPUs, submit ms, iterations, model,

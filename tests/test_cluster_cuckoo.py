@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import hetsim
+
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 BASELINES = {
     "edf": ("edf", "none", "first-fit"),

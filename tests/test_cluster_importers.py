@@ -15,10 +15,10 @@ import yaml
 import hetsim
 from hetsim.simulator.cli import main
 from hetsim.simulator.scenario import from_dict
-from tests.conftest import SHARED
 from hetsim.workloads.cluster.data import read_helios_summary, read_runtimes, read_stage_profiles
 from hetsim.workloads.cluster.params import DATA_DIR, HeliosJobs, PhillyJobs
 from hetsim.workloads.cluster.sources import helios_gpu_mix, helios_jobs, philly_jobs
+from tests.conftest import SHARED
 
 PROFILES = read_stage_profiles(DATA_DIR / "muri_stage_profiles.csv")
 

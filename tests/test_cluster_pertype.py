@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 from hetsim.schedulers.cluster.packing_cuckoo import CuckooPacking, CuckooPackingParams
-from hetsim.workloads.cluster.view import PackingView, UnitView
 from hetsim.workloads.cluster.model import packed_cycle_s
+from hetsim.workloads.cluster.view import PackingView, UnitView
 
 RNG = np.random.default_rng(0)
 STAGES = {0: [1.0, 8.0, 1.0], 1: [6.0, 1.0, 1.0], 2: [2.0, 4.0, 2.0]}  # A, B, C on type 0

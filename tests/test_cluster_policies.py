@@ -16,13 +16,19 @@ from hetsim.schedulers.cluster.ordering_edf import EdfOrdering
 from hetsim.schedulers.cluster.ordering_tiresias import TiresiasOrdering, TiresiasParams
 from hetsim.schedulers.cluster.packing_cuckoo import CuckooPacking, CuckooPackingParams
 from hetsim.schedulers.cluster.packing_muri import MuriPacking, MuriParams
-from hetsim.workloads.cluster.view import AllocationView, GroupView, OrderingView, PackingView, UnitView
 from hetsim.workloads.cluster.model import (
     cycle_period_s,
     interleaved_iter_s,
     packed_cycle_s,
     stage_inflated,
     stage_model_iter_s,
+)
+from hetsim.workloads.cluster.view import (
+    AllocationView,
+    GroupView,
+    OrderingView,
+    PackingView,
+    UnitView,
 )
 
 RNG = np.random.default_rng(0)

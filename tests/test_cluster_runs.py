@@ -15,8 +15,8 @@ from hetsim.simulator.cli import main
 from hetsim.simulator.engine import Simulation
 from hetsim.simulator.runner import build
 from hetsim.simulator.scenario import from_dict, load_scenario
-from tests.conftest import SCENARIOS
 from hetsim.workloads.cluster.model import GpuPool
+from tests.conftest import SCENARIOS
 
 HEADER = "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,"
 HEADER += "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n"

@@ -11,8 +11,8 @@ import pytest
 
 import hetsim
 from hetsim.simulator.cli import main
-from tests.conftest import ROOT, SHARED
 from hetsim.workloads.elastic.model import fluid_step, oldest_age_s
+from tests.conftest import ROOT, SHARED
 
 # ideal-server: 1e12 FLOP/s, efficiency 1, no launch overhead; with 1e7 FLOPs per sample,
 # no HBM or PS bytes, an ideal (0-latency) link and kappa 0, one worker consumes exactly

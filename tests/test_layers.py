@@ -25,15 +25,13 @@ import pytest
 from tests.conftest import ROOT
 
 LAYER_DIRS = ("simulator", "devices", "workloads", "schedulers")
+APP_ENGINE_MODULES = ("cli", "docs", "plugins", "runner", "scenario", "sweeps", "sweep_design",
+                      "user_catalogue")  # fmt: skip
 APP_MODULES = {
     "hetsim",
     "hetsim.__main__",
     "hetsim.plotting",
-    *(
-        f"hetsim.simulator.{m}"
-        for m in ("cli", "docs", "plugins", "runner", "scenario", "sweeps", "sweep_design",
-                  "user_catalogue")  # fmt: skip
-    ),
+    *(f"hetsim.simulator.{m}" for m in APP_ENGINE_MODULES),
 }
 
 
@@ -95,8 +93,10 @@ def layer(module: str) -> str:
     if parts[1] == "devices":
         return "cost"
     if parts[1] == "workloads":
-        return "contract" if parts[-1] == "view" or module == "hetsim.workloads.base" else (
-            "mechanism"
+        return (
+            "contract"
+            if parts[-1] == "view" or module == "hetsim.workloads.base"
+            else ("mechanism")
         )
     return "policy"
 

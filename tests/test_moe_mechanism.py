@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 import hetsim
-from hetsim.workloads.moe.view import Placement, PlacementView
 from hetsim.simulator import registry
+from hetsim.workloads.models.moe import from_hf_config, load_moe_models
 from hetsim.workloads.moe.costs import StepCosts
 from hetsim.workloads.moe.layer import timeline
-from hetsim.workloads.models.moe import from_hf_config, load_moe_models
 from hetsim.workloads.moe.residency import Residency
 from hetsim.workloads.moe.routing import SyntheticRouting, build_trace
+from hetsim.workloads.moe.view import Placement, PlacementView
 
 A = np.asarray
 

@@ -13,10 +13,8 @@ from scipy.stats import chisquare
 
 import hetsim
 from hetsim.simulator.scenario import from_dict
-from tests.conftest import ROOT
 from hetsim.workloads.observability.faults import (
     LLAMA3_COUNTS,
-from hetsim.workloads.observability.view import daly_interval_s, young_interval_s
     FailSlowKind,
     FailStopModel,
     ettr_exact,
@@ -25,6 +23,8 @@ from hetsim.workloads.observability.view import daly_interval_s, young_interval_
     sample_fail_slow,
     sample_fail_stop,
 )  # fmt: skip
+from hetsim.workloads.observability.view import daly_interval_s
+from tests.conftest import ROOT
 
 DAY = 86_400.0
 TRACE = ROOT / "workloads" / "data" / "observability" / "infinitehbd_fault_trace_sample.json"

@@ -11,8 +11,14 @@ from hetsim.schedulers.observability.evict_replace import EvictReplace, EvictRep
 from hetsim.schedulers.observability.fixed_interval import FixedInterval, FixedIntervalParams
 from hetsim.schedulers.observability.kaiops import KaiopsDetector, KaiopsParams
 from hetsim.schedulers.observability.kair import KairDetector, KairParams
-from hetsim.schedulers.observability.stats import ks_2samp_statistic, ks_critical, ks_vs_pooled_others
+from hetsim.schedulers.observability.stats import (
+    ks_2samp_statistic,
+    ks_critical,
+    ks_vs_pooled_others,
+)
 from hetsim.schedulers.observability.threshold import ThresholdDetector, ThresholdParams
+from hetsim.schedulers.observability.young_daly import YoungDaly, YoungDalyParams
+from hetsim.schedulers.observability.zscore import ZScoreDetector, ZScoreParams
 from hetsim.workloads.observability.view import (
     CheckpointView,
     EventView,
@@ -21,8 +27,6 @@ from hetsim.workloads.observability.view import (
     TruthView,
     WindowView,
 )  # fmt: skip
-from hetsim.schedulers.observability.young_daly import YoungDaly, YoungDalyParams
-from hetsim.schedulers.observability.zscore import ZScoreDetector, ZScoreParams
 
 OPS = ("dataload", "forward", "backward", "send")
 RNG = np.random.default_rng

@@ -12,11 +12,11 @@ import pytest
 from scipy.optimize import brentq
 
 import hetsim
-from hetsim.workloads.serving.view import InstanceSpec
 from hetsim.simulator.engine import Simulation
 from hetsim.simulator.runner import build, run_nested
 from hetsim.workloads.serving.estimate import Estimator, Lengths, Targets
 from hetsim.workloads.serving.subsim import SubSimGoodput
+from hetsim.workloads.serving.view import InstanceSpec
 
 
 class ToyCost:
@@ -82,8 +82,9 @@ def test_predictor_within_15_percent_of_simulated_goodput(root: Path) -> None:
     sc = hetsim.load_scenario(root / "scenarios" / "cauchy.yaml")
     w = build(sc, Simulation(sc.seed, record_spans=False))
     gpus = {t: mem for t, (_, _, mem) in w.gpu_types.items()}
-    measure = SubSimGoodput(w.params.model_dump(mode="json"), gpus, sc.base_dir, steps=5,
-                            run=run_nested)
+    measure = SubSimGoodput(
+        w.params.model_dump(mode="json"), gpus, sc.base_dir, steps=5, run=run_nested
+    )
     every = max(len(w.times.prompt) // 256, 1)
     lengths = Lengths(w.times.prompt[::every], w.times.output[::every])
     h100 = w.configs[("h100-sxm", 1)]

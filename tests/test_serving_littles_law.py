@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import hetsim
+
+
 def time_average_in_system(arrival: np.ndarray, finish: np.ndarray, a: float, b: float) -> float:
     """(1 / (b - a)) x integral over [a, b] of N(t), N = requests arrived and not yet
     finished, as the step function of the sorted +1 (arrival) / -1 (finish) events."""

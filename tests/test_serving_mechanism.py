@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import hetsim
+
 # Llama-3-8B (models.yaml): 8.03e9 params, 32 layers, hidden 4096, 8 KV heads of 128.
 PARAMS, LAYERS, HIDDEN = 8.03e9, 32, 4096
 KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # K and V x layers x kv_heads x head_dim x fp16 = 131072

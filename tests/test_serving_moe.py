@@ -11,9 +11,9 @@ import yaml
 
 import hetsim
 from hetsim.simulator.errors import ScenarioError
-from tests.test_serving_mechanism import a100_time  # the A100-80GB roofline by hand
 from hetsim.workloads.serving.cost import IterationCost
 from hetsim.workloads.serving.models import mixtral_spec
+from tests.test_serving_mechanism import a100_time  # the A100-80GB roofline by hand
 
 # Mixtral-8x7B config.json: 32 layers, hidden 4096, intermediate 14336, 8 experts,
 # top-2, 32 heads / 8 KV heads of 128, vocab 32000, untied embeddings.

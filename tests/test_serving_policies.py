@@ -11,7 +11,11 @@ from hetsim.schedulers.serving.batch_sarathi import SarathiBatching, SarathiBatc
 from hetsim.schedulers.serving.batch_vllm import VllmBatching, VllmBatchParams
 from hetsim.schedulers.serving.deploy_cauchy import CauchyDeployment, CauchyParams
 from hetsim.schedulers.serving.deploy_colocated import ColocatedDeployment, ColocatedParams
-from hetsim.schedulers.serving.route_goodput_wrr import GoodputWrrParams, GoodputWrrRouting, smooth_wrr
+from hetsim.schedulers.serving.route_goodput_wrr import (
+    GoodputWrrParams,
+    GoodputWrrRouting,
+    smooth_wrr,
+)
 from hetsim.schedulers.serving.route_jsq import JsqParams, JsqRouting
 from hetsim.workloads.serving.view import (
     BatchView,

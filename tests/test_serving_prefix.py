@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 import yaml
 
-from hetsim.schedulers.serving.route_prefix_affinity import PrefixAffinityParams, PrefixAffinityRouting
+from hetsim.schedulers.serving.route_prefix_affinity import (
+    PrefixAffinityParams,
+    PrefixAffinityRouting,
+)
+from hetsim.workloads.serving.traces import TraceConfig, read_trace
 from hetsim.workloads.serving.view import InstanceView, RouteView
 from tests.cli_helpers import cli_error
 from tests.test_serving_autoscale import run
@@ -24,7 +28,6 @@ from tests.test_serving_mechanism import (  # Llama-3-8B on one A100-80GB, by ha
     WEIGHTS,
     a100_time,
 )
-from hetsim.workloads.serving.traces import TraceConfig, read_trace
 
 DATA = Path(__file__).parents[1] / "workloads" / "data" / "serving"
 SAMPLE = DATA / "mooncake_conversation_sample.jsonl"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import hetsim
+
+
 def _summary(path: str, **over: Any) -> Any:
     return hetsim.run(path, overrides=over).summary.iloc[0]
 

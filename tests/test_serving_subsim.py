@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from hetsim.schedulers.serving.deploy_cauchy import CauchyDeployment, CauchyParams
-from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
 from hetsim.simulator.runner import run_nested
 from hetsim.workloads.serving.subsim import SubSimGoodput
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
 
 RNG = np.random.default_rng(0)
 

@@ -100,9 +100,7 @@ def test_bad_designs_are_scenario_errors(sweep: dict, message: str) -> None:
 
 
 def test_unknown_sweep_path_is_an_error() -> None:
-    with pytest.raises(
-        hetsim.ScenarioError, match=r"sweep\.nothing\.here: must be a dotted path"
-    ):
+    with pytest.raises(hetsim.ScenarioError, match=r"sweep\.nothing\.here: must be a dotted path"):
         from_dict(tiny({"nothing.here": [1]}))
 
 

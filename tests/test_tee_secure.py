@@ -2,7 +2,15 @@
 
 import pytest
 
-from hetsim.devices.enclave import H100_CC, SGX_MEE, TDX, TENSOR, Enclave, crossing_time_s, metadata_bytes
+from hetsim.devices.enclave import (
+    H100_CC,
+    SGX_MEE,
+    TDX,
+    TENSOR,
+    Enclave,
+    crossing_time_s,
+    metadata_bytes,
+)
 from hetsim.workloads.tee.secure import (
     TNPU_LIKE,
     SecureMemoryParams,

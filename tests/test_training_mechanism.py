@@ -9,7 +9,6 @@ import pytest
 
 from hetsim.devices.cluster import Cluster, ClusterConfig
 from hetsim.devices.memory import OutOfMemory
-from hetsim.workloads.training.view import SwapOrder, SwapPlan
 from hetsim.simulator.engine import Simulation
 from hetsim.workloads.training.exec import Executor
 from hetsim.workloads.training.model import (
@@ -18,6 +17,7 @@ from hetsim.workloads.training.model import (
     activation_bytes_per_layer,
 )
 from hetsim.workloads.training.ops import Variant, build_sequence
+from hetsim.workloads.training.view import SwapOrder, SwapPlan
 
 TINY = dict(layers=2, hidden=16, heads=4, ffn=64, vocab=10, seq_len=8, micro_batch=2)
 

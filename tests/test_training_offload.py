@@ -11,8 +11,6 @@ import hetsim
 from hetsim.schedulers.training.recompute import FULL_NAMES
 from hetsim.schedulers.training.zero_offload import ZeroOffload, ZeroOffloadParams
 from hetsim.simulator.cli import main
-from tests.conftest import ROOT
-from tests.test_training_mechanism import TINY, _executor
 from hetsim.workloads.training.model import TransformerSpec
 from hetsim.workloads.training.offload import (
     CpuAdamCost,
@@ -21,6 +19,8 @@ from hetsim.workloads.training.offload import (
     place_states,
 )
 from hetsim.workloads.training.ops import Variant, build_sequence
+from tests.conftest import ROOT
+from tests.test_training_mechanism import TINY, _executor
 
 CH = ROOT / "scenarios" / "chameleon.yaml"
 PCIE_BPS = 31.5e9 * 0.8094  # pcie4-x16 bandwidth x fitted efficiency (links.yaml)

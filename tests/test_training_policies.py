@@ -11,8 +11,8 @@ from hetsim.schedulers.training.interleaved import Interleaved, InterleavedParam
 from hetsim.schedulers.training.one_f_one_b import OneFOneB, OneFOneBParams
 from hetsim.schedulers.training.slimpipe import SlimPipe, SlimPipeParams, equal_cost_bounds
 from hetsim.schedulers.training.static_swap import StaticSwap, StaticSwapParams
-from hetsim.workloads.training.view import PipelineView, ProfileView, StepReport
 from hetsim.workloads.training.pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
+from hetsim.workloads.training.view import PipelineView, ProfileView, StepReport
 
 GB = 1 << 30
 

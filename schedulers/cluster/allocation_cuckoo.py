@@ -26,8 +26,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.cluster._flow import min_cost_max_flow
-from hetsim.workloads.cluster.view import AllocationView, GroupView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.cluster.view import AllocationView, GroupView
 
 
 class CuckooAllocationParams(BaseModel):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetsim.schedulers.cluster._common import NoParams, greedy_allocate
-from hetsim.workloads.cluster.view import AllocationView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.cluster.view import AllocationView
 
 
 @policies.register("cluster.allocation", "gavel-like")

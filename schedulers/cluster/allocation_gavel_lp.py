@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
-from hetsim.workloads.cluster.view import AllocationView, GroupView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.cluster.view import AllocationView, GroupView
 
 #: priority of a job with a positive allocation that has not yet run on the type (Gavel)
 UNSERVED_PRIORITY_SCALE = 1e9

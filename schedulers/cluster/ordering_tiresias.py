@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hetsim.workloads.cluster.view import OrderingView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.cluster.view import OrderingView
 
 
 class TiresiasParams(BaseModel):

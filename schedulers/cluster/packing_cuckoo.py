@@ -40,8 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.cluster._matching import Facts, matching_rounds
 from hetsim.schedulers.cluster.packing_muri import utilisation
-from hetsim.workloads.cluster.view import PackingView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.cluster.view import PackingView
 
 
 class CuckooPackingParams(BaseModel):

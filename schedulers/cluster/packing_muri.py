@@ -15,8 +15,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.cluster._matching import Facts, matching_rounds
-from hetsim.workloads.cluster.view import PackingView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.cluster.view import PackingView
 
 
 class MuriParams(BaseModel):

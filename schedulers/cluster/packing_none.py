@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetsim.schedulers.cluster._common import NoParams
-from hetsim.workloads.cluster.view import PackingView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.cluster.view import PackingView
 
 
 @policies.register("cluster.packing", "none")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
 
-from hetsim.workloads.elastic.view import ForecastView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.elastic.view import ForecastView
 
 
 class HoltWintersParams(BaseModel):

@@ -35,8 +35,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 
-from hetsim.workloads.elastic.view import ScaleView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.elastic.view import ScaleView
 
 
 class HpaParams(BaseModel):

@@ -33,8 +33,8 @@ from collections import deque
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from hetsim.workloads.elastic.view import ScaleView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.elastic.view import ScaleView
 
 
 class KaleParams(BaseModel):

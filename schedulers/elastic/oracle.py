@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hetsim.workloads.elastic.view import ForecastView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.elastic.view import ForecastView
 
 
 class OracleParams(BaseModel):

@@ -8,8 +8,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat
 
-from hetsim.workloads.elastic.view import BalanceView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.elastic.view import BalanceView
 
 
 class RebalanceParams(BaseModel):

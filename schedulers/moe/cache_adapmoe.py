@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.moe._params import NoParams
 from hetsim.schedulers.moe.cache_lru import LruCache
-from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
 
 
 class AdapMoECacheParams(BaseModel):

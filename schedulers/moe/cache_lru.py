@@ -14,8 +14,8 @@ import numpy as np
 from hetsim.schedulers.moe._evict import victims_by_key
 from hetsim.schedulers.moe._params import NoParams
 from hetsim.schedulers.moe._slots import uniform_slots
-from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
 
 
 @policies.register("moe.cache", "lru")

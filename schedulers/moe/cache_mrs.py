@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.moe._evict import victims_by_key
 from hetsim.schedulers.moe._slots import uniform_slots
-from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
 
 
 class MrsParams(BaseModel):

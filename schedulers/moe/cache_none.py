@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetsim.schedulers.moe._params import NoParams
-from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
 
 
 @policies.register("moe.cache", "none")

@@ -16,8 +16,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.moe.gating_topk import topk_mask
-from hetsim.workloads.moe.view import GatingView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import GatingView
 
 
 class AdapMoEGatingParams(BaseModel):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hetsim.workloads.moe.view import GatingView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import GatingView
 
 
 class TopKParams(BaseModel):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetsim.schedulers.moe._params import NoParams
-from hetsim.workloads.moe.view import Placement, PlacementView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import Placement, PlacementView
 
 
 @policies.register("moe.placement", "gpu")

@@ -13,8 +13,8 @@ import numpy as np
 
 from hetsim.schedulers.moe._params import NoParams
 from hetsim.schedulers.moe.hss import hss
-from hetsim.workloads.moe.view import Placement, PlacementView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import Placement, PlacementView
 
 
 @policies.register("moe.placement", "hybrimoe")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from hetsim.workloads.moe.view import PrefetchView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import PrefetchView
 
 
 class GatePrefetchParams(BaseModel):

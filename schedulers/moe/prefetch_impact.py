@@ -23,8 +23,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.moe.hss import hss
-from hetsim.workloads.moe.view import LookaheadLayer, PrefetchView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import LookaheadLayer, PrefetchView
 
 Best = tuple[float, int, float, int, int]  # impact, -depth, probability, layer pos, index
 # a later layer's cost inputs: GPU s, CPU s, loads of its predicted experts, copy s, CPU intercept

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetsim.schedulers.moe._params import NoParams
-from hetsim.workloads.moe.view import PrefetchView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.moe.view import PrefetchView
 
 
 @policies.register("moe.prefetch", "none")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from hetsim.workloads.observability.view import Action, MitigationView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.observability.view import Action, MitigationView
 
 
 class EvictReplaceParams(BaseModel):

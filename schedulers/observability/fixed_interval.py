@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from hetsim.workloads.observability.view import CheckpointView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.observability.view import CheckpointView
 
 
 class FixedIntervalParams(BaseModel):

@@ -18,8 +18,8 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hetsim.workloads.observability.view import Detection, EventView, Finding, JobView, WindowView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.observability.view import Detection, EventView, Finding, JobView, WindowView
 
 SECONDS_PER_DAY = 86_400.0
 OTHER_CAUSE = {"compute": "communication", "communication": "compute"}

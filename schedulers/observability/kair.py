@@ -25,8 +25,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.observability.stats import ks_critical, ks_vs_pooled_others, zscore
-from hetsim.workloads.observability.view import Cause, Finding, WindowView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.observability.view import Cause, Finding, WindowView
 
 
 class KairParams(BaseModel):

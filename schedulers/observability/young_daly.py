@@ -12,9 +12,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from hetsim.workloads.observability.view import CheckpointView
 from hetsim.simulator.registry import policies
-from hetsim.workloads.observability.view import daly_interval_s, young_interval_s
+from hetsim.workloads.observability.view import CheckpointView, daly_interval_s, young_interval_s
 
 
 class YoungDalyParams(BaseModel):

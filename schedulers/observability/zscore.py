@@ -13,8 +13,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.observability.stats import zscore
-from hetsim.workloads.observability.view import Cause, Finding, WindowView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.observability.view import Cause, Finding, WindowView
 
 
 class ZScoreParams(BaseModel):

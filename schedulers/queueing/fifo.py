@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hetsim.workloads.queueing.view import DispatchView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.queueing.view import DispatchView
 
 
 class FifoParams(BaseModel):

@@ -6,8 +6,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from hetsim.schedulers.serving._admit import admit
-from hetsim.workloads.serving.view import BatchPlan, BatchView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.serving.view import BatchPlan, BatchView
 
 
 class SarathiBatchParams(BaseModel):

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from hetsim.schedulers.serving._milp import min_cost_counts
 from hetsim.schedulers.serving._pools import demand
-from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
 from hetsim.simulator.registry import policies
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
 
 
 class CauchyParams(BaseModel):

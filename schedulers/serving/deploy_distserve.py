@@ -6,8 +6,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat
 
 from hetsim.schedulers.serving._pools import pools
-from hetsim.workloads.serving.view import DeploymentView, InstanceSpec
 from hetsim.simulator.registry import policies
+from hetsim.workloads.serving.view import DeploymentView, InstanceSpec
 
 
 class DistServeParams(BaseModel):

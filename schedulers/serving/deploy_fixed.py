@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
-from hetsim.workloads.serving.view import DeploymentView, InstanceSpec, Role
 from hetsim.simulator.registry import policies
+from hetsim.workloads.serving.view import DeploymentView, InstanceSpec, Role
 
 
 class FixedEntry(BaseModel):

@@ -7,8 +7,8 @@ from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
 
 from hetsim.schedulers.serving._milp import slice_assignment
 from hetsim.schedulers.serving._pools import demand
-from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
 from hetsim.simulator.registry import policies
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
 
 
 class MelangeParams(BaseModel):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hetsim.workloads.serving.view import InstanceView, RouteView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.serving.view import InstanceView, RouteView
 
 
 class GoodputWrrParams(BaseModel):

@@ -10,8 +10,8 @@ from hetsim.schedulers.serving.scale_units import (
     unit_to_drain,
     utilisation,
 )
-from hetsim.workloads.serving.view import ScaleDecision, ScaleView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.serving.view import ScaleDecision, ScaleView
 
 
 class ReactiveParams(ThresholdParams):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hetsim.workloads.tee.view import Preset, ProtectionPlan, ProtectionView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.tee.view import Preset, ProtectionPlan, ProtectionView
 
 
 class H100CCParams(BaseModel):

@@ -18,8 +18,8 @@ import networkx as nx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from hetsim.workloads.tee.view import TEE, ExecutionPlan, ExecutionView, OpView, offload_cost_s
 from hetsim.simulator.registry import policies
+from hetsim.workloads.tee.view import TEE, ExecutionPlan, ExecutionView, OpView, offload_cost_s
 
 
 class NappaParams(BaseModel):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from hetsim.workloads.tee.view import TEE, ExecutionPlan, ExecutionView, fastest_nna
 from hetsim.simulator.registry import policies
+from hetsim.workloads.tee.view import TEE, ExecutionPlan, ExecutionView, fastest_nna
 
 
 class OffloadParams(BaseModel):

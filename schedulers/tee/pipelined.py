@@ -14,8 +14,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.tee.offload import offload_placement
-from hetsim.workloads.tee.view import ExecutionPlan, ExecutionView
 from hetsim.simulator.registry import policies
+from hetsim.workloads.tee.view import ExecutionPlan, ExecutionView
 
 
 class PipelinedParams(BaseModel):

@@ -22,8 +22,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.schedulers.training._chameleon_plan import generate
-from hetsim.workloads.training.view import StepDecision, StepReport, SwapPlan
 from hetsim.simulator.registry import policies
+from hetsim.workloads.training.view import StepDecision, StepReport, SwapPlan
 
 WARMUP, SEARCHING, STABLE = "warmup", "searching", "stable"
 

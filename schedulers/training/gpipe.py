@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 from hetsim.simulator.registry import policies
+from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 
 
 class GPipeParams(BaseModel):

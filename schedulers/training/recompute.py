@@ -15,8 +15,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
-from hetsim.workloads.training.view import StepDecision, StepReport, SwapPlan
 from hetsim.simulator.registry import policies
+from hetsim.workloads.training.view import StepDecision, StepReport, SwapPlan
 
 FULL_NAMES = ("a1", "qk", "v", "sm", "smd", "smmask", "ctx", "mask1", "r1", "a2", "gin",
               "gout", "mask2")  # fmt: skip

@@ -25,8 +25,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.training._orders import one_f_one_b
-from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 from hetsim.simulator.registry import policies
+from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 
 
 class SlimPipeParams(BaseModel):

@@ -19,8 +19,14 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from hetsim.workloads.training.view import ProfileView, StepDecision, StepReport, SwapOrder, SwapPlan
 from hetsim.simulator.registry import policies
+from hetsim.workloads.training.view import (
+    ProfileView,
+    StepDecision,
+    StepReport,
+    SwapOrder,
+    SwapPlan,
+)
 
 
 class StaticSwapParams(BaseModel):

@@ -22,8 +22,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.schedulers.training.recompute import FULL_NAMES
-from hetsim.workloads.training.view import OptimizerOffload, StepDecision, StepReport, SwapPlan
 from hetsim.simulator.registry import policies
+from hetsim.workloads.training.view import OptimizerOffload, StepDecision, StepReport, SwapPlan
 
 
 class ZeroOffloadParams(BaseModel):

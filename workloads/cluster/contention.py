@@ -29,19 +29,37 @@ packing a smaller member is counted on the group's nodes in proportion to its GP
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from hetsim.workloads.cluster.jobs import JobTable
 from hetsim.workloads.cluster.params import Contention, NodeCapacity
 
-if TYPE_CHECKING:
-    from hetsim.workloads.cluster.estimates import Estimator
-
 RESOURCES = ("cpu", "storage", "nic")
 Stretch = tuple[float, float, float]  # per stage: data, gpu, network
 NO_STRETCH: Stretch = (1.0, 1.0, 1.0)
+
+
+class StageEstimator(Protocol):
+    """The iteration-time estimates :class:`ShareEstimate` prices a set of jobs with: the
+    part of the mechanism's estimator (workloads.cluster.estimates.Estimator) it uses."""
+
+    @property
+    def profile(self) -> np.ndarray:
+        """Per job: the index of its profile (jobs with equal profiles share estimates)."""
+        ...
+
+    def stage_iter_on(self, members: tuple[int, ...], t: int) -> float:
+        """Stage-model iteration time of ``members`` on type ``t`` (inf: not allowed)."""
+        ...
+
+    def stretched_iter_s(
+        self, members: Sequence[int], t: int, stretch: tuple[float, ...], model: str = ""
+    ) -> float:
+        """Iteration time of ``members`` on type ``t`` with stage s stretched by
+        ``stretch[s]``, under interference ``model`` (empty: the ground truth's)."""
+        ...
 
 
 def node_capacities(caps: Sequence[NodeCapacity]) -> np.ndarray:
@@ -161,7 +179,7 @@ class ShareEstimate:
     """
 
     def __init__(
-        self, contention: NodeContention, est: Estimator, node_type: np.ndarray,
+        self, contention: NodeContention, est: StageEstimator, node_type: np.ndarray,
         node_gpus: np.ndarray, n_types: int,
     ) -> None:  # fmt: skip
         """``node_type``, ``node_gpus``: type index and GPUs of every node (the pool's)."""

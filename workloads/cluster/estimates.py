@@ -11,10 +11,16 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from hetsim.workloads.cluster.view import AllocationView, GroupView, OrderingView, PackingView, UnitView
 from hetsim.workloads.cluster.jobs import JobTable
 from hetsim.workloads.cluster.model import interleaved_iter_s, stage_model_iter_s
 from hetsim.workloads.cluster.params import Execution
+from hetsim.workloads.cluster.view import (
+    AllocationView,
+    GroupView,
+    OrderingView,
+    PackingView,
+    UnitView,
+)
 
 
 class Estimator:

@@ -22,7 +22,12 @@ from hetsim.workloads.cluster.data import (
     read_stage_profiles,
 )
 from hetsim.workloads.cluster.params import ClusterParams, Deadlines, SpeedTable, SyntheticJobs
-from hetsim.workloads.cluster.sources import helios_jobs, jobs_from_durations, philly_jobs, poisson_mix
+from hetsim.workloads.cluster.sources import (
+    helios_jobs,
+    jobs_from_durations,
+    philly_jobs,
+    poisson_mix,
+)
 from hetsim.workloads.paths import resolve_path
 
 
@@ -147,7 +152,9 @@ def build_jobs(
     """Read or generate the jobs, then attach speeds, type limits and deadlines."""
     spec = p.jobs
     if spec.kind == "synthetic":
-        raw = synthetic_jobs(spec, read_stage_profiles(resolve_path(p.stage_profiles_path, base)), rngs["jobs"])
+        raw = synthetic_jobs(
+            spec, read_stage_profiles(resolve_path(p.stage_profiles_path, base)), rngs["jobs"]
+        )
     elif spec.kind == "philly":  # workloads.cluster_sources
         raw = philly_jobs(
             spec, base, read_stage_profiles(resolve_path(p.stage_profiles_path, base)), rngs["jobs"]
@@ -159,11 +166,18 @@ def build_jobs(
     elif spec.kind == "muri_trace":
         known = set(p.speeds.model_map)
         raw = read_muri_trace(
-            resolve_path(spec.path, base), known, spec.skip_bad_rows, spec.max_jobs, spec.submit_at_zero
+            resolve_path(spec.path, base),
+            known,
+            spec.skip_bad_rows,
+            spec.max_jobs,
+            spec.submit_at_zero,
         )
     else:
         raw = read_alibaba_tasks(
-            resolve_path(spec.trace_dir, base) / spec.file, set(types), spec.skip_bad_rows, spec.max_jobs
+            resolve_path(spec.trace_dir, base) / spec.file,
+            set(types),
+            spec.skip_bad_rows,
+            spec.max_jobs,
         )
     speed = speed_matrix(raw.model, types, p.speeds, base)
     allowed = speed > 0

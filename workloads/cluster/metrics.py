@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from hetsim.workloads.cluster.workload import ClusterWorkload
+    from hetsim.simulator.engine import Simulation
+    from hetsim.workloads.cluster.estimates import Estimator
+    from hetsim.workloads.cluster.jobs import JobTable
+    from hetsim.workloads.cluster.model import GpuPool, Group
+    from hetsim.workloads.cluster.params import ClusterParams
 
 JOB_COLUMNS = (
     "job", "model", "gpus", "submit_s", "start_s", "end_s", "jct_s", "queue_s", "deadline_s",
@@ -37,11 +41,31 @@ METRICS = {
 }
 
 
+class ClusterOutcome(Protocol):
+    """What the summary reads of a cluster run (workloads.cluster.workload.ClusterWorkload):
+    the jobs, the pool and the per-job and per-allocation records kept during the run."""
+
+    sim: Simulation
+    params: ClusterParams
+    types: list[str]
+    pool: GpuPool
+    jobs: JobTable
+    est: Estimator
+    #: per job: completion time, first start time (nan: not yet), preemptions
+    finish: np.ndarray
+    first_start: np.ndarray
+    preemptions: np.ndarray
+    #: running groups by id
+    groups: dict[int, Group]
+    #: (type, GPUs, start_s, end_s, largest size) of every allocation that ended
+    alloc_spans: list[tuple[int, int, float, float, int]]
+
+
 def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else float("nan")
 
 
-def utilisation_table(wl: ClusterWorkload, t0: float, t1: float) -> None:
+def utilisation_table(wl: ClusterOutcome, t0: float, t1: float) -> None:
     """Per-type utilisation in equal time bins (table ``utilisation``)."""
     table = wl.sim.recorder.table("utilisation", ("gpu_type", "start_s", "end_s", "utilisation"))
     edges = np.linspace(t0, t1, wl.params.utilisation_bins + 1)
@@ -56,7 +80,7 @@ def utilisation_table(wl: ClusterWorkload, t0: float, t1: float) -> None:
             table.append(name, float(edges[b]), float(edges[b + 1]), float(u))
 
 
-def summarise(wl: ClusterWorkload, end_s: float) -> dict[str, float | int | str]:
+def summarise(wl: ClusterOutcome, end_s: float) -> dict[str, float | int | str]:
     """The summary row."""
     jb = wl.jobs
     done = ~np.isnan(wl.finish)

@@ -9,11 +9,10 @@ the rest, independent of the number of GPUs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from hetsim.workloads.cluster.view import AllocationView, GroupView
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.cluster.estimates import (
     allocation_view,
@@ -24,16 +23,73 @@ from hetsim.workloads.cluster.estimates import (
     unit_view,
     with_service,
 )
+from hetsim.workloads.cluster.view import AllocationView, GroupView
 
 if TYPE_CHECKING:
-    from hetsim.workloads.cluster.workload import ClusterWorkload
-    from hetsim.workloads.cluster.model import Group
+    from hetsim.simulator.engine import Simulation
+    from hetsim.workloads.cluster.contention import ShareEstimate
+    from hetsim.workloads.cluster.estimates import Estimator
+    from hetsim.workloads.cluster.jobs import JobTable
+    from hetsim.workloads.cluster.model import GpuPool, Group
+    from hetsim.workloads.cluster.params import ClusterParams
+
+
+class ClusterState(Protocol):
+    """The state and group operations of a cluster run that a scheduling pass reads and
+    drives (workloads.cluster.workload.ClusterWorkload)."""
+
+    sim: Simulation
+    params: ClusterParams
+    #: decision point -> policy ("ordering", "packing", "allocation")
+    policies: dict[str, Any]
+    types: list[str]
+    pool: GpuPool
+    jobs: JobTable
+    est: Estimator
+    #: contention-aware packing estimate (None: node contention off)
+    share: ShareEstimate | None
+    #: per job: iterations done, GPU-seconds attained, seconds held per GPU type, length of
+    #: the last run segment, when it ended, and its running group's id (-1: none)
+    done_iters: np.ndarray
+    attained: np.ndarray
+    received: np.ndarray
+    last_run: np.ndarray
+    stopped_at: np.ndarray
+    group_of: np.ndarray
+    #: queued jobs in arrival order; running groups by id; the packed ones among them
+    queued: dict[int, None]
+    groups: dict[int, Group]
+    packed: dict[int, None]
+
+    def remaining(self, j: int) -> int:
+        """Whole iterations job ``j`` still has to run."""
+        ...
+
+    def start_group(self, members: list[int], t: int) -> None:
+        """Place a new group of queued jobs on type ``t``."""
+        ...
+
+    def join_group(self, g: Group, newcomers: list[int]) -> None:
+        """Add queued jobs to a running group."""
+        ...
+
+    def detach(self, g: Group, j: int) -> None:
+        """Take member ``j`` out of the packed group ``g`` back to the queue."""
+        ...
+
+    def stop_group(self, g: Group, preempted: bool) -> None:
+        """Release a group's GPUs; with ``preempted`` its members go back to the queue."""
+        ...
+
+    def settle(self, g: Group) -> None:
+        """Credit the iterations and GPU service of ``g`` up to now."""
+        ...
 
 
 class SchedulingPass:
     """The decision sequence of one instant, applied to the workload's state."""
 
-    def __init__(self, wl: ClusterWorkload) -> None:
+    def __init__(self, wl: ClusterState) -> None:
         self.wl = wl
         self.ex = wl.params.execution
         self._futile: tuple[object, ...] | None = None  # last packing input that merged nothing

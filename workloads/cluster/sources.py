@@ -103,7 +103,9 @@ def helios_jobs(
     rng: np.random.Generator,
 ) -> RawJobs:  # fmt: skip
     """Jobs matched to one Helios cluster's GPU-job summary (rate, durations, GPUs)."""
-    stats, bad = read_helios_summary(resolve_path(spec.summary_path, base), spec.cluster, spec.skip_bad_rows)
+    stats, bad = read_helios_summary(
+        resolve_path(spec.summary_path, base), spec.cluster, spec.skip_bad_rows
+    )
     rate = stats.gpu_jobs / (spec.period_days * DAY_S) * spec.rate_scale
     n = spec.num_jobs
     submit = np.cumsum(rng.exponential(1.0 / rate, n))

@@ -8,14 +8,15 @@ sum over the per-step trace the control loop filled.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from hetsim.workloads.elastic.model import oldest_age_s, sample_delays_s
 
 if TYPE_CHECKING:
-    from hetsim.workloads.elastic.workload import ElasticWorkload
+    from hetsim.simulator.engine import Simulation
+    from hetsim.workloads.elastic.params import ElasticParams
 
 METRICS: dict[str, str] = {
     "accumulated_lag_sample_s": "integral of the backlog L(t) over the run (sample-seconds)",
@@ -47,14 +48,39 @@ METRICS: dict[str, str] = {
 }
 
 
-def cumulative(w: ElasticWorkload, k: int) -> tuple[np.ndarray, np.ndarray]:
+class ElasticRun(Protocol):
+    """What the metrics and tables read of an elastic run
+    (workloads.elastic.workload.ElasticWorkload): its arrival rates and the per-step trace
+    its control loop filled."""
+
+    sim: Simulation
+    params: ElasticParams
+    step_s: float
+    #: cost-model samples/s of one worker
+    mu_1: float
+    #: arrival rate per step (samples/s)
+    rates: np.ndarray
+    #: per-step columns: replicas, target, uptime_s, capacity_per_s, consumed,
+    #: lag_integral, forecast_per_s
+    trace: dict[str, np.ndarray]
+    #: backlog at each step boundary
+    lag_at: np.ndarray
+    #: (time_s, from, to, downtime_s) per rescale
+    rescales: list[tuple[float, int, int, float]]
+    #: WAPE of each forecast decision
+    forecast_errors: list[float]
+    #: whether the ``timeline`` and ``rescales`` tables were written already
+    timeline_written: bool
+
+
+def cumulative(w: ElasticRun, k: int) -> tuple[np.ndarray, np.ndarray]:
     """A and D (cumulative arrived and consumed samples) at boundaries 0..k."""
     arrived = np.concatenate(([0.0], np.cumsum(w.rates[:k] * w.step_s)))
     consumed = np.concatenate(([0.0], np.cumsum(w.trace["consumed"][:k])))
     return arrived, consumed
 
 
-def freshness(w: ElasticWorkload, k: int) -> dict[str, float]:
+def freshness(w: ElasticRun, k: int) -> dict[str, float]:
     """SLO and freshness metrics from the cumulative curves."""
     arrived, consumed = cumulative(w, k)
     age = oldest_age_s(arrived, consumed, w.lag_at[: k + 1], w.step_s)
@@ -70,7 +96,7 @@ def freshness(w: ElasticWorkload, k: int) -> dict[str, float]:
     }
 
 
-def scaling(w: ElasticWorkload, k: int) -> dict[str, float | int]:
+def scaling(w: ElasticRun, k: int) -> dict[str, float | int]:
     """Rescale counts, downtime, GPU use and waiting."""
     end_s = k * w.step_s
     ups = sum(1 for _, old, new, _ in w.rescales if new > old)
@@ -87,7 +113,7 @@ def scaling(w: ElasticWorkload, k: int) -> dict[str, float | int]:
     }
 
 
-def summarise(w: ElasticWorkload, k: int) -> dict[str, float | int | str]:
+def summarise(w: ElasticRun, k: int) -> dict[str, float | int | str]:
     """Every metric of :data:`METRICS` for the first ``k`` steps."""
     integral = float(w.trace["lag_integral"][:k].sum())
     errors = w.forecast_errors
@@ -103,7 +129,7 @@ def summarise(w: ElasticWorkload, k: int) -> dict[str, float | int | str]:
     return {m: out[m] for m in METRICS}
 
 
-def write_tables(w: ElasticWorkload, k: int) -> None:
+def write_tables(w: ElasticRun, k: int) -> None:
     """The ``timeline`` table (one row per step) and ``rescales`` (one per rescale)."""
     if w.timeline_written:
         return

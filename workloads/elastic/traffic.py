@@ -26,9 +26,10 @@ from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
-from hetsim.workloads.paths import resolve_path
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 from scipy.signal import lfilter
+
+from hetsim.workloads.paths import resolve_path
 
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S

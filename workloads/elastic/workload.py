@@ -29,7 +29,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hetsim.devices.cluster import Cluster
-from hetsim.workloads.elastic.view import BalanceView, ForecastView, ScaleView, frozen
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import link_types, workloads
 from hetsim.workloads.base import Workload
@@ -41,6 +40,7 @@ from hetsim.workloads.elastic.model import (
 )
 from hetsim.workloads.elastic.params import ElasticParams
 from hetsim.workloads.elastic.traffic import DAY_S, build_rates, partition_shares
+from hetsim.workloads.elastic.view import BalanceView, ForecastView, ScaleView, frozen
 
 
 @workloads.register("elastic")

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from hetsim.workloads.paths import resolve_path
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+
+from hetsim.workloads.paths import resolve_path
 
 
 class MoEModel(BaseModel):

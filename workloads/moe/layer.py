@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from hetsim.workloads.moe.view import GatingView, Phase, Placement, PlacementView
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.moe.costs import StepCosts, read_only, unit_loads
+from hetsim.workloads.moe.view import GatingView, Phase, Placement, PlacementView
 
 
 def check_mask(mask: Any, tokens: int, experts: int, top_k: int, layer: int) -> np.ndarray:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from hetsim.workloads.moe.view import LookaheadLayer, Phase, PrefetchView
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.moe.costs import read_only, unit_loads
 from hetsim.workloads.moe.routing import predicted_token
+from hetsim.workloads.moe.view import LookaheadLayer, Phase, PrefetchView
 
 
 class TokenPredictions:

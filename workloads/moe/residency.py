@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsim.workloads.moe.view import CacheDecision, CachePolicy, CacheView
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.moe.costs import read_only
+from hetsim.workloads.moe.view import CacheDecision, CachePolicy, CacheView
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 

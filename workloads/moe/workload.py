@@ -31,18 +31,18 @@ from pydantic import (
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import OutOfMemory
-from hetsim.workloads.moe.view import AllocationView, GatingView, Phase
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import policies as policy_registry
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.models.moe import ModelRef, MoEModel, resolve_model
 from hetsim.workloads.moe.costs import MoECosts, StepCosts, cpu_override, read_only
 from hetsim.workloads.moe.layer import check_placement, placement_view, route, timeline
 from hetsim.workloads.moe.metrics import METRICS, Counters, summarise
-from hetsim.workloads.models.moe import ModelRef, MoEModel, resolve_model
 from hetsim.workloads.moe.prefetch import issue_prefetches
 from hetsim.workloads.moe.residency import Residency
 from hetsim.workloads.moe.routing import Routing, SyntheticRouting, build_trace
+from hetsim.workloads.moe.view import AllocationView, GatingView, Phase
 
 LAYER_COLUMNS = (
     "step", "phase", "layer", "start_s", "router_s", "end_s", "experts", "hits",

@@ -32,7 +32,6 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from hetsim.devices.cluster import Cluster
-from hetsim.workloads.observability.view import CheckpointView, JobView
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
@@ -47,7 +46,12 @@ from hetsim.workloads.observability.faults import (
 )
 from hetsim.workloads.observability.telemetry import CommConfig, TrainingModel, base_times
 from hetsim.workloads.observability.timeline import JobTimeline
-from hetsim.workloads.observability.view import daly_interval_s, young_interval_s
+from hetsim.workloads.observability.view import (
+    CheckpointView,
+    JobView,
+    daly_interval_s,
+    young_interval_s,
+)
 
 
 class FaultJobParams(WorkloadParams):

@@ -14,18 +14,15 @@ Tables (the detector's input and the scoring's output):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, model_validator
 
-from hetsim.workloads.observability.view import Finding
 from hetsim.simulator.recorder import Recorder
 from hetsim.workloads.observability.scoring import Straggler
-from hetsim.workloads.observability.telemetry import OPS, Window
-
-if TYPE_CHECKING:
-    from hetsim.workloads.observability.workload import ObservabilityParams
+from hetsim.workloads.observability.telemetry import OPS, TrainingModel, Window
+from hetsim.workloads.observability.view import Finding
 
 
 class StragglerKind(BaseModel):
@@ -57,10 +54,35 @@ FAULT_COLUMNS = ("fault_id", "kind", "cause", "rank", "start_iteration", "end_it
                  "start_s", "factor", "detected_s", "detected_cause", "delay_s")  # fmt: skip
 
 
+class TableOptions(Protocol):
+    """The settings of a straggler-detection scenario that shape its tables
+    (workloads.observability.workload.ObservabilityParams)."""
+
+    @property
+    def model(self) -> TrainingModel:
+        """The trained model (its gradient bytes give the achieved NIC bandwidth)."""
+        ...
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs per node (a rank's node is rank // gpus_per_node)."""
+        ...
+
+    @property
+    def record_rank_windows(self) -> bool:
+        """Whether to write the ``rank_windows`` table."""
+        ...
+
+    @property
+    def record_telemetry(self) -> bool:
+        """Whether to write the ``telemetry`` table (one row per rank-iteration)."""
+        ...
+
+
 class ObservabilityTables:
     """Writes the straggler workload's tables and timeline spans."""
 
-    def __init__(self, recorder: Recorder, params: ObservabilityParams) -> None:
+    def __init__(self, recorder: Recorder, params: TableOptions) -> None:
         self.rec = recorder
         self.params = params
         self.grad_bytes = params.model.grad_bytes()

@@ -11,15 +11,19 @@ from __future__ import annotations
 import heapq
 import math
 from itertools import count
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from hetsim.workloads.observability.view import EventView, Finding, MitigationView, TruthView
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.observability.faults import Fault
 from hetsim.workloads.observability.telemetry import iteration_slowdown
+from hetsim.workloads.observability.view import EventView, Finding, MitigationView, TruthView
 
 if TYPE_CHECKING:
-    from hetsim.workloads.observability.job import FaultJobWorkload
+    import numpy as np
+    import simpy
+
+    from hetsim.simulator.engine import Simulation
+    from hetsim.workloads.observability.telemetry import BaseTimes
 
 STOP_COLUMNS = (
     "time_s",
@@ -35,10 +39,62 @@ SLOW_COLUMNS = ("fault_id", "kind", "cause", "rank", "start_s", "end_s", "factor
                 "action", "action_s")  # fmt: skip
 
 
+class RecoveryTimes(Protocol):
+    """The pause lengths of a fault-tolerance scenario that the timeline charges
+    (workloads.observability.job.FaultJobParams), in seconds."""
+
+    @property
+    def checkpoint_s(self) -> float:
+        """Writing one checkpoint."""
+        ...
+
+    @property
+    def restart_s(self) -> float:
+        """Rescheduling, reloading and warming up after a restart."""
+        ...
+
+    @property
+    def watchdog_s(self) -> float:
+        """The collective timeout that catches undetected fail-stop faults."""
+        ...
+
+    @property
+    def replace_s(self) -> float:
+        """Evicting a rank and bringing in a spare."""
+        ...
+
+    @property
+    def manual_detect_s(self) -> float:
+        """Operators finding a straggler the detector missed."""
+        ...
+
+
+class FaultJob(Protocol):
+    """The training job a timeline walks (workloads.observability.job.FaultJobWorkload):
+    its injected faults and false alarms, checkpoint interval, policies and simulation."""
+
+    sim: Simulation
+    params: RecoveryTimes
+    #: decision point -> policy ("detector", "checkpoint", "mitigation")
+    policies: dict[str, Any]
+    #: fires when the job's wall-clock horizon is reached
+    done: simpy.Event
+    #: nominal operator and collective times (for the fail-slow slowdown)
+    base: BaseTimes
+    #: wall-clock duration (s)
+    horizon: float
+    #: work between checkpoints (s)
+    interval_s: float
+    #: fail-stop and fail-slow faults injected, and false-alarm times (s)
+    stops: list[Fault]
+    slows: list[Fault]
+    alarms: np.ndarray
+
+
 class JobTimeline:
     """State, accounting and event handlers of one long training job."""
 
-    def __init__(self, job: FaultJobWorkload) -> None:
+    def __init__(self, job: FaultJob) -> None:
         self.job = job
         self.sim = job.sim
         self._seq = count()

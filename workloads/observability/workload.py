@@ -21,7 +21,6 @@ import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from hetsim.devices.cluster import Cluster
-from hetsim.workloads.observability.view import Finding, MitigationView, TruthView, WindowView
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
@@ -40,6 +39,7 @@ from hetsim.workloads.observability.telemetry import (
     rank_factors,
     simulate_window,
 )
+from hetsim.workloads.observability.view import Finding, MitigationView, TruthView, WindowView
 
 
 class ObservabilityParams(WorkloadParams):

@@ -18,7 +18,6 @@ import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveInt
 
 from hetsim.devices.cluster import Cluster
-from hetsim.workloads.queueing.view import DispatchView, ServerView
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
@@ -31,6 +30,7 @@ from hetsim.workloads.queueing.demand import (
     build_requests,
 )
 from hetsim.workloads.queueing.servers import FcfsServer, PsServer
+from hetsim.workloads.queueing.view import DispatchView, ServerView
 
 REQUEST_COLUMNS = ("request", "server", "arrival_s", "start_s", "end_s", "service_s", "flops")
 

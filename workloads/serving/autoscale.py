@@ -24,22 +24,76 @@ from __future__ import annotations
 import bisect
 import copy
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from hetsim.workloads.serving.view import DeploymentView, ScaleView, UnitState, UnitView
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.serving.deploy import place
 from hetsim.workloads.serving.instance import Instance
+from hetsim.workloads.serving.view import DeploymentView, ScaleView, UnitState, UnitView
 
 if TYPE_CHECKING:
-    from hetsim.workloads.serving.workload import ServingWorkload
+    import numpy as np
+    import simpy
+
+    from hetsim.devices.cluster import Cluster
+    from hetsim.simulator.engine import Simulation
+    from hetsim.workloads.serving.deploy import Config, Slo
+    from hetsim.workloads.serving.metrics import RequestTimes
+    from hetsim.workloads.serving.view import InstanceSpec
 
 EVENT_COLUMNS = ("time_s", "action", "group", "instances", "gpus", "usd_per_hour")
 WINDOW_COLUMNS = (
     "time_s", "rate_per_s", "capacity_rps", "utilisation", "outstanding", "attainment",
     "active", "warming", "draining", "gpus", "usd_per_hour",
 )  # fmt: skip
+
+
+class ScaledDeployment(Protocol):
+    """The serving run an autoscaler measures and resizes
+    (workloads.serving.workload.ServingWorkload): its requests so far, its instances with
+    their devices and routing pools, the free GPUs, and how to start a new instance."""
+
+    sim: Simulation
+    cluster: Cluster
+    #: fires when every request has finished
+    done: simpy.Event
+    #: per-request arrival, first-token and finish times and lengths
+    times: RequestTimes
+    slo: Slo
+    #: the priced (GPU type, TP) configurations
+    configs: dict[tuple[str, int], Config]
+    #: every instance ever started, by number, and the devices of each
+    instances: list[Instance]
+    placement: list[list[str]]
+    #: routing pools: colocated or prefill instances, and decode instances
+    entry: list[Instance]
+    decode: list[Instance]
+    #: free GPUs: type -> node -> device names
+    _free: dict[str, dict[str, list[str]]]
+    #: arrival times of all requests, in order; requests finished so far
+    _arrival: list[float]
+    _finished: int
+
+    def meets(self) -> np.ndarray:
+        """Per request: finished within its class's TTFT and TPOT targets."""
+        ...
+
+    def price_per_gpu_hour(self, gpu_type: str) -> float:
+        """$/GPU-hour of ``gpu_type`` under the run's preset."""
+        ...
+
+    def make_instance(self, s: InstanceSpec) -> Instance:
+        """A new instance of spec ``s``, numbered next (placement is the caller's)."""
+        ...
+
+    def load(
+        self, inst: Instance, devs: list[str], on_ready: Callable[[], None] | None = None
+    ) -> None:
+        """Allocate weights and KV on ``devs``, load the weights, then mark ``inst`` ready
+        and call ``on_ready``."""
+        ...
 
 
 @dataclass
@@ -58,7 +112,7 @@ class Unit:
 class Autoscaler:
     """Runs the ``serving.scaling`` policy on a period and carries out its decisions."""
 
-    def __init__(self, w: ServingWorkload, policy: Any) -> None:
+    def __init__(self, w: ScaledDeployment, policy: Any) -> None:
         self.w, self.policy, self.sim = w, policy, w.sim
         self.units: dict[int, Unit] = {}
         for inst in w.instances:

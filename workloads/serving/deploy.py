@@ -24,11 +24,11 @@ import numpy as np
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.collectives import CollectiveFabric
 from hetsim.devices.spec import DeviceSpec
-from hetsim.workloads.serving.view import BucketEstimate, ConfigView, InstanceSpec
 from hetsim.simulator import registry
 from hetsim.workloads.models.dense import ModelSpec
 from hetsim.workloads.serving.cost import IterationCost, pcie_fabric
 from hetsim.workloads.serving.estimate import Estimator, Lengths, Targets
+from hetsim.workloads.serving.view import BucketEstimate, ConfigView, InstanceSpec
 
 # $/GPU-hour presets beside the catalogue's own ("catalogue": DeviceSpec.prices default).
 # Sources: ../shared/papers/serving.md section 3 (confidence tags kept).

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from hetsim.workloads.serving.view import BatchView, InstanceView, Role, blocks
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.workloads.serving.cost import IterationCost
 from hetsim.workloads.serving.prefix import CachedKv, PrefixCache
+from hetsim.workloads.serving.view import BatchView, InstanceView, Role, blocks
 
 WAITING_VIEW = 64  # queue entries a batching policy sees
 NO_SEQUENCE = 1 << 62  # min(left0) of an empty batch

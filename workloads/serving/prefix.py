@@ -32,8 +32,8 @@ from typing import Any
 
 import simpy
 
-from hetsim.workloads.serving.view import blocks
 from hetsim.workloads.serving.traces import BlockHashes
+from hetsim.workloads.serving.view import blocks
 
 ROOT = 0
 

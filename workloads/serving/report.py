@@ -8,15 +8,18 @@ scale-out, so weight loading is paid) to ``released_s`` (after a drain) or the e
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from hetsim.workloads.serving.metrics import by_class
 
 if TYPE_CHECKING:
-    from hetsim.workloads.serving.workload import ServingWorkload
+    from hetsim.simulator.engine import Simulation
+    from hetsim.workloads.serving.autoscale import Autoscaler
     from hetsim.workloads.serving.instance import Instance
+    from hetsim.workloads.serving.metrics import RequestTimes
+    from hetsim.workloads.serving.params import ServingParams
 
 REQUEST_COLUMNS = (
     "request", "arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens",
@@ -29,13 +32,48 @@ WINDOW_COLUMNS = (
 )  # fmt: skip
 
 
+class ServingOutcome(Protocol):
+    """What the report reads of a finished serving run
+    (workloads.serving.workload.ServingWorkload): its requests, instances, transfers and
+    scaling counts."""
+
+    sim: Simulation
+    params: ServingParams
+    #: per-request arrival, first-token and finish times and lengths
+    times: RequestTimes
+    #: SLO class names, and each request's class index
+    class_names: list[str]
+    slo_class: np.ndarray
+    #: per request: its entry and decode instance (-1: none)
+    entry_of: np.ndarray
+    decode_of: np.ndarray
+    #: every instance ever started, by number, and the devices of each
+    instances: list[Instance]
+    placement: list[list[str]]
+    #: KV bytes copied between instances, and the duration of each copy (s)
+    kv_transfer_bytes: int
+    kv_transfer_s: list[float]
+    #: when the initial deployment finished loading its weights
+    setup_s: float
+    #: the scale-out and scale-in counts and the peak GPUs held
+    autoscaler: Autoscaler
+
+    def meets(self) -> np.ndarray:
+        """Per request: finished within its class's TTFT and TPOT targets."""
+        ...
+
+    def price_per_gpu_hour(self, gpu_type: str) -> float:
+        """$/GPU-hour of ``gpu_type`` under the run's preset."""
+        ...
+
+
 def lifetime_s(s: Instance, end_s: float) -> tuple[float, float]:
     """(start, stop) of an instance's provisioned time, clipped to [0, end_s]."""
     stop = end_s if s.released_s is None else min(s.released_s, end_s)
     return min(s.provisioned_s, stop), stop
 
 
-def instance_rows(w: ServingWorkload, end_s: float) -> list[dict[str, Any]]:
+def instance_rows(w: ServingOutcome, end_s: float) -> list[dict[str, Any]]:
     """One row per instance: placement, lifetime, work done, KV use, cost."""
     rows = []
     for s, devs in zip(w.instances, w.placement, strict=True):
@@ -62,7 +100,7 @@ def instance_rows(w: ServingWorkload, end_s: float) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_requests(w: ServingWorkload) -> None:
+def _write_requests(w: ServingOutcome) -> None:
     t = w.times
     table = w.sim.recorder.table("requests", REQUEST_COLUMNS)
     names = np.array(w.class_names)[w.slo_class]
@@ -80,7 +118,7 @@ def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else float("nan")
 
 
-def write_windows(w: ServingWorkload, end_s: float, per_req: np.ndarray) -> None:
+def write_windows(w: ServingOutcome, end_s: float, per_req: np.ndarray) -> None:
     """Table ``windows``: per ``report_window_s`` of arrival time, the requests that
     arrived in it (their attainment, p90 TTFT/TPOT, tokens), the instances and GPUs
     provisioned at its end, and the cost accrued in it (price x overlap of each
@@ -106,7 +144,7 @@ def write_windows(w: ServingWorkload, end_s: float, per_req: np.ndarray) -> None
         )  # fmt: skip
 
 
-def _by_type(w: ServingWorkload, end_s: float) -> dict[str, float]:
+def _by_type(w: ServingOutcome, end_s: float) -> dict[str, float]:
     out: dict[str, float] = {}
     for s in w.instances:
         a, b = lifetime_s(s, end_s)
@@ -114,7 +152,7 @@ def _by_type(w: ServingWorkload, end_s: float) -> dict[str, float]:
     return out
 
 
-def _offered_tokens_per_usd(w: ServingWorkload, per_req: np.ndarray) -> float:
+def _offered_tokens_per_usd(w: ServingOutcome, per_req: np.ndarray) -> float:
     """Tokens of every request over the cost accrued between the first and the last
     arrival (instance lifetimes clipped to that window): the deployment's Tokens/USD at
     the offered load, without the tail after the last arrival in which a finite run
@@ -129,7 +167,7 @@ def _offered_tokens_per_usd(w: ServingWorkload, per_req: np.ndarray) -> float:
 
 
 def run_summary(
-    w: ServingWorkload, end_s: float, rows: list[dict[str, Any]]
+    w: ServingOutcome, end_s: float, rows: list[dict[str, Any]]
 ) -> dict[str, float | int | str]:
     """Cost, capacity and count metrics of :data:`workloads.serving_metrics.METRICS`;
     ``rows``: the run's :func:`instance_rows`."""

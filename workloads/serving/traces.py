@@ -26,8 +26,9 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from hetsim.workloads.paths import resolve_path
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt
+
+from hetsim.workloads.paths import resolve_path
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")

@@ -21,7 +21,6 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from hetsim.devices.cluster import Cluster
-from hetsim.workloads.serving.view import DeploymentView, InstanceSpec, RouteView
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload
@@ -43,6 +42,7 @@ from hetsim.workloads.serving.prefix import PrefixCache
 from hetsim.workloads.serving.report import instance_rows, run_summary
 from hetsim.workloads.serving.requests import assign_classes, generate
 from hetsim.workloads.serving.subsim import SubSimGoodput
+from hetsim.workloads.serving.view import DeploymentView, InstanceSpec, RouteView
 
 
 @workloads.register("serving")

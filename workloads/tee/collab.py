@@ -20,7 +20,6 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PositiveInt
 
 from hetsim.devices.cluster import Cluster
-from hetsim.workloads.tee.view import ProtectionPlan, ProtectionView
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
@@ -36,6 +35,7 @@ from hetsim.workloads.tee.collab_costs import (
 from hetsim.workloads.tee.models import llm_shape
 from hetsim.workloads.tee.pipeline import flow_shop
 from hetsim.workloads.tee.secure import SecureMemoryParams, stored_metadata_bytes, tee_preset
+from hetsim.workloads.tee.view import ProtectionPlan, ProtectionView
 
 
 class TeeCollabParams(WorkloadParams):

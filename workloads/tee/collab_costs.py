@@ -33,7 +33,6 @@ import numpy as np
 from hetsim.devices.enclave import EnclaveSpec
 from hetsim.devices.roofline import op_time_s
 from hetsim.devices.spec import DeviceSpec
-from hetsim.workloads.tee.view import ProtectionPlan, StreamView
 from hetsim.workloads.tee.models import LLMShape
 from hetsim.workloads.tee.pipeline import flow_shop
 from hetsim.workloads.tee.secure import (
@@ -47,6 +46,7 @@ from hetsim.workloads.tee.secure import (
     tee_preset,
     transfer_plan,
 )
+from hetsim.workloads.tee.view import ProtectionPlan, StreamView
 
 STAGES = ("accel_backward", "accel_send", "link_d2h", "cpu", "link_h2d", "accel_receive")
 

@@ -21,7 +21,6 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from hetsim.devices.cluster import Cluster
-from hetsim.workloads.tee.view import TEE, ExecutionPlan, ExecutionView
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
@@ -36,6 +35,7 @@ from hetsim.workloads.tee.nna_costs import (
 )
 from hetsim.workloads.tee.pipeline import Schedule, buffered_pipeline
 from hetsim.workloads.tee.secure import tee_preset
+from hetsim.workloads.tee.view import TEE, ExecutionPlan, ExecutionView
 
 
 class TeeNnaParams(WorkloadParams):

@@ -31,9 +31,9 @@ import numpy as np
 from hetsim.devices.enclave import EnclaveSpec
 from hetsim.devices.roofline import op_times_s
 from hetsim.devices.spec import DeviceSpec
-from hetsim.workloads.tee.view import OpView
 from hetsim.workloads.tee.models import LayerTable
 from hetsim.workloads.tee.secure import stream_traffic
+from hetsim.workloads.tee.view import OpView
 
 
 @dataclass(frozen=True)

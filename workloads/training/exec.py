@@ -27,9 +27,9 @@ import simpy
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import OutOfMemory
-from hetsim.workloads.training.view import SwapPlan
 from hetsim.workloads.training.offload import OffloadStep, step_tail
 from hetsim.workloads.training.ops import OPT, Lifetimes
+from hetsim.workloads.training.view import SwapPlan
 
 NOT_YET, RESIDENT, SWAPPING_OUT, HOST, SWAPPING_IN, DROPPED, DEAD = range(7)
 ACT = "activations"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from hetsim.workloads.training.model import (
 from hetsim.workloads.training.ops import Lifetimes
 
 if TYPE_CHECKING:
-    from hetsim.workloads.training.workload import TrainingWorkload
+    from hetsim.workloads.training.exec import IterationStats
 
 METRICS = {
     "layers": "transformer layers of the model run (set by size_x_hbm when given)",
@@ -44,6 +44,21 @@ METRICS = {
     "or 4 B/param with the optimizer offloaded",
     "mfu": "forward+backward FLOPs of the completed iterations / (their time x peak FLOP/s)",
 }
+
+
+class TrainingRun(Protocol):
+    """What the summary reads of a training run
+    (workloads.training.workload.TrainingWorkload): the model run, the device memory pool
+    and the statistics of the completed iterations."""
+
+    #: the model run (its layers possibly set by ``size_x_hbm``)
+    model: TransformerSpec
+    #: the device's memory pool (capacity, peak and final use)
+    pool: MemoryPool
+    #: one entry per completed iteration
+    stats: list[IterationStats]
+    #: the allocation that failed, empty if none
+    failure: str
 
 
 def layers_for_size(model: TransformerSpec, size_x_hbm: float, capacity_bytes: int) -> int:
@@ -80,7 +95,7 @@ def fit_check(model: TransformerSpec, seqs: list[Lifetimes], pool: MemoryPool,
             )
 
 
-def summarise(w: TrainingWorkload, fwd_peak: int, flops: list[float],
+def summarise(w: TrainingRun, fwd_peak: int, flops: list[float],
               peak_flops: float) -> dict[str, float | int | str]:  # fmt: skip
     """One summary row (see :data:`METRICS`)."""
     st = w.stats

@@ -23,7 +23,6 @@ from pydantic import Field, PositiveInt
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import MemoryPool, OutOfMemory
-from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 from hetsim.simulator import registry
 from hetsim.simulator.engine import Simulation
 from hetsim.simulator.registry import workloads
@@ -34,6 +33,7 @@ from hetsim.workloads.training.model import (
     layer_forward_flops,
 )
 from hetsim.workloads.training.pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
+from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 
 UNIT_COLUMNS = ("stage", "kind", "micro", "chunk", "slice", "start_s", "end_s")
 LLAMA70B = TransformerSpec(

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegative
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import OutOfMemory
-from hetsim.workloads.training.view import ProfileView, StepReport
 from hetsim.simulator.engine import Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
@@ -35,6 +34,7 @@ from hetsim.workloads.training.offload import (
     place_states,
 )
 from hetsim.workloads.training.ops import OPT, Lifetimes, Variant, build_sequence
+from hetsim.workloads.training.view import ProfileView, StepReport
 
 ITER_COLUMNS = ("iteration", "op_count", "seq_len", "profiled", "step_s", "stall_s",
                 "recompute_s", "profile_s", "d2h_bytes", "h2d_bytes", "forced_swaps",
