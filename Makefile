@@ -7,6 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 PYTEST_WORKERS ?= 2
+# setuptools prints a notice on every editable install of a flat layout ("folders in your
+# working directory with the same name as your package ..."): here that folder, hetsim/,
+# is the package itself, so the notice is silenced.
+PIP := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip
 
 .PHONY: demo test lint typecheck check bench clean
 
@@ -15,11 +19,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(PIP) install --quiet -e .
 	touch $@
 
 $(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(PIP) install --quiet -e '.[dev]'
 	touch $(STAMP) $@
 
 demo: $(STAMP)
