@@ -22,6 +22,7 @@ from hetsim.devices.memory import MemoryPool
 from hetsim.devices.topology import Topology, TopologyLinks, from_dict
 from hetsim.simulator import registry
 from hetsim.simulator.engine import Simulation
+from hetsim.simulator.limits import MAX_DEVICES
 
 SWITCH_TYPES = ("switch", "nvswitch")
 
@@ -34,7 +35,7 @@ class DeviceConfig(_Strict):
     """Devices of one kind on a node: a catalogue type, a count and optional overrides."""
 
     type: str
-    count: PositiveInt = 1
+    count: int = Field(1, gt=0, le=MAX_DEVICES)
     memory_bytes: PositiveInt | None = None
     streams: PositiveInt = 1
 
@@ -95,6 +96,9 @@ class ClusterConfig(_Strict):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"node names must be unique; repeated: {dup}")
+        total = sum(d.count for n in nodes for d in n.devices.values())
+        if total > MAX_DEVICES:
+            raise ValueError(f"{total} devices exceed the limit of {MAX_DEVICES}")
         return nodes
 
     def topology(self) -> Topology:

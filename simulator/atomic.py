@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
-import shutil
+import stat
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -23,36 +23,28 @@ DIR_MODE = 0o777 & ~_UMASK
 (``mkstemp`` and ``mkdtemp`` make private 0600 and 0700 temporaries)."""
 
 
-@contextmanager
-def atomic_dir(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary sibling directory; on success it replaces ``target``.
-
-    On an exception the temporary directory is removed and ``target`` is untouched.
-    An existing ``target`` is moved aside first and deleted only after the rename.
-    """
-    dest = Path(target)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
-    tmp.chmod(DIR_MODE)
+def check_writable_target(dest: Path) -> None:
+    """Refuse to rename over anything but a regular file (a folder, a device, a link)."""
     try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = None
-    if dest.exists():
-        old = dest.parent / f".{dest.name}.old-{os.getpid()}"
-        os.replace(dest, old)
-    os.replace(tmp, dest)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        mode = dest.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise IsADirectoryError(
+            errno.EISDIR, "exists and is not a regular file; hetsim will not replace it", str(dest)
+        )
 
 
 def atomic_write(target: str | Path, write: Callable[[Path], object]) -> None:
-    """Call ``write`` on a temporary file beside ``target``, then rename it over."""
+    """Call ``write`` on a temporary file beside ``target``, then rename it over.
+
+    ``target`` must be absent or a regular file (never a folder, device or link). The
+    temporary's name carries this process's id, so a dead writer's can be cleaned up.
+    """
     dest = Path(target)
+    check_writable_target(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.tmp-", dir=dest.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.tmp-{os.getpid()}-", dir=dest.parent)
     os.fchmod(fd, FILE_MODE)
     os.close(fd)
     try:

@@ -16,11 +16,16 @@ from typing import Any, NoReturn
 import yaml
 
 from hetsim.simulator import registry
+from hetsim.simulator.budget import GIB, BudgetExceeded, budget
 from hetsim.simulator.engine import InvariantViolation
-from hetsim.simulator.errors import ScenarioError
+from hetsim.simulator.errors import ScenarioError, TraceError
 from hetsim.simulator.plugins import ENV_PLUGINS, PluginError, load_plugin, load_plugins
 from hetsim.simulator.version import __version__
 
+VALIDATE_MEMORY_GIB = 4.0
+VALIDATE_CPU_S = 8.0
+"""``validate`` builds the scenario within these (``--max-memory-gib``, ``--max-cpu-s``):
+a scenario too large to build in them is refused, so validating never runs away."""
 EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 1
 EXIT_INVARIANT = 3
@@ -36,12 +41,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parse_set(items: Sequence[str]) -> dict[str, Any]:
+    from hetsim.simulator.boundary import yaml_value
+
     out: dict[str, Any] = {}
     for item in items:
         path, sep, value = item.partition("=")
         if not sep or not path:
             raise ScenarioError("--set", item, "expected PATH=VALUE")
-        out[path] = yaml.safe_load(value)
+        out[path] = yaml_value(value, f"--set {path}")
     return out
 
 
@@ -54,19 +61,25 @@ def _print_summary(summary: dict[str, Any], out: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run one scenario, print its summary, write results and a trace if asked."""
+    from hetsim.simulator.outdir import check_output_dir, check_trace_target
     from hetsim.simulator.runner import as_scenario, simulate
 
     sc = as_scenario(args.file, _parse_set(args.set), args.seed)
     if args.format:
         sc = sc.with_overrides({"outputs.format": args.format})
-    result = simulate(sc, progress=not args.quiet and sys.stderr.isatty())
+    if args.out is not None:  # refuse before running, not after
+        check_output_dir(args.out, "run", force=args.force)
+    if args.trace is not None:
+        check_trace_target(args.trace)
+    with budget(_gib(args.max_memory_gib), args.max_cpu_s, "the run"):
+        result = simulate(sc, progress=not args.quiet and sys.stderr.isatty())
     if not args.quiet:
         print(f"{sc.name} (seed {sc.seed}): {result.wall_s:.2f} s wall")
         _print_summary(result.summary_row, sys.stdout)
-    if args.out:
-        result.to_dir(args.out, sc.outputs.format)
+    if args.out is not None:
+        result.to_dir(args.out, sc.outputs.format, force=args.force)
         print(f"results: {args.out}")
-    if args.trace:
+    if args.trace is not None:
         result.trace(args.trace)
         print(f"trace: {args.trace} (open in https://ui.perfetto.dev)")
     return 0
@@ -75,36 +88,62 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run a scenario's sweep, streaming shards; exit code = number of failed runs."""
     from hetsim.simulator.atomic import atomic_write, atomic_write_text
+    from hetsim.simulator.outdir import check_sweep_file, finish_sweep_dir
     from hetsim.simulator.result import write_frame
     from hetsim.simulator.runner import as_scenario
-    from hetsim.simulator.sweeps import sweep
+    from hetsim.simulator.sweeps import sweep, sweep_hash
 
+    if args.resume and args.out:
+        raise ScenarioError("--out", "", "give --out or --resume, not both")
     sc = as_scenario(args.file, _parse_set(args.set), args.seed)
     out = args.resume or args.out
-    try:
-        table = sweep(
-            sc,
-            workers=args.workers,
-            executor=args.executor,
-            address=args.address,
-            out=out,
-            resume=bool(args.resume),
-            progress=not args.quiet and sys.stderr.isatty(),
-        )
-    except FileExistsError as e:
-        raise ScenarioError(str(out), "", f"{e} with --resume {out}") from None
+    table = sweep(
+        sc,
+        workers=args.workers,
+        executor=args.executor,
+        address=args.address,
+        out=out,
+        resume=bool(args.resume),
+        progress=not args.quiet and sys.stderr.isatty(),
+        force=args.force,
+        max_points=_max_points(args),
+    )
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     if not args.quiet:
         shown = table.drop(columns=["traceback", "hetsim_version"], errors="ignore")
         print(shown.to_string(index=False))
     if out:
         fmt = args.format or sc.outputs.format
-        atomic_write(Path(out) / f"sweep.{fmt}", lambda tmp: write_frame(table, tmp, fmt))
-        atomic_write_text(Path(out) / "scenario.yaml", yaml.safe_dump(sc.raw, sort_keys=False))
+        folder, files = Path(out), [f"sweep.{fmt}", "scenario.yaml"]
+        for name in files:
+            check_sweep_file(folder, name)
+        atomic_write(folder / files[0], lambda tmp: write_frame(table, tmp, fmt))
+        atomic_write_text(folder / files[1], yaml.safe_dump(sc.raw, sort_keys=False))
+        finish_sweep_dir(folder, sweep_hash(sc), files)
         print(f"results: {out}")
     if failed:
         print(f"{failed} of {len(table)} runs failed (see the error column)", file=sys.stderr)
     return min(failed, 125)
+
+
+def _max_points(args: argparse.Namespace) -> int:
+    from hetsim.simulator.sweeps import DEFAULT_MAX_POINTS
+
+    return DEFAULT_MAX_POINTS if args.max_points is None else int(args.max_points)
+
+
+def _gib(value: float | None) -> int | None:
+    return None if value is None else int(value * GIB)
+
+
+def _default_run_memory_gib() -> float | None:
+    """Three quarters of the machine's memory (None where it cannot be read)."""
+    import os
+
+    try:
+        return 0.75 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -114,8 +153,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from hetsim.simulator.sweeps import plan
 
     sc = as_scenario(args.file)
-    points = plan(sc) if sc.sweep else []
-    build(sc, Simulation(sc.seed, record_spans=False))  # what only building can check
+    points = plan(sc, _max_points(args)) if sc.sweep else []
+    with budget(_gib(args.max_memory_gib), args.max_cpu_s, "building it"):
+        build(sc, Simulation(sc.seed, record_spans=False))  # what only building can check
     cluster = sc.cluster
     ndev = sum(d.count for n in cluster.nodes for d in n.devices.values())
     extra = f", {len(points)} sweep points" if points else ""
@@ -134,6 +174,19 @@ def cmd_list(args: argparse.Namespace) -> int:
             if params and args.kind:
                 print(f"  {'':<28}   params: {params}")
     return 0
+
+
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    """Run every expressed validation row and report its error (simulator/fidelity.py)."""
+    from hetsim.simulator.fidelity import main as fidelity_main
+
+    return fidelity_main(
+        rows_path=Path(args.rows) if args.rows else None,
+        calibration_dir=Path(args.calibration_dir) if args.calibration_dir else None,
+        out_dir=Path(args.out) if args.out else None,
+        fast=args.fast,
+        quiet=args.quiet,
+    )
 
 
 def _entries(kind: str) -> list[tuple[str, str, str]]:
@@ -196,12 +249,24 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                        help="override a field by dotted path (repeatable)")  # fmt: skip
         p.add_argument("--format", choices=["csv", "parquet"], help="output table format")
-        p.add_argument("--out", help="write results to this directory (atomically)")
+        p.add_argument("--out", help="write results to this directory (atomically); it must "
+                       "be new, empty or made by hetsim")  # fmt: skip
+        p.add_argument("--force", action="store_true", help="write into a folder that holds "
+                       "other files (they are kept; a name clash is still refused)")  # fmt: skip
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+
+    def budget_args(p: argparse.ArgumentParser, memory_gib: float | None, cpu_s: float | None,
+                    what: str) -> None:  # fmt: skip
+        shown = "none" if memory_gib is None else f"{memory_gib:.3g}"
+        p.add_argument("--max-memory-gib", type=float, default=memory_gib, metavar="GIB",
+                       help=f"refuse {what} past this much more memory (default {shown})")
+        p.add_argument("--max-cpu-s", type=float, default=cpu_s, metavar="S",
+                       help=f"refuse {what} past this much CPU time (default {cpu_s or 'none'})")
 
     p_run = sub.add_parser("run", help="run one scenario")
     scenario_args(p_run)
     p_run.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
+    budget_args(p_run, _default_run_memory_gib(), None, "a run")
     p_run.set_defaults(func=cmd_run)
 
     p_sweep = sub.add_parser("sweep", help="run a scenario's sweep: design")
@@ -210,15 +275,29 @@ def build_parser() -> argparse.ArgumentParser:
     p_sweep.add_argument("--executor", choices=["local", "dask"], default="local")
     p_sweep.add_argument("--address", help="dask scheduler address (default: a LocalCluster)")
     p_sweep.add_argument("--resume", metavar="DIR", help="continue the sweep stored in DIR")
+    p_sweep.add_argument("--max-points", type=int, metavar="N", help="refuse sweep designs of "
+                         "more points (default 10000)")  # fmt: skip
     p_sweep.set_defaults(func=cmd_sweep)
 
     p_val = sub.add_parser("validate", help="check a scenario without running it")
     p_val.add_argument("file", help="scenario YAML file, or a shipped scenario's name")
+    p_val.add_argument("--max-points", type=int, metavar="N", help="refuse sweep designs of "
+                       "more points (default 10000)")  # fmt: skip
+    budget_args(p_val, VALIDATE_MEMORY_GIB, VALIDATE_CPU_S, "building the scenario")
     p_val.set_defaults(func=cmd_validate)
 
     p_list = sub.add_parser("list", help="list registered devices, models, policies...")
     p_list.add_argument("kind", nargs="?", choices=LIST_KINDS)
     p_list.set_defaults(func=cmd_list)
+
+    p_fid = sub.add_parser("fidelity", help="predicted vs published end-to-end measurements")
+    p_fid.add_argument("--fast", action="store_true", help="only the rows marked fast: true")
+    p_fid.add_argument("--out", help="write report.md and report.csv to this directory")
+    p_fid.add_argument("--rows", help="rows file (default: the repository's validation/rows.yaml)")
+    p_fid.add_argument("--calibration-dir", help="folder holding endtoend.csv "
+                       "(default: ../shared/calibration beside the repository)")  # fmt: skip
+    p_fid.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    p_fid.set_defaults(func=cmd_fidelity)
     return parser
 
 
@@ -242,6 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "seed", None) is not None and args.seed < 0:
         print(f"hetsim: error: --seed must be >= 0, got {args.seed}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if (getattr(args, "max_points", None) or 1) < 1:
+        print(f"hetsim: error: --max-points must be >= 1, got {args.max_points}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if getattr(args, "workers", 1) < 1:
         print(f"hetsim: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -251,8 +333,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as e:
         print(f"hetsim: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except ScenarioError as e:
-        print(str(e), file=sys.stderr)
+    except (ScenarioError, TraceError) as e:
+        print(str(e).splitlines()[0] if str(e) else type(e).__name__, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BudgetExceeded as e:
+        print(f"{getattr(args, 'file', 'hetsim')}: {e}; raise it with --max-memory-gib or "
+              "--max-cpu-s", file=sys.stderr)  # fmt: skip
         return EXIT_BAD_INPUT
     except InvariantViolation as e:
         print(f"{getattr(args, 'file', 'hetsim')}: invariant violated: {e}", file=sys.stderr)

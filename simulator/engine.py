@@ -21,6 +21,41 @@ class InvariantViolation(RuntimeError):
     """A run broke one of its own invariants (lost work, memory over capacity, ...)."""
 
 
+class ClockLimit(RuntimeError):
+    """An event was scheduled where the clock cannot go: past :data:`MAX_TIME_S` or at
+    a non-finite time. (Below the limit float64 keeps every delay over 0.2 ms, so a
+    clock never stalls on ``t + d == t``; smaller residues are same-instant events.)"""
+
+
+MAX_TIME_S = 1e12
+"""Latest simulated time (~31,700 years): float64 still resolves 0.2 ms there, and no
+experiment needs more. A later event means a bad input (a submit time of 1e30 s, a
+restart of 1e308 s) that would otherwise stall the clock or run forever."""
+
+
+class _Environment(simpy.Environment):
+    """``simpy.Environment`` that refuses events the clock cannot reach (ClockLimit)."""
+
+    def schedule(
+        self, event: simpy.Event, priority: int = simpy.core.NORMAL, delay: float = 0
+    ) -> None:
+        if delay and not self._now + delay <= MAX_TIME_S:  # also NaN
+            raise ClockLimit(f"an event at t={self._now:.6g} s + {delay:.6g} s "
+                             f"{_waiter(event)}cannot be scheduled: past the latest "
+                             f"simulated time, {MAX_TIME_S:g} s")  # fmt: skip
+        super().schedule(event, priority, delay)
+
+
+def _waiter(event: simpy.Event) -> str:
+    """``"(process NAME) "`` for the first process waiting on ``event``, if any."""
+    for cb in getattr(event, "callbacks", None) or []:
+        owner = getattr(cb, "__self__", None)
+        gen = getattr(owner, "_generator", None)
+        if gen is not None:
+            return f"(process {getattr(gen, '__qualname__', gen)}) "
+    return ""
+
+
 class Simulation:
     """One run: owns the ``simpy.Environment``, the random streams and the recorder.
 
@@ -30,7 +65,7 @@ class Simulation:
     """
 
     def __init__(self, seed: int = 0, *, record_spans: bool = True) -> None:
-        self.env = simpy.Environment()
+        self.env: simpy.Environment = _Environment()
         self.seed = seed
         self.rng = RandomStreams(seed)
         self.recorder = Recorder(record_spans=record_spans)

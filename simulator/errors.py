@@ -81,3 +81,14 @@ def from_validation(
     if more:
         msg += f" (and {more} more error{'s' if more > 1 else ''})"
     return ScenarioError(file, field, msg)
+
+
+class TraceError(ValueError):
+    """One bad place in a trace file: ``FILE:LINE: column C: message``."""
+
+    def __init__(self, path: object, line: int, column: str, message: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.column = column
+        self.message = message
+        super().__init__(f"{self.path}:{line}: column {column}: {message}")

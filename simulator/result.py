@@ -11,7 +11,8 @@ from typing import Any, Literal
 import pandas as pd
 import yaml
 
-from hetsim.simulator.atomic import atomic_dir, atomic_write_text
+from hetsim.simulator.atomic import atomic_write_text
+from hetsim.simulator.outdir import TRACE_GENERATOR, check_trace_target, content_key, output_dir
 from hetsim.simulator.recorder import Recorder
 from hetsim.simulator.trace import trace_json
 
@@ -44,13 +45,18 @@ class Result:
     def __getitem__(self, metric: str) -> Any:
         return self.summary_row[metric]
 
-    def to_dir(self, path: str | Path, fmt: Literal["csv", "parquet"] = "csv") -> Path:
+    def to_dir(
+        self, path: str | Path, fmt: Literal["csv", "parquet"] = "csv", *, force: bool = False
+    ) -> Path:
         """Write summary, tables, the resolved scenario and metric definitions atomically.
 
         Layout: ``summary.<fmt>``, ``tables/<name>.<fmt>``, ``scenario.yaml``,
-        ``metrics.json``. The directory appears complete or not at all.
+        ``metrics.json`` and the marker ``.hetsim.json``. ``path`` must be absent, empty
+        or an earlier hetsim run's folder (``force``: any folder; files hetsim did not
+        write are kept and never overwritten), see :mod:`simulator.outdir`.
         """
-        with atomic_dir(path) as tmp:
+        run_key = content_key(self.scenario)
+        with output_dir(path, "run", force=force, run_key=run_key) as tmp:
             write_frame(self.summary, tmp / f"summary.{fmt}", fmt)
             (tmp / "tables").mkdir()
             for name, frame in self.tables.items():
@@ -60,8 +66,12 @@ class Result:
         return Path(path)
 
     def trace(self, path: str | Path) -> Path:
-        """Write the Chrome trace JSON (Perfetto: ui.perfetto.dev, Open trace file)."""
-        atomic_write_text(path, trace_json(self.recorder))
+        """Write the Chrome trace JSON (Perfetto: ui.perfetto.dev, Open trace file).
+
+        An existing ``path`` is replaced only if it is a trace hetsim wrote.
+        """
+        check_trace_target(path)
+        atomic_write_text(path, trace_json(self.recorder, generator=TRACE_GENERATOR))
         return Path(path)
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import csv
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from hetsim.simulator.engine import InvariantViolation, Simulation
-from hetsim.simulator.errors import ScenarioError
+from hetsim.simulator.boundary import csv_field_limit
+from hetsim.simulator.engine import ClockLimit, InvariantViolation, Simulation
+from hetsim.simulator.errors import ScenarioError, TraceError
 from hetsim.simulator.result import Result
 from hetsim.simulator.scenario import Scenario, from_dict, load_scenario
 
@@ -67,9 +69,25 @@ def build(sc: Scenario, sim: Simulation) -> Any:
         for point, choice in sc.policies.items()
     }
     try:
-        return sc.workload_cls(sim, cluster, sc.workload, policies, sc.base_dir)
-    except (KeyError, ValueError, OSError) as e:
-        raise ScenarioError(sc.file, "workload", str(e).strip("'\"")) from None
+        with csv_field_limit():
+            return sc.workload_cls(sim, cluster, sc.workload, policies, sc.base_dir)
+    except TraceError:
+        raise  # names the trace file, line and column itself
+    except BAD_INPUT_ERRORS as e:
+        raise ScenarioError(sc.file, "workload", _one_line(e)) from None
+
+
+BAD_INPUT_ERRORS = (KeyError, ValueError, OSError, OverflowError, RecursionError, csv.Error,
+                    ZeroDivisionError)  # fmt: skip
+"""What building a workload from validated parameters raises on input no schema can
+check (a trace's contents, a catalogue entry, sizes past what numpy represents)."""
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip("'\"").strip()
+    if isinstance(e, OverflowError | RecursionError | ZeroDivisionError | csv.Error):
+        text = f"out of range ({type(e).__name__}: {text})"
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def simulate(sc: Scenario, *, progress: bool = False) -> Result:
@@ -77,15 +95,17 @@ def simulate(sc: Scenario, *, progress: bool = False) -> Result:
     t0 = time.perf_counter()
     sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
     workload = build(sc, sim)
-    workload.start()
     bar = _progress(sim, workload.horizon_s()) if progress else None
     stop = workload.done
-    if sc.until_s is not None:
-        stop = sim.env.any_of([workload.done, sim.env.timeout(sc.until_s)])
     try:
+        workload.start()
+        if sc.until_s is not None:
+            stop = sim.env.any_of([workload.done, sim.env.timeout(sc.until_s)])
         sim.run(until=stop)
+    except ClockLimit as e:
+        raise ScenarioError(sc.file, "", f"run stopped: {e}") from None
     except RuntimeError as e:
-        if stop.triggered:
+        if stop.triggered or isinstance(e, InvariantViolation):
             raise
         raise InvariantViolation(f"the workload stalled at t={sim.now:.6g} s: {e}") from None
     if bar is not None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
 
 from hetsim.simulator import registry
+from hetsim.simulator.boundary import check_tree, read_text, yaml_value
 from hetsim.simulator.errors import ScenarioError, from_validation
 from hetsim.simulator.plugins import PluginError, load_plugin, load_plugins
 from hetsim.workloads.paths import resolve_path
@@ -137,20 +137,12 @@ def set_dotted(raw: dict[str, Any], path: str, value: Any, file: str) -> None:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """Parse a YAML mapping; syntax errors become one line with the position."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ScenarioError(str(path), "", f"cannot read file: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ScenarioError(str(path), "", f"{where}YAML syntax error: {problem}") from None
+    """Parse a scenario's YAML mapping through the input boundary
+    (:mod:`simulator.boundary`): every problem is one line with the position."""
+    data = yaml_value(read_text(path), str(path))
     if not isinstance(data, dict):
         raise ScenarioError(str(path), "", "a scenario must be a YAML mapping")
+    check_tree(data, str(path))
     return data
 
 
@@ -192,6 +184,7 @@ def from_dict(
     """Validate a scenario given as a dict (``file`` names it in errors)."""
     load_plugins()
     base = base_dir or Path.cwd()
+    check_tree(raw, file)
     try:
         top = ScenarioModel.model_validate(raw)
     except ValidationError as e:
@@ -239,9 +232,34 @@ def _validate_cluster(file: str, raw: dict[str, Any]) -> Any:
     from hetsim.devices.cluster import ClusterConfig
 
     try:
-        return ClusterConfig.model_validate(raw)
+        cluster = ClusterConfig.model_validate(raw)
     except ValidationError as e:
         raise from_validation(file, "cluster", e, raw) from None
+    except KeyError as e:
+        raise ScenarioError(file, "cluster", str(e).strip("'\"")) from None
+    _check_routes(file, cluster)
+    return cluster
+
+
+def _check_routes(file: str, cluster: Any) -> None:
+    """A cluster with links must route between every pair of its devices: refuse one
+    whose links leave separate groups (a run would fail at its first copy across)."""
+    import networkx as nx
+
+    if cluster.network is None and not any(n.links for n in cluster.nodes):
+        return  # no links at all: nothing routes, nothing to check
+    try:
+        graph = cluster.topology().graph
+    except (KeyError, ValueError) as e:
+        raise ScenarioError(file, "cluster", str(e).strip("'\"")) from None
+    if graph.number_of_edges() == 0 or nx.is_connected(graph):
+        return
+    groups = sorted((sorted(c) for c in nx.connected_components(graph)), key=len, reverse=True)
+    a, b = groups[0][0], groups[1][0]
+    raise ScenarioError(
+        file, "cluster", f"no route between {a!r} and {b!r}: the links leave {len(groups)} "
+        "separate groups of devices; add the missing link",
+    )  # fmt: skip
 
 
 def _validate_workload(file: str, raw: dict[str, Any], base: Path) -> tuple[Any, Any]:
@@ -256,6 +274,8 @@ def _validate_workload(file: str, raw: dict[str, Any], base: Path) -> tuple[Any,
         params = cls.Params.model_validate(raw)
     except ValidationError as e:
         raise from_validation(file, "workload", e, raw) from None
+    except KeyError as e:  # a validator's registry lookup (UnknownName names the valid ones)
+        raise ScenarioError(file, "workload", str(e).strip("'\"")) from None
     _check_paths(file, "workload", params.model_dump(), base)
     return cls, params
 
@@ -312,6 +332,8 @@ def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str,
             validated = cls.Params.model_validate(params)
         except ValidationError as e:
             raise from_validation(file, where, e, params) from None
+        except KeyError as e:
+            raise ScenarioError(file, where, str(e).strip("'\"")) from None
         out[point] = PolicyChoice(point, name, cls, validated)
     return out
 

@@ -115,6 +115,19 @@ def parse_sweep(raw: dict[str, Any]) -> SweepSpec:
     return SweepSpec.model_validate({"design": "grid", "parameters": raw})
 
 
+def design_size(spec: SweepSpec) -> int:
+    """How many points :func:`points` would return, without building them."""
+    lists = [len(v) for v in spec.parameters.values() if isinstance(v, list)]
+    if spec.design == "grid":
+        base = math.prod(lists) if spec.parameters else 0
+    elif spec.design == "zip":
+        base = lists[0] if lists else 0
+    else:
+        base = spec.samples or 0
+    seeds = len(spec.seeds) if spec.seeds is not None else spec.replications
+    return base if seeds is None else max(base, 1) * seeds
+
+
 def points(spec: SweepSpec, base_seed: int) -> list[dict[str, Any]]:
     """Every point as dotted-path overrides (``seed`` included when replicated)."""
     designs = {"grid": _grid, "zip": _zip, "random": _random, "lhs": _lhs}

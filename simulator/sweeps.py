@@ -11,8 +11,6 @@ killed at any moment resumes by running only the points without a shard.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import tempfile
 import time
@@ -29,10 +27,11 @@ import pyarrow.parquet as pq
 
 from hetsim.simulator.atomic import atomic_write
 from hetsim.simulator.errors import ScenarioError
+from hetsim.simulator.outdir import content_key, open_sweep_dir
 from hetsim.simulator.plugins import load_plugins
 from hetsim.simulator.runner import as_scenario, simulate
 from hetsim.simulator.scenario import Scenario
-from hetsim.simulator.sweep_design import parse_sweep, points
+from hetsim.simulator.sweep_design import design_size, parse_sweep, points
 
 Executor = Literal["local", "dask"]
 SHARDS = "shards"
@@ -40,6 +39,8 @@ PROVENANCE = ("run_key", "hetsim_version", "wall_s", "error", "traceback")
 IN_FLIGHT_PER_WORKER = 4
 READ_CHUNK = 256
 READ_THREADS = 4
+DEFAULT_MAX_POINTS = 10_000
+"""Sweeps larger than this need ``--max-points`` (each point is validated up front)."""
 DASK_BATCH = 256  # dask tasks submitted at once
 MAX_DASK_CHUNK = 16  # sweep points per dask task
 
@@ -53,8 +54,13 @@ def _batches(items: list[T], size: int) -> Iterable[list[T]]:
 
 def run_key(sc: Scenario) -> str:
     """Stable 16-hex-digit hash of the resolved scenario (seed included)."""
-    text = json.dumps(sc.resolved(), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return content_key(sc.resolved())
+
+
+def sweep_hash(sc: Scenario) -> str:
+    """Stable hash of the resolved base scenario and its sweep design (what ``--resume``
+    checks against the folder's marker)."""
+    return content_key({"resolved": sc.resolved(), "sweep": sc.sweep})
 
 
 @dataclass(frozen=True)
@@ -74,9 +80,19 @@ class Outcome:
     failed: bool
 
 
-def plan(sc: Scenario) -> list[Task]:
-    """Validate every point of the design; one task per distinct run key."""
+def plan(sc: Scenario, max_points: int | None = DEFAULT_MAX_POINTS) -> list[Task]:
+    """Validate every point of the design; one task per distinct run key.
+
+    A design of more than ``max_points`` points is refused before any is built.
+    """
     spec = parse_sweep(sc.sweep)
+    if max_points is not None:
+        n = design_size(spec)
+        if n > max_points:
+            raise ScenarioError(
+                sc.file, "sweep", f"{n:.4g} points exceed the limit of {max_points}; "
+                "raise it with --max-points N if you mean it",
+            )  # fmt: skip
     reserved = set(sc.workload_cls.metrics) | set(PROVENANCE) | {"scenario", "point"}
     clash = sorted(set(spec.parameters) & reserved)
     if clash:
@@ -136,9 +152,33 @@ def write_shard(shard_dir: Path, key: str, row: dict[str, Any]) -> None:
     )
 
 
-def done_keys(shard_dir: Path) -> set[str]:
-    """Run keys that already have a complete shard."""
-    return {p.stem for p in shard_dir.glob("*.parquet") if not p.name.startswith(".")}
+def done_keys(shard_dir: Path, keys: set[str] | None = None) -> set[str]:
+    """Run keys that already have a readable shard (of ``keys``, if given).
+
+    A shard of ``keys`` whose Parquet footer cannot be read (a disk error, a copy cut
+    short) is removed, so its point runs again.
+    """
+    done = set()
+    for p in shard_dir.glob("*.parquet"):
+        if p.name.startswith(".") or (keys is not None and p.stem not in keys):
+            continue
+        if keys is not None:
+            try:
+                pq.read_metadata(p)
+            except (OSError, pa.ArrowException):
+                p.unlink(missing_ok=True)
+                continue
+        done.add(p.stem)
+    return done
+
+
+def _read_shard(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as e:
+        raise ScenarioError(
+            str(path), "", f"unreadable shard ({e}); run the sweep with --resume to re-run it"
+        ) from None
 
 
 def read_shards(shard_dir: Path, keys: Iterable[str]) -> pd.DataFrame:
@@ -149,7 +189,7 @@ def read_shards(shard_dir: Path, keys: Iterable[str]) -> pd.DataFrame:
     parts = []
     with ThreadPoolExecutor(max_workers=READ_THREADS) as readers:  # Arrow reads drop the GIL
         for i in range(0, len(files), READ_CHUNK):  # bounded Arrow memory: chunks to pandas
-            tables = list(readers.map(pq.read_table, files[i : i + READ_CHUNK]))
+            tables = list(readers.map(_read_shard, files[i : i + READ_CHUNK]))
             parts.append(pa.concat_tables(tables, promote_options="permissive").to_pandas())
     frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     order = ["point", *[c for c in frame.columns if c != "point"]]
@@ -166,22 +206,28 @@ def sweep(
     resume: bool = False,
     progress: bool = False,
     overrides: dict[str, Any] | None = None,
+    force: bool = False,
+    max_points: int | None = DEFAULT_MAX_POINTS,
 ) -> pd.DataFrame:
     """Run every point not yet done; return the sweep's table (one row per point).
 
-    ``out``: directory for the shards (a temporary one if None). An ``out`` that holds
-    shards needs ``resume=True``, which runs only the points without a shard.
+    ``out``: directory for the shards (a temporary one if None); it must be absent,
+    empty or a hetsim sweep folder (see :func:`simulator.outdir.open_sweep_dir`). An
+    ``out`` that holds shards needs ``resume=True``, which runs only the points without
+    a readable shard, and only for the same scenario (``force``: any). A design of more
+    than ``max_points`` points is refused (None: no limit).
     ``executor``: ``local`` (a process pool of ``workers``; 1 runs in this process) or
     ``dask`` (a LocalCluster of ``workers`` on loopback, or the scheduler at ``address``).
     """
     sc = as_scenario(scenario, overrides)
-    tasks = plan(sc)
+    tasks = plan(sc, max_points)
     with tempfile.TemporaryDirectory(prefix="hetsim-sweep-") as scratch:
-        shard_dir = Path(out or scratch) / SHARDS
-        if shard_dir.exists() and any(shard_dir.glob("*.parquet")) and not resume:
-            raise FileExistsError(f"{shard_dir.parent} already holds a sweep; resume it")
+        folder = Path(scratch)
+        if out is not None:
+            folder = open_sweep_dir(out, sweep_hash(sc), resume=resume, force=force)
+        shard_dir = folder / SHARDS
         shard_dir.mkdir(parents=True, exist_ok=True)
-        finished = done_keys(shard_dir)
+        finished = done_keys(shard_dir, {t.key for t in tasks})
         todo = [t for t in tasks if t.key not in finished]
         bar = _Progress(len(tasks), len(tasks) - len(todo), progress)
         run = _run_dask if executor == "dask" else _run_local

@@ -67,6 +67,10 @@ def trace_events(recorder: Recorder) -> list[dict[str, Any]]:
     return events
 
 
-def trace_json(recorder: Recorder) -> str:
-    """The whole trace document as JSON text."""
-    return json.dumps({"traceEvents": trace_events(recorder), "displayTimeUnit": "ms"})
+def trace_json(recorder: Recorder, generator: str = "hetsim") -> str:
+    """The whole trace document as JSON text; ``otherData.generator`` comes first, so a
+    later ``--trace`` can tell a file it wrote from anyone else's."""
+    from hetsim.simulator.version import __version__
+
+    head = {"otherData": {"generator": generator, "hetsim_version": __version__}}
+    return json.dumps({**head, "traceEvents": trace_events(recorder), "displayTimeUnit": "ms"})

@@ -44,19 +44,19 @@ def ratios(**over: Any) -> tuple[float, float]:
 
 
 @pytest.mark.slow
-def test_cuckoo_lead_grows_with_load() -> None:
-    # lambda ~ U[0.5, 1.5], 150 jobs, seed 1. Offered load ~0.67 of the cluster's
-    # V100-equivalent capacity at 0.002/s, ~2.0 at 0.006/s (docs/cluster.md). At light load
-    # every policy meets about every feasible deadline (ratio near 1; measured 1.02 on the
-    # 300-job scenario); overloaded, Cuckoo drops jobs that can no longer make it and
-    # orders the rest by slack, so its DSR lead and its JCT lead grow (measured on 300 jobs,
-    # seeds 1-3: 1.86-2.26x DSR and 1.28-1.42x JCT at 0.006/s; here 1.04x DSR at 0.002/s,
-    # 1.31x DSR and 1.24x JCT at 0.006/s). Tolerances: the lead at 0.006/s is at least
-    # 1.1x and 0.05 above the lead at 0.002/s; JCT lead > 1.05x.
+def test_cuckoo_lead_under_overload_against_full_strength_baselines() -> None:
+    # lambda ~ U[0.5, 1.5], 150 jobs, seed 1; truth = Muri's factors (Cuckoo plans on its
+    # stage model), Tiresias event-driven. Offered load ~0.67 of the cluster's
+    # V100-equivalent capacity at 0.002/s, ~2.0 at 0.006/s (docs/cluster.md). Overloaded,
+    # Cuckoo still leads every baseline on DSR and mean JCT, but by little: the event-driven
+    # Tiresias (least attained service first) keeps short jobs' deadlines too (measured
+    # 1.00x DSR at 0.002/s; 1.03x DSR and 1.08x JCT at 0.006/s; with round-only Tiresias
+    # and stage truth it was 1.31x / 1.24x). Tolerances: DSR lead >= 1 and not below the
+    # light-load lead; JCT lead > 1.05x; and the abstract's 2.38x does not appear (< 1.5x).
     low_dsr, _ = ratios(**{"workload.jobs.arrival_rate_per_s": 0.002})
     high_dsr, high_jct = ratios(**{"workload.jobs.arrival_rate_per_s": 0.006})
-    assert high_dsr >= 1.1
-    assert high_dsr >= low_dsr + 0.05
+    assert 1.0 <= high_dsr < 1.5
+    assert high_dsr >= low_dsr
     assert high_jct > 1.05
 
 
@@ -85,12 +85,12 @@ def test_faster_type_rescues_tight_deadlines() -> None:
 
 
 @pytest.mark.slow
-def test_lead_over_tiresias_grows_as_deadlines_tighten() -> None:
+def test_lead_over_tiresias_at_both_deadline_ranges() -> None:
     # Cuckoo's DSR / Tiresias's (deadline-agnostic), lambda ~ U[0.5, 1.5] vs U[2, 3], mean
-    # over seeds 1-3 of 150-job runs at 0.004/s. On the 300-job scenario it grows on every
-    # seed (docs/cluster.md: 1.09-1.24 at U[2, 3] -> 1.13-1.69 at U[0.5, 1.5]); here
-    # measured 1.66 / 1.45 / 1.38 vs 1.46 / 1.30 / 1.28 (means 1.49 vs 1.35); the mean is
-    # used because short runs are noisy per seed. Tolerance 0.05.
+    # over seeds 1-3 of 150-job runs at 0.004/s. Against the event-driven Tiresias the lead
+    # holds at both ranges but hardly grows as deadlines tighten (measured means 1.28 vs
+    # 1.24; against round-only Tiresias it was 1.49 vs 1.35, the abstract's direction).
+    # Tolerance: above 1.1 at both (the mean is used: short runs are noisy per seed).
     def lead(lo: float, hi: float, seed: int) -> float:
         over = {"seed": seed, "workload.jobs.arrival_rate_per_s": 0.004,
                 "workload.deadlines.factor_low": lo, "workload.deadlines.factor_high": hi}  # fmt: skip
@@ -99,4 +99,4 @@ def test_lead_over_tiresias_grows_as_deadlines_tighten() -> None:
 
     tight = sum(lead(0.5, 1.5, s) for s in (1, 2, 3)) / 3
     loose = sum(lead(2.0, 3.0, s) for s in (1, 2, 3)) / 3
-    assert tight >= loose + 0.05
+    assert tight > 1.1 and loose > 1.1

@@ -21,7 +21,13 @@ from hetsim.schedulers.elastic.no_balance import NoBalance, NoBalanceParams
 from hetsim.schedulers.elastic.oracle import OracleForecaster, OracleParams
 from hetsim.schedulers.elastic.rebalance import Rebalance, RebalanceParams
 from hetsim.schedulers.elastic.seasonal_naive import SeasonalNaiveForecaster, SeasonalNaiveParams
-from hetsim.workloads.elastic.view import BalanceView, ForecastView, ScaleView, frozen
+from hetsim.workloads.elastic.view import (
+    BalanceView,
+    ForecastView,
+    OracleForecastView,
+    ScaleView,
+    frozen,
+)
 
 RNG = np.random.default_rng(0)
 EST = frozen(np.arange(65) * 1000.0)  # mu_est(n) = 1000 n samples/s
@@ -128,8 +134,8 @@ def sinusoid(t_s: np.ndarray) -> np.ndarray:
     return 100.0 + 50.0 * np.sin(2 * np.pi * t_s / 86400.0)
 
 
-def fview(hist: np.ndarray, h: int, future: np.ndarray | None = None) -> ForecastView:
-    return ForecastView(len(hist) * 15.0, 15.0, frozen(hist), h, future)
+def fview(hist: np.ndarray, h: int) -> ForecastView:
+    return ForecastView(len(hist) * 15.0, 15.0, frozen(hist), h)
 
 
 def test_seasonal_naive_exact_on_periodic_signal() -> None:
@@ -162,7 +168,7 @@ def test_last_value_and_oracle() -> None:
     hist = np.array([1.0, 2.0, 3.0])
     assert LastValueForecaster(LastValueParams(), RNG).forecast(fview(hist, 3)).tolist() == [3] * 3
     fut = frozen(np.array([4.0, 5.0]))
-    got = OracleForecaster(OracleParams(), RNG).forecast(fview(hist, 3, fut))
+    got = OracleForecaster(OracleParams(), RNG).forecast(OracleForecastView(fview(hist, 3), fut))
     assert got.tolist() == [4.0, 5.0, 5.0]
 
 

@@ -108,13 +108,49 @@ def test_hpa_rescale_downtime_by_hand(tmp_path: Path) -> None:
     # +2.5e5/s to 2.825e7 at 125, then -(3e5 - 2.5e5)/s: 2.775e7 at t = 135.
     from hetsim.simulator.scenario import from_dict
 
-    raw = {**IDEAL, "policies": {**IDEAL["policies"], "autoscaler": "hpa"}}
+    hpa = {"name": "hpa", "initial_readiness_delay_s": 0}
+    raw = {**IDEAL, "policies": {**IDEAL["policies"], "autoscaler": hpa}}
     raw["workload"] = {**IDEAL["workload"], "duration_s": 135}
     r = hetsim.run(from_dict(raw, file="x.yaml", base_dir=tmp_path))
     assert r.tables["rescales"].iloc[0].tolist() == [15.0, 2, 3, 110.0]
     lag = r.tables["timeline"].set_index("time_s")["lag_samples"]
     assert lag[0.0] == pytest.approx(7.5e5)
     assert lag[120.0] == pytest.approx(2.775e7)
+
+
+@pytest.mark.parametrize(("delay_s", "times"), [(0.0, [15.0, 135.0]), (30.0, [30.0, 180.0])])
+def test_hpa_initial_readiness_delay_by_hand(
+    tmp_path: Path, delay_s: float, times: list[float]
+) -> None:
+    # Syncs every 15 s; the backlog keeps utilisation at 1, so every usable sample scales
+    # up (110-s downtime each). Delay 0: samples at 15 (up at 125) and 135 (up 10 s).
+    # Delay 30 (Kubernetes' default): the job is up from 0, so 15 is too early, 30 is the
+    # first sample (down until 140); 150 and 165 are 10 and 25 s after readiness, 180 is
+    # the next sample.
+    from hetsim.simulator.scenario import from_dict
+
+    hpa = {"name": "hpa", "initial_readiness_delay_s": delay_s}
+    raw = {**IDEAL, "policies": {**IDEAL["policies"], "autoscaler": hpa}}
+    raw["workload"] = {**IDEAL["workload"], "duration_s": 190}
+    r = hetsim.run(from_dict(raw, file="x.yaml", base_dir=tmp_path))
+    assert r.tables["rescales"]["time_s"].tolist() == times
+
+
+def test_partial_rescale_keeps_consuming_by_hand(tmp_path: Path) -> None:
+    # Partial rescaling: HPA (no readiness delay) asks for 3 workers at t=15; the 2 old
+    # ones keep consuming while the new pod starts (60 s), so the join is at the first
+    # step at or after 75 s, then a 15 + 5 (shuffle) s pause: the only downtime.
+    from hetsim.simulator.scenario import from_dict
+
+    hpa = {"name": "hpa", "initial_readiness_delay_s": 0}
+    raw = {**IDEAL, "policies": {**IDEAL["policies"], "autoscaler": hpa}}
+    raw["workload"] = {**IDEAL["workload"], "duration_s": 120,
+                       "rescale": {"mode": "partial"}}  # fmt: skip
+    r = hetsim.run(from_dict(raw, file="x.yaml", base_dir=tmp_path))
+    assert r.tables["rescales"].iloc[0].tolist() == [75.0, 2, 3, 20.0]
+    up = r.tables["timeline"].set_index("time_s")["uptime_s"]
+    assert up[15.0:60.0].tolist() == [15.0] * 4  # still consuming while the pod starts
+    assert up[75.0] == 0.0 and up[90.0] == 10.0
 
 
 @pytest.mark.slow

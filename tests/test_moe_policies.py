@@ -117,8 +117,8 @@ def test_expected_misses_closed_forms() -> None:
     # top-1 tokens only, 2 of 8 cached, accuracy 0.5: (1 - 2/8) * 0.5
     assert expected_misses(8, 2, 2, 1.0, 0.5) == pytest.approx(0.375)
     # papers/moe.md formula at s = 3, r1 = 0.25, a = 0.8:
-    # P2 = C(5,2)/28 = 10/28, P1 = 3*5/28 = 15/28
-    want = 0.25 * (5 / 8) * 0.2 + 0.75 * (10 / 28 * (2 * 0.2 + 0.8) + 2 * 15 / 28 * 0.2)
+    # P2 = C(5,2)/28 = 10/28, P1 = 3*5/28 = 15/28 (the one-uncached term unweighted)
+    want = 0.25 * (5 / 8) * 0.2 + 0.75 * (10 / 28 * (2 * 0.2 + 0.8) + 15 / 28 * 0.2)
     assert expected_misses(8, 2, 3, 0.25, 0.8) == pytest.approx(want)
 
 
@@ -162,7 +162,8 @@ def test_mrs_scores_and_eviction_order() -> None:
         mrs.observe(0, A([probs]), sel, 0)
     # top-1 each time: S = [0.2,0,0,0] -> [0.1,0,0,0.2] -> [0.05,0.25,0,0.1]
     assert mrs.score[0].tolist() == pytest.approx([0.05, 0.25, 0.0, 0.1])
-    assert mrs.admit(_cache_view([0, 1, 3], [2])).admit == ()  # score 0 < lowest 0.05
+    # public-code admission: a demand load enters even with score 0 < lowest 0.05
+    assert mrs.admit(_cache_view([0, 1, 3], [2])).evict == (0,)
     assert mrs.admit(_cache_view([0, 1, 3], [2], prefetch=True)).evict == (0,)
     assert mrs.admit(_cache_view([0, 1, 3], [2], [0], prefetch=True)).evict == (3,)
     # a multi-token step equals token-by-token updates

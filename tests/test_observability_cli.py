@@ -76,10 +76,9 @@ CASES = [
     (
         "  kind: observability\n  ranks: 16\n  iterations: 20\n  window_iters: 10\n"
         "  comm: {link: ib-hdr}\n  stragglers:\n    gpu-slowdown: {count: 1}\n",
-        "  kind: observability-faults\n  gpus: 64\n",
-        ("run",),
-        "workload: this job-level workload needs a black-box detector model "
-        "(policies.detector: kaiops)",
+        "  kind: observability-faults\n  gpus: 64\n  probe: {ranks: 1}\n",
+        ("validate", "run"),
+        "workload.probe.ranks: Input should be greater than or equal to 2",
     ),
 ]
 

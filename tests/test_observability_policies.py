@@ -21,10 +21,11 @@ from hetsim.schedulers.observability.young_daly import YoungDaly, YoungDalyParam
 from hetsim.schedulers.observability.zscore import ZScoreDetector, ZScoreParams
 from hetsim.workloads.observability.view import (
     CheckpointView,
-    EventView,
     Finding,
     MitigationView,
-    TruthView,
+    OracleEventView,
+    OracleFault,
+    OracleWindowView,
     WindowView,
 )  # fmt: skip
 
@@ -53,12 +54,12 @@ def test_ks_critical_value_at_one_percent() -> None:
     assert ks_critical(0.01, 100, 100) == pytest.approx(0.23018, abs=1e-4)
 
 
-def window(op_s: np.ndarray, truth: tuple[TruthView, ...] = ()) -> WindowView:
+def window(op_s: np.ndarray) -> WindowView:
     """A view from an ops x ranks x iterations array; entries are compute sums."""
     entry = op_s[:3].sum(axis=0)
     comm = op_s[3].max(axis=0)
     it = entry.max(axis=0) + comm
-    return WindowView(100.0, 0, 0, float(it.sum()), OPS, OPS[:3], op_s, entry, comm, it, truth)
+    return WindowView(100.0, 0, 0, float(it.sum()), OPS, OPS[:3], op_s, entry, comm, it)
 
 
 def clean(ranks: int = 32, iters: int = 40, seed: int = 0) -> np.ndarray:
@@ -107,23 +108,25 @@ def test_zscore_on_hand_values() -> None:
     assert (f.rank, f.cause, f.operator) == (0, "compute", "forward")
 
 
-def truth(fault_id: int, age_s: float, cause: str = "compute") -> TruthView:
-    return TruthView(fault_id, "fail-slow", "gpu-slowdown", cause, 4, 0.0, age_s)
+def truth(fault_id: int, age_s: float, cause: str = "compute") -> OracleFault:
+    return OracleFault(fault_id, "fail-slow", "gpu-slowdown", cause, 4, 0.0, age_s)
 
 
 def test_kaiops_reports_after_its_delay_with_certain_detection() -> None:
     params = KaiopsParams(tpr={"fail-slow": 1.0}, delay_s={"fail-slow": 60.0},
                           rca_accuracy=1.0, false_alarms_per_gpu_day=0.0)  # fmt: skip
     det = KaiopsDetector(params, RNG(0))
-    assert det.detect(window(clean(), (truth(1, 59.0),))) == ()
-    (f,) = det.detect(window(clean(), (truth(1, 61.0),)))
+    assert det.detect(OracleWindowView(window(clean()), (truth(1, 59.0),))) == ()
+    (f,) = det.detect(OracleWindowView(window(clean()), (truth(1, 61.0),)))
     assert (f.rank, f.cause) == (4, "compute")
 
 
 def test_kaiops_detection_rate_and_rca_accuracy() -> None:
     params = KaiopsParams(tpr={"fail-slow": 0.7}, rca_accuracy=0.8)
     det = KaiopsDetector(params, RNG(1))
-    fates = [det.classify(EventView(0.0, truth(i, 0.0, "communication"))) for i in range(20000)]
+    fates = [
+        det.classify(OracleEventView(0.0, truth(i, 0.0, "communication"))) for i in range(20000)
+    ]
     found = [d for d in fates if d.detected]
     # binomial: sd of a proportion over 20,000 is <= 0.0035; 4 sd tolerance
     assert len(found) / len(fates) == pytest.approx(0.7, abs=0.014)
@@ -137,10 +140,10 @@ def test_kaiops_partial_tables_keep_the_category_fallbacks() -> None:
     defaults = KaiopsParams()
     assert params.tpr == {**defaults.tpr, "gpu-slowdown": 0.5}
     assert params.delay_s["fail-stop"] == defaults.delay_s["fail-stop"]
-    stop = TruthView(0, "fail-stop", "faulty-gpu", "gpu", 3, 0.0, 0.0)
+    stop = OracleFault(0, "fail-stop", "faulty-gpu", "gpu", 3, 0.0, 0.0)
     det = KaiopsDetector(params, RNG(0))
-    assert det.classify(EventView(0.0, stop)).delay_s == defaults.delay_s["fail-stop"]
-    assert det.classify(EventView(0.0, truth(1, 0.0))).delay_s == 7.0
+    assert det.classify(OracleEventView(0.0, stop)).delay_s == defaults.delay_s["fail-stop"]
+    assert det.classify(OracleEventView(0.0, truth(1, 0.0))).delay_s == 7.0
 
 
 def test_young_daly_by_hand() -> None:

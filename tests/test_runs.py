@@ -40,7 +40,7 @@ def test_same_seed_same_bytes_in_two_processes(tmp_path: Path) -> None:
     a, b, c = (digest_dir(tmp_path / x) for x in "abc")
     assert a == b
     assert a["tables/requests.csv"] != c["tables/requests.csv"]
-    assert set(a) == {"summary.csv", "scenario.yaml", "metrics.json",
+    assert set(a) == {"summary.csv", "scenario.yaml", "metrics.json", ".hetsim.json",
                       "tables/requests.csv", "tables/copies.csv"}  # fmt: skip
 
 

@@ -260,5 +260,5 @@ def test_cli_empty_class_names_line_and_column(
 ) -> None:
     sc = classes_from_trace(tmp_path, AZURE_WITH_CLASS.replace("200,4,batch", "200,4,"))
     assert cli_error(tmp_path, capsys, yaml.safe_dump(sc)) == (
-        "workload: trace t.csv line 3 column Class: empty SLO class"
+        f"{tmp_path / 't.csv'}:3: column Class: empty SLO class"
     )

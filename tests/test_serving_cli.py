@@ -37,7 +37,7 @@ def test_negative_token_count_names_line_and_column(
         "2023-11-16 18:15:50.99,-3,109\n"
     )
     assert cli_error(tmp_path, capsys, BASE) == (
-        "workload: trace trace.csv line 3 column ContextTokens: '-3' is not a count >= 0"
+        f"{tmp_path / 'trace.csv'}:3: column ContextTokens: '-3' is not a count >= 0"
     )
 
 

@@ -18,26 +18,18 @@ from hetsim.schedulers.serving.route_prefix_affinity import (
 )
 from hetsim.workloads.serving.traces import TraceConfig, read_trace
 from hetsim.workloads.serving.view import InstanceView, RouteView
+from tests import kernel_hand as hand
 from tests.cli_helpers import cli_error
 from tests.test_serving_autoscale import run
-from tests.test_serving_mechanism import (  # Llama-3-8B on one A100-80GB, by hand
-    HIDDEN,
-    KV_PER_TOKEN,
-    LAYERS,
-    PARAMS,
-    WEIGHTS,
-    a100_time,
-)
+from tests.test_serving_mechanism import KV_PER_TOKEN, WEIGHTS  # Llama-3-8B, by hand
 
 DATA = Path(__file__).parents[1] / "workloads" / "data" / "serving"
 SAMPLE = DATA / "mooncake_conversation_sample.jsonl"
 
 
 def prefill_time(q: int, c: int) -> float:
-    """A prefill of q new tokens over c cached ones: 2 N q + 4 L h q (c + q / 2) FLOPs,
-    weights + (c + q) KV tokens of bytes."""
-    flops = 2 * PARAMS * q + 4 * LAYERS * HIDDEN * q * (c + q / 2)
-    return a100_time(flops, WEIGHTS + (c + q) * KV_PER_TOKEN)
+    """A prefill of q new tokens over c cached ones, kernel by kernel (tests/kernel_hand)."""
+    return hand.prefill_s(hand.A100, hand.LLAMA3_8B, q, c)
 
 
 def write_trace(path: Path, rows: list[tuple[int, int, list[int]]], gap_ms: int = 10_000) -> None:
@@ -105,7 +97,7 @@ def test_bad_hash_ids_name_line_and_column(tmp_path: Path, ids: str, what: str) 
     (tmp_path / "t.jsonl").write_text(good + "\n" + bad + "\n")
     with pytest.raises(ValueError) as err:
         read_trace(TraceConfig(format="mooncake", path="t.jsonl"), tmp_path)
-    assert str(err.value) == f"trace t.jsonl line 2 column hash_ids: {what}"
+    assert str(err.value) == f"{tmp_path / 't.jsonl'}:2: column hash_ids: {what}"
 
 
 # ---- mechanism -----------------------------------------------------------------------

@@ -13,20 +13,21 @@ def _summary(path: str, **over: Any) -> Any:
 
 def test_cauchy_vs_colocated_ranking_flips_with_the_price_preset() -> None:
     # Cauchy (SoCC'25, abstract): up to +38.3% Tokens/USD vs the state of the art under
-    # strict SLOs; the notes: rankings flip with the price preset. At 48 req/s, both
+    # strict SLOs; the notes: rankings flip with the price preset. At 16 req/s, both
     # policies sized by the same predictor (all runs meet attainment >= 0.9). The runs
     # serve the same seeded requests, so $/h ranks steady-state Tokens/USD.
-    # aws-ondemand: an L40S ($1.84/h) prefills ~10 req/s, an H100 ($8.22/h) ~36: per
-    # $/h the L40S prefills 1.25x more, so Cauchy's combos mix L40S prefill with
-    # A100/L40S decode and cost less than the colocated H100 pool ($24.66/h).
-    # catalogue: the H100 ($2.49/h) costs only 1.34x an L40S ($1.861/h), so the L40S
-    # loses and Cauchy keeps H100 P/D pairs, no cheaper than colocated H100s.
+    # aws-ondemand: an L40S costs $1.84/h against $8.22/h for an H100, so Cauchy's
+    # L40S prefill/decode combos undercut the colocated H100 pool; catalogue prices
+    # (H100 $2.49/h, L40S $1.861/h) make the L40S lose and Cauchy keeps H100s, no
+    # cheaper than colocated. (At 48 req/s under the kernel-level cost model Cauchy's
+    # mixed-type combos cost more than colocated H100s even under aws-ondemand:
+    # docs/serving.md.)
     rows = {
         (preset, dep): _summary(
             "scenarios/cauchy.yaml",
             **{
                 "policies.deployment": dep,
-                "workload.requests.rate_per_s": 48,
+                "workload.requests.rate_per_s": 16,
                 "workload.price_preset": preset,
             },
         )
@@ -36,14 +37,18 @@ def test_cauchy_vs_colocated_ranking_flips_with_the_price_preset() -> None:
     assert all(r.slo_attainment >= 0.9 for r in rows.values())
     aws_c, aws_h = rows[("aws-ondemand", "cauchy")], rows[("aws-ondemand", "colocated")]
     cat_c, cat_h = rows[("catalogue", "cauchy")], rows[("catalogue", "colocated")]
-    assert ";" in aws_c.gpu_hours_by_type and aws_c.usd_per_hour < aws_h.usd_per_hour
-    assert ";" not in cat_c.gpu_hours_by_type and cat_c.usd_per_hour >= cat_h.usd_per_hour
+    assert "l40s" in aws_c.gpu_hours_by_type and aws_c.usd_per_hour < aws_h.usd_per_hour
+    assert "l40s" not in cat_c.gpu_hours_by_type and cat_c.usd_per_hour >= cat_h.usd_per_hour
 
 
 def test_disaggregation_removes_prefill_interference_from_tpot() -> None:
     # DistServe (OSDI'24): colocated decodes stall behind prefills; on the same two
     # A100s, past the load they were sized for, colocated TPOT p90 is several times
-    # the disaggregated one (asserted: > 3x), which stays near one decode step.
+    # the disaggregated one (asserted: > 3x), which stays within 3x of one request's
+    # decode step alone (Llama-3-8B on an A100, by hand, kernel by kernel: 10.6 ms;
+    # the decode instance batches tens of sequences, which reads more KV per step).
+    from tests import kernel_hand as hand
+
     over = {"workload.requests.rate_per_s": 16, "workload.requests.num_requests": 600}
     colo = _summary(
         "scenarios/disaggregation.yaml",
@@ -51,7 +56,7 @@ def test_disaggregation_removes_prefill_interference_from_tpot() -> None:
     )  # fmt: skip
     dis = _summary("scenarios/disaggregation.yaml", **over)
     assert colo.tpot_p90_s > 3 * dis.tpot_p90_s
-    assert dis.tpot_p90_s < 0.025
+    assert dis.tpot_p90_s < 3 * hand.decode_s(hand.A100, hand.LLAMA3_8B, 1, 1000)
 
 
 def test_lud_speedup_shrinks_with_batch_size() -> None:

@@ -92,7 +92,4 @@ def test_cli_negative_rate_names_line_and_column(
     )
     assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (
-        f"{tmp_path / 's.yaml'}: workload: trace w.csv line 3 column rate_rps: "
-        "'-1' is not a number >= 0"
-    )
+    assert err == f"{tmp_path / 'w.csv'}:3: column rate_rps: '-1' is not a number >= 0"

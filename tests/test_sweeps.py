@@ -16,6 +16,7 @@ import yaml
 
 import hetsim
 from hetsim.plotting import sweep_summary
+from hetsim.simulator.errors import ScenarioError
 from hetsim.simulator.scenario import from_dict
 from hetsim.simulator.sweep_design import Range, SweepSpec, parse_sweep, points
 from hetsim.simulator.sweeps import plan, run_key
@@ -138,7 +139,7 @@ def test_failed_run_is_a_row_and_the_rest_complete(tmp_path: Path) -> None:
 def test_existing_sweep_needs_resume(tmp_path: Path) -> None:
     sc = from_dict(tiny({"seed": [1, 2]}))
     hetsim.sweep(sc, out=tmp_path)
-    with pytest.raises(FileExistsError):
+    with pytest.raises(ScenarioError, match="already holds a sweep; resume it"):
         hetsim.sweep(sc, out=tmp_path)
     again = hetsim.sweep(sc, out=tmp_path, resume=True)  # nothing left to run
     assert len(again) == 2

@@ -28,7 +28,7 @@ LINES = MIB // 64  # 16384 lines of 64 B
 
 
 def test_metadata_of_1mib_under_each_scheme() -> None:
-    p = SecureMemoryParams(counter_miss_rate=1.0, tree_miss_rate=0.1)
+    p = SecureMemoryParams(cache_model="fixed", counter_miss_rate=1.0, tree_miss_rate=0.1)
     # tree over a 1 MiB region: 16384 lines / 8 per counter block = 2048 blocks,
     # log8(2048) = 3.67 -> 4 levels
     assert tree_depth(p, MIB) == 4
@@ -48,7 +48,7 @@ def test_metadata_of_1mib_under_each_scheme() -> None:
 
 
 def test_no_tree_misses_matches_the_enclave_primitive() -> None:
-    p = SecureMemoryParams(counter_miss_rate=1.0, tree_miss_rate=0.0)
+    p = SecureMemoryParams(cache_model="fixed", counter_miss_rate=1.0, tree_miss_rate=0.0)
     got = stream_traffic(SGX_MEE, MIB, params=p).metadata_bytes
     assert got == metadata_bytes(SGX_MEE, MIB) == LINES * 14
 

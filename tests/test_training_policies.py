@@ -63,9 +63,24 @@ def test_chameleon_plan_covers_the_peak_with_the_spanning_tensor() -> None:
     from hetsim.schedulers.training._chameleon_plan import generate
 
     orders = generate(_view(), 2 * GB, 20 << 20, 2.0)
-    # only A spans the peak (out in stage F0, back one stage before B0 = stage B1); its
-    # 40 GB clear the 28 GB need; copies 0.4 s fit the 2 s / 1 s stage slack
-    assert [(o.key, o.in_at_stage) for o in orders] == [((0, "A"), (1, 1))]
+    # only A spans the peak (out in stage F0); its 40 GB clear the 28 GB need at op 3
+    # (stage F1; its copy, 0.4 s from t = 2 s, ends before op 3 starts at 3 s). Prefetched
+    # one stage before B0 (= B1) its buffer would be back for op 4, whose need is 28 GB
+    # too: late mode moves its swap-in to B0, the stage of its use (swap-in buffers count)
+    assert [(o.key, o.in_at_stage) for o in orders] == [((0, "A"), (1, 0))]
+
+
+def test_chameleon_keeps_the_warmup_plan_when_it_measured_faster() -> None:
+    pol = Chameleon(ChameleonParams(), rng=np.random.default_rng(0))
+    pol.decide(None)
+    pol.decide(StepReport(0, 1000, 10.0, 5))  # reference
+    pol.decide(StepReport(1, 1000, 10.0, 5))  # second warm-up step: SEARCHING
+    for k in range(2, 6):  # every generated plan measures slower than the warm-up plan
+        d = pol.decide(StepReport(k, 1000, 12.0, 0))
+    assert pol.state == STABLE and not d.plan.swaps and d.plan.forced_swap_on_oom
+    # its 5 forced swaps are its design: STABLE holds; a sixth restarts
+    assert pol.decide(StepReport(6, 1000, 10.0, 5)).profile is False
+    assert pol.decide(StepReport(7, 1000, 10.0, 6)).profile and pol.state == WARMUP
 
 
 def test_static_swap_orders_by_free_time_and_pins_op_indices() -> None:

@@ -57,6 +57,12 @@ class GavelParams(BaseModel):
         description="false: the LP sees throughput 1 on every allowed type (Gavel's "
         "heterogeneity-agnostic MaxMinFairnessPolicy, the paper's baseline)",
     )
+    preempt_at_rounds: bool = Field(
+        False,
+        description="re-decide running jobs at every round even with "
+        "execution.preemption off (Gavel always runs preemptive rounds; lets one sweep "
+        "set Gavel's rounds without making every other policy preempt)",
+    )
 
 
 def throughput_matrix(groups: tuple[GroupView, ...], n_types: int) -> np.ndarray:
@@ -152,6 +158,12 @@ class GavelLPAllocation:
         self.rng = rng
         self._cache: dict[tuple[object, ...], np.ndarray] = {}
         self.lp_solves = 0
+
+    @property
+    def preempts_at_rounds(self) -> bool:
+        """Whether the mechanism runs this policy's preemptive rounds regardless of
+        ``execution.preemption``."""
+        return self.params.preempt_at_rounds
 
     def allocate(self, view: AllocationView) -> list[int | None]:
         """Type index per group (a running group given its own type keeps running)."""

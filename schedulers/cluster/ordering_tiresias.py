@@ -21,6 +21,12 @@ class TiresiasParams(BaseModel):
     starve_limit: float | None = Field(
         None, gt=0.0, description="promote a job waiting >= starve_limit x its last run"
     )
+    preemptive: bool = Field(
+        True,
+        description="preempt at the instant a running job's attained service crosses a queue "
+        "threshold, and at arrivals and completions (Tiresias's event-driven 2D-LAS); false: "
+        "order only (preemption only at the mechanism's rounds, if on)",
+    )
 
     @field_validator("thresholds_gpu_s")
     @classmethod
@@ -40,6 +46,10 @@ class TiresiasOrdering:
     a job that has run and has waited at least ``starve_limit`` x the length of its last
     run goes back to the top queue, its attained service counted from zero again (as the
     promotion in Muri's copy of the Tiresias simulator resets ``executed_time``).
+    With ``preemptive`` (default, as Tiresias runs) the mechanism preempts at every
+    arrival, completion and threshold crossing: ``next_change_gpu_s`` gives, per running
+    job, the attained service at which its queue next changes. Starvation promotion is
+    checked at those passes only (no timer of its own).
     Simplified: no placement-consolidation profiling (Tiresias's other component).
     """
 
@@ -50,9 +60,27 @@ class TiresiasOrdering:
         self._thr = np.array(params.thresholds_gpu_s)
         self._base = np.zeros(0)  # per job id: attained GPU-s at its last promotion
 
+    #: attained service counted as having reached a threshold within this many GPU-s
+    #: (the pass armed at a crossing time sees the float sum a hair below it)
+    TOLERANCE_GPU_S = 1e-6
+
+    @property
+    def preemptive(self) -> bool:
+        """Whether the mechanism should preempt at this policy's priority changes."""
+        return self.params.preemptive
+
     def queue_of(self, attained_gpu_s: np.ndarray) -> np.ndarray:
         """Queue index (0 = highest priority) of each attained service."""
-        return np.searchsorted(self._thr, attained_gpu_s, side="right")
+        return np.searchsorted(self._thr, attained_gpu_s + self.TOLERANCE_GPU_S, side="right")
+
+    def next_change_gpu_s(self, view: OrderingView) -> np.ndarray:
+        """Per job of ``view``, the attained GPU-seconds (as ``attained_gpu_s`` counts
+        them) at which its queue next changes: its next threshold above the service since
+        its last promotion, plus that promotion's base (inf: already in the last queue)."""
+        base = self._base_of(view)
+        q = self.queue_of(view.attained_gpu_s - base)
+        thr = np.append(self._thr, np.inf)
+        return thr[q] + base
 
     def promote(self, view: OrderingView) -> None:
         """Reset the service count of starving jobs (idempotent while they wait)."""
@@ -70,10 +98,13 @@ class TiresiasOrdering:
     def order(self, view: OrderingView) -> np.ndarray:
         """Positions sorted by (queue, submit_s, job)."""
         self.promote(view)
-        service = view.attained_gpu_s
+        service = view.attained_gpu_s - self._base_of(view)
+        return np.lexsort((view.job, view.submit_s, self.queue_of(service)))
+
+    def _base_of(self, view: OrderingView) -> np.ndarray:
+        """Attained service at each job's last promotion (0: never promoted)."""
+        base = np.zeros(len(view.job))
         if len(self._base):
-            base = np.zeros(len(view.job))
             known = view.job < len(self._base)
             base[known] = self._base[view.job[known]]
-            service = service - base
-        return np.lexsort((view.job, view.submit_s, self.queue_of(service)))
+        return base

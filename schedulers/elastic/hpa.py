@@ -16,12 +16,18 @@ and the Kubernetes HPA docs, reproduced step by step each sync period:
    ``int(periodStart * (1 - 100%)) = 0`` per 15 s (selectPolicy Max); then
    [min, max] replicas.
 
-Missing metrics: while the job is in a rescale downtime the controller has no metric
-and skips the sync. ``metric_window_s`` optionally extends that past the restart: for
-the CPU *resource* metric the replica calculator ignores pods that have not had a full
-metric window since turning ready (within the 5-min CPU initialisation period); GPU
-utilisation and lag are custom/external metrics to which that rule does not apply,
-hence the default 0. The HPA figures are sensitive to it (docs/elastic.md).
+Missing metrics and readiness (kube-controller-manager flags, defaults as shipped):
+while the job is in a rescale downtime the controller has no metric and skips the sync.
+After the job comes up, pods count as not yet ready for
+``initial_readiness_delay_s`` (``--horizontal-pod-autoscaler-initial-readiness-delay``,
+30 s): no sample, no sync. Within ``cpu_initialization_period_s``
+(``--horizontal-pod-autoscaler-cpu-initialization-period``, 300 s) a sample counts only
+once a full ``metric_window_s`` has passed since the pods turned ready (the metric's
+collection window; 0: any sample). In Kubernetes these readiness rules gate the CPU
+resource metric; they are applied here to the GPU-utilisation and lag metrics too,
+because an operator scaling a restart-heavy job on them would set the same hold, and
+without it HPA chases the post-restart backlog (docs/elastic.md). Set both to 0 for the
+bare custom-metric behaviour.
 Simplification: every pod restarts together at a rescale (a synchronous job), so
 "some pods unready" never arises.
 """
@@ -46,7 +52,16 @@ class HpaParams(BaseModel):
     metric: Literal["utilisation", "lag"] = "utilisation"
     target: PositiveFloat = Field(default=0.8, description="utilisation, or lag samples/replica")
     sync_period_s: PositiveFloat = 15.0
-    metric_window_s: NonNegativeFloat = 0.0
+    initial_readiness_delay_s: NonNegativeFloat = Field(
+        default=30.0, description="after the job comes up, no sample for this long (k8s 30 s)"
+    )
+    cpu_initialization_period_s: NonNegativeFloat = Field(
+        default=300.0, description="window after readiness in which metric_window_s applies"
+    )
+    metric_window_s: NonNegativeFloat = Field(
+        default=0.0,
+        description="a sample needs this long since readiness (within the initialization period)",
+    )
     tolerance: NonNegativeFloat = 0.1
     scale_up_window_s: NonNegativeFloat = 0.0
     scale_down_window_s: NonNegativeFloat = 300.0
@@ -77,12 +92,20 @@ class HpaAutoscaler:
             metric = view.utilisation
         else:
             metric = view.lag_samples / max(view.replicas, 1)
-        if not view.ready or view.ready_for_s < p.metric_window_s or math.isnan(metric):
+        if not view.ready or math.isnan(metric) or not self.sampled(view.ready_for_s):
             return None
         ratio = metric / p.target
         if abs(ratio - 1.0) <= p.tolerance:
             return view.target
         return math.ceil(ratio * view.replicas)
+
+    def sampled(self, ready_for_s: float) -> bool:
+        """Whether pods up for ``ready_for_s`` give a usable sample: past the initial
+        readiness delay, and past a full metric window if still initialising."""
+        p = self.params
+        if ready_for_s < p.initial_readiness_delay_s:
+            return False
+        return ready_for_s >= p.cpu_initialization_period_s or ready_for_s >= p.metric_window_s
 
     def stabilise(self, now_s: float, current: int, desired: int) -> int:
         """Step 2: clamp between the scale-up and scale-down window bounds."""

@@ -6,7 +6,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from hetsim.simulator.registry import policies
-from hetsim.workloads.elastic.view import ForecastView
+from hetsim.workloads.elastic.view import OracleForecastView
 
 
 class OracleParams(BaseModel):
@@ -26,13 +26,12 @@ class OracleForecaster:
     def __init__(self, params: OracleParams, rng: np.random.Generator) -> None:
         self.params = params
 
-    def forecast(self, view: ForecastView) -> np.ndarray:
+    def forecast(self, view: OracleForecastView) -> np.ndarray:
         """The true path, padded to the horizon."""
-        future = view.future_per_s
-        if future is None:
+        if not isinstance(view, OracleForecastView):
             raise ValueError("the oracle forecaster needs the future in its view")
-        h = view.horizon_steps
+        future, h = view.future_per_s, view.view.horizon_steps
         if len(future) >= h:
             return np.array(future[:h], dtype=float)
-        last = float(future[-1]) if len(future) else float(view.history_per_s[-1])
+        last = float(future[-1]) if len(future) else float(view.view.history_per_s[-1])
         return np.concatenate([future, np.full(h - len(future), last)])

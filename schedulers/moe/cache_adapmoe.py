@@ -7,9 +7,12 @@ assuming uniform expert selection. With ``r1`` the layer's top-1 share under ada
 gating and ``a`` its prefetch accuracy (both from the warm-up profile in the view), a
 top-1 token misses with probability ``(1 - s/E)(1 - a)``; a top-k token draws ``U``
 uncached experts (hypergeometric: ``k`` draws from ``E`` with ``E - s`` uncached) and
-costs ``m(U)``: 0 for U = 0, ``w1 (1 - a)`` for U = 1 (``w1 = 2`` in the public code),
-``U - a`` for U >= 2 (one of them prefetched with probability a). For k = 2 this is the
-public formula; for k > 2 it is a generalisation.
+costs ``m(U)``: 0 for U = 0, ``w1 (1 - a)`` for U = 1, ``U - a`` for U >= 2 (one of
+them prefetched with probability a). ``w1 = 1``: the public code writes the one-uncached
+probability as ``2 s (E - s) / (E (E - 1))``, which is the hypergeometric ``P(U = 1)``
+itself, so the term carries no extra weight (an earlier version here used 2; the
+parameter stays for that ablation). For k = 2 this is the public formula; for k > 2 it
+is a generalisation.
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ from hetsim.workloads.moe.view import AllocationView, CacheDecision, CacheView
 
 
 class AdapMoECacheParams(BaseModel):
-    """``one_miss_weight``: the public code's weight of the one-uncached term (2)."""
+    """``one_miss_weight``: weight of the one-uncached term (1, as in the public code)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    one_miss_weight: float = Field(2.0, ge=0)
+    one_miss_weight: float = Field(1.0, ge=0)
 
 
 def expected_misses(
-    experts: int, k: int, slots: int, top1: float, acc: float, one_miss_weight: float = 2.0
+    experts: int, k: int, slots: int, top1: float, acc: float, one_miss_weight: float = 1.0
 ) -> float:
     """``f(l, s)``: expected on-demand loads per token of a layer with ``slots`` slots."""
     e, s = experts, slots

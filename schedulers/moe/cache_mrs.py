@@ -5,9 +5,9 @@ probability vector ``s``: ``S <- alpha * TopP(s) + (1 - alpha) * S``, where TopP
 the ``p = p_factor x (experts the token activated)`` largest probabilities and zeroes
 the rest (papers/moe.md 2.4; public code alpha = 0.5, p = 2 x activated). A step of
 several tokens applies the update token by token (closed form). Eviction removes the
-cached expert with the lowest S in the same layer. Admission (reconstruction): a
-demand-loaded expert enters if a slot is free or its score is at least the victim's; a
-prefetched expert always enters (the prefetcher already judged it worth a copy).
+cached expert with the lowest S in the same layer. Admission as the public code
+(``KScoreAwareCache``): every loaded expert, demand-loaded or prefetched, enters the
+cache, evicting the lowest-score unprotected expert of its layer when no slot is free.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class MrsCache:
         self.score[layer] = (1.0 - a) ** tokens * self.score[layer] + a * (weights @ top)
 
     def admit(self, view: CacheView) -> CacheDecision:
-        """Admit incoming experts (highest score first) over the lowest-score victims."""
+        """Admit every incoming expert (highest score first), evicting lowest-score victims."""
         s = self.score[view.layer]
         free = view.slots - len(view.cached)
         victims = victims_by_key(view, s) if free < len(view.incoming) else []
@@ -71,7 +71,7 @@ class MrsCache:
         for e in sorted(view.incoming.tolist(), key=lambda e: (-s[e], e)):
             if free > 0:
                 free -= 1
-            elif victims and (view.prefetch or s[e] >= s[victims[0]]):
+            elif victims:
                 evict.append(victims.pop(0))
             else:
                 continue

@@ -8,7 +8,8 @@ start, and the root cause is right with probability ``rca_accuracy`` (otherwise 
 cause is reported); false alarms arrive at ``false_alarms_per_gpu_day`` on random GPUs.
 Every number is a reconstruction; the defaults sit near Alibaba KAT's published 0.884
 precision / 0.936 recall, a yardstick for such detectors. It reads the view's ground
-truth, which only a black-box model may do.
+truth, which only a black-box model may do: it declares ``oracle = True``, gets the
+``Oracle*`` views, and is an upper bound reported apart from the simulated detectors.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hetsim.simulator.registry import policies
-from hetsim.workloads.observability.view import Detection, EventView, Finding, JobView, WindowView
+from hetsim.workloads.observability.view import (
+    Detection,
+    Finding,
+    JobView,
+    OracleEventView,
+    OracleWindowView,
+)
 
 SECONDS_PER_DAY = 86_400.0
 OTHER_CAUSE = {"compute": "communication", "communication": "compute"}
@@ -65,6 +72,8 @@ class KaiopsDetector:
     """KAIOPS-style black box: per-class true-positive rate, delay, RCA accuracy, false alarms."""
 
     Params = KaiopsParams
+    #: reads the injected faults (ground truth): an oracle upper bound, labelled
+    oracle = True
 
     def __init__(self, params: KaiopsParams, rng: np.random.Generator) -> None:
         self.params = params
@@ -78,7 +87,7 @@ class KaiopsDetector:
             return table[category]
         raise KeyError(f"kaiops: no entry for fault kind {kind!r} or category {category!r}")
 
-    def classify(self, view: EventView) -> Detection:
+    def classify(self, view: OracleEventView) -> Detection:
         """Decide once per fault: found (after its class delay) or missed, and as what."""
         f = view.fault
         if f.fault_id not in self._fate:
@@ -96,11 +105,11 @@ class KaiopsDetector:
         n = int(self.rng.poisson(rate * view.horizon_s))
         return np.sort(self.rng.uniform(0.0, view.horizon_s, n))
 
-    def detect(self, view: WindowView) -> tuple[Finding, ...]:
+    def detect(self, oracle: OracleWindowView) -> tuple[Finding, ...]:
         """Window form: report faults whose delay has passed, plus sampled false alarms."""
-        out = []
-        for f in view.truth:
-            d = self.classify(EventView(view.now_s, f))
+        view, out = oracle.window, []
+        for f in oracle.faults:
+            d = self.classify(OracleEventView(view.now_s, f))
             if d.detected and f.age_s >= d.delay_s:
                 out.append(Finding(f.rank, d.cause, "model", 1.0))  # type: ignore[arg-type]
         rate = self.params.false_alarms_per_gpu_day * view.ranks / SECONDS_PER_DAY

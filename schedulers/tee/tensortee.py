@@ -5,7 +5,8 @@ tensor MACs with delayed verification on the NPU), so the off-chip metadata traf
 and MAC storage disappear; with one granularity and shared keys, ciphertext moves
 directly between enclaves (no re-encryption); verification is exposed only when a
 tensor is committed (leaves the NPU). Streams that are not tensors keep the
-cacheline presets. Simplified: tensor detection is assumed perfect for tensor streams.
+cacheline presets, and so do the parts of tensor streams the hardware does not detect
+(the mechanism models detection: :mod:`workloads.tee.collab_costs`).
 """
 
 from __future__ import annotations
@@ -41,4 +42,6 @@ class TensorTEEProtection:
             "tensor" if s.is_tensor else (p.fallback_cpu if s.side == "cpu" else p.fallback_accel)
             for s in view.streams
         )
-        return ProtectionPlan("tensor", "tensor", per, "direct", "delayed")
+        return ProtectionPlan(
+            "tensor", "tensor", per, "direct", "delayed", p.fallback_cpu, p.fallback_accel
+        )

@@ -9,8 +9,15 @@ Step-level state machine of MindSpeed ``smart_swap`` (``swap_manager.py``), defa
   :mod:`schedulers.training._chameleon_plan`), keep the plan with the best measured step
   time; back to WARMUP if the op count moves; after ``stable_step`` steps go to STABLE.
 - STABLE: profiler off, the best plan runs. The op count is still monitored (cheap): a change
-  beyond the threshold, or any forced swap, re-initialises to WARMUP; a forced swap also
+  beyond the threshold, or forced swaps, re-initialise to WARMUP; a forced swap also
   grows the headroom by ``adjust_memory_bytes``.
+
+Best-plan selection (issue 19): the warm-up plan (no planned swaps, forced swaps on OOM)
+is a candidate too, measured on the last warm-up step, so a generated plan is kept only
+if it measured faster. With ``tolerate_measured_forced`` (default) STABLE restarts only on
+more forced swaps than the kept plan showed when it was measured (the warm-up plan's are
+its design); false restarts on any forced swap (MindSpeed's rule, which makes a kept
+warm-up plan restart every step).
 
 ``profile_every_step`` keeps the profiler on in STABLE (the paper's "profile every step"
 comparison for profiling overhead). Simplified: the policy's search time is not charged.
@@ -40,6 +47,10 @@ class ChameleonParams(BaseModel):
     size_coverage_weight: float = Field(2.0, ge=0)
     adjust_memory_bytes: int = Field(300 << 20, ge=0)
     profile_every_step: bool = False
+    tolerate_measured_forced: bool = True
+    match_threshold: float = Field(
+        0.75, ge=0, le=1, description="signature features that must agree (reconstruction)"
+    )
 
 
 @policies.register("training.swap", "chameleon")
@@ -55,7 +66,7 @@ class Chameleon:
         self.similar_steps = 0
         self.searched = 0
         self.redundant = params.redundant_memory_bytes
-        self.best: tuple[float, SwapPlan] | None = None
+        self.best: tuple[float, SwapPlan, int] | None = None  # step s, plan, forced swaps
         self.last = SwapPlan(forced_swap_on_oom=True)
         self.reprofiles = 0  # returns to WARMUP after the first
 
@@ -71,7 +82,7 @@ class Chameleon:
         if self.ref_ops is None:  # first report: it sets the reference
             return self._restart(report.op_count, count=False)
         if self.state == STABLE:
-            if report.forced_swaps or not self.similar(report.op_count):
+            if report.forced_swaps > self._tolerated() or not self.similar(report.op_count):
                 if report.forced_swaps:
                     self.redundant += self.params.adjust_memory_bytes
                 return self._restart(report.op_count)
@@ -82,9 +93,10 @@ class Chameleon:
             self.similar_steps += 1
             if self.similar_steps < self.params.warmup_step:
                 return self._warmup_step()
-            self.state, self.searched, self.best = SEARCHING, 0, None
-        elif self.last.swaps and (self.best is None or report.step_s < self.best[0]):
-            self.best = (report.step_s, self.last)  # the plan that ran in that step
+            self.state, self.searched = SEARCHING, 0
+            self.best = (report.step_s, self.last, report.forced_swaps)  # the warm-up plan
+        elif self.best is None or report.step_s < self.best[0]:
+            self.best = (report.step_s, self.last, report.forced_swaps)  # the plan that ran
         if self.searched >= self.params.stable_step:
             self.state = STABLE
             return self._run(self._best_plan(), self.params.profile_every_step)
@@ -94,10 +106,17 @@ class Chameleon:
         p = self.params
         orders = generate(report.profile, self.redundant, p.tensor_size_filter_bytes,
                           p.size_coverage_weight)  # fmt: skip
-        return self._run(SwapPlan(orders, forced_swap_on_oom=True), True)
+        plan = SwapPlan(orders, forced_swap_on_oom=True, match_threshold=p.match_threshold)
+        return self._run(plan, True)
 
     def _best_plan(self) -> SwapPlan:
         return self.best[1] if self.best is not None else self.last
+
+    def _tolerated(self) -> int:
+        """Forced swaps STABLE accepts from the kept plan (class doc)."""
+        if not self.params.tolerate_measured_forced or self.best is None:
+            return 0
+        return self.best[2]
 
     def _restart(self, op_count: int, count: bool = True) -> StepDecision:
         self.state, self.ref_ops, self.similar_steps = WARMUP, op_count, 1

@@ -8,13 +8,21 @@ they hide (FreeTime > 0) until the memory excess is covered; the rest is covered
 recomputation in ``MSPS = size / recompute time`` order. The prefetch
 ("in-trigger") is the last op that starts before ``SwapInStart``.
 
+Keying (``keying``): ``capuchin`` (default, as Capuchin keys it) names each tensor by its
+identity (layer, name: TensorFlow's op and output) and each in-trigger by the operation
+that triggers it ((phase, layer, op name, occurrence)), so the plan still applies when ops
+are inserted elsewhere; ``index`` writes absolute op indices of the profiled iteration
+(the weakest static plan, kept for comparison).
+
 Simplified: the plan is fixed after the profiled iteration (no runtime feedback adjusting
-in-triggers), and it is written in absolute op indices of that iteration, which is exactly
-the regular-access assumption that eager-mode sequence changes break. Tensors are assumed
-all live at the peak, so the excess is covered by the sum of chosen sizes.
+in-triggers, no re-planning when sizes change): the regular-access assumption that
+eager-mode sequence changes break. Tensors are assumed all live at the peak, so the excess
+is covered by the sum of chosen sizes.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,6 +44,9 @@ class StaticSwapParams(BaseModel):
     margin_bytes: int = Field(2 << 30, ge=0, description="headroom below capacity")
     allow_recompute: bool = True
     forced_swap_on_oom: bool = Field(True, description="runtime OOM fallback (passive swap)")
+    keying: Literal["capuchin", "index"] = Field(
+        "capuchin", description="tensors and in-triggers by identity, or by op index"
+    )
 
 
 @policies.register("training.swap", "static-swap")
@@ -73,7 +84,10 @@ class StaticSwap:
             t = int(cand[j])
             trigger = int(np.searchsorted(p.op_start_s, swap_in_start[j], side="right")) - 1
             trigger = max(trigger, int(p.last_fwd_use[t]) + 1)
-            swaps.append(SwapOrder(p.keys[t], int(p.last_fwd_use[t]), in_at_op=trigger))
+            if self.params.keying == "capuchin" and p.op_keys:
+                swaps.append(SwapOrder(p.keys[t], in_at_key=p.op_keys[trigger]))
+            else:
+                swaps.append(SwapOrder(p.keys[t], int(p.last_fwd_use[t]), in_at_op=trigger))
             chosen.add(t)
             excess -= int(size[j])
         recompute = self._recompute(p, cand, chosen, excess)

@@ -16,16 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from hetsim.simulator.errors import TraceError
+
 #: stage names of the iteration model (Muri's traces merge storage IO and CPU into "data")
 STAGES = ("data", "gpu", "net")
 ALIBABA_MODEL = "alibaba-task"
 
 
-class RowError(ValueError):
+class RowError(TraceError):
     """One bad trace row: file, line and column named in the message."""
-
-    def __init__(self, path: Path, line: int, column: str, message: str) -> None:
-        super().__init__(f"{path}:{line}: column {column}: {message}")
 
 
 @dataclass(frozen=True)
@@ -50,8 +49,14 @@ def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
             yield reader.line_num, row
 
 
+MAX_CELL = 1e15
+"""Largest number a trace cell may hold: past it, job arithmetic overflows int64 and
+times pass the engine's 10^12-s clock limit (a Philly run time of 1e30 s ran as a
+negative duration)."""
+
+
 def number(path: Path, line: int, row: dict[str, str], column: str, low: float = 0.0) -> float:
-    """``row[column]`` as a finite float >= ``low`` (RowError otherwise)."""
+    """``row[column]`` as a finite float in [``low``, :data:`MAX_CELL`] (RowError otherwise)."""
     text = row.get(column)
     if text is None:
         raise RowError(path, line, column, "missing")
@@ -61,6 +66,8 @@ def number(path: Path, line: int, row: dict[str, str], column: str, low: float =
         raise RowError(path, line, column, f"not a number: {text!r}") from None
     if not math.isfinite(value) or value < low:
         raise RowError(path, line, column, f"must be >= {low:g}, got {text!r}")
+    if value > MAX_CELL:
+        raise RowError(path, line, column, f"must be <= {MAX_CELL:g}, got {text!r}")
     return value
 
 
@@ -187,8 +194,11 @@ def read_stage_profiles(path: Path) -> dict[tuple[str, int], tuple[float, float,
     """(model, GPUs) -> per-iteration (data, gpu, net) seconds from Muri's traces."""
     out = {}
     for line, row in csv_rows(path):
-        key = (row["model"], int(number(path, line, row, "num_gpu", 1)))
-        out[key] = tuple(number(path, line, row, c) / 1e3 for c in ("data_ms", "gpu_ms", "net_ms"))
+        key = (row.get("model", ""), int(number(path, line, row, "num_gpu", 1)))
+        stages = tuple(number(path, line, row, c) / 1e3 for c in ("data_ms", "gpu_ms", "net_ms"))
+        if sum(stages) <= 0:
+            raise RowError(path, line, "data_ms", "all stage times are zero")
+        out[key] = stages
     return out  # type: ignore[return-value]
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from hetsim.simulator.limits import MAX_GPUS_PER_NODE, MAX_JOBS, MAX_NODES
 from hetsim.workloads.base import WorkloadParams
 from hetsim.workloads.paths import DATA_DIR as SHIPPED_DATA
 from hetsim.workloads.paths import shipped
@@ -62,8 +63,8 @@ class NodeGroup(NodeCapacity):
     CPU cores, storage and NIC bandwidth (used by node contention)."""
 
     gpu_type: str
-    nodes: PositiveInt
-    gpus_per_node: PositiveInt = 8
+    nodes: int = Field(gt=0, le=MAX_NODES)
+    gpus_per_node: int = Field(8, gt=0, le=MAX_GPUS_PER_NODE)
 
 
 class AlibabaInventory(NodeCapacity):
@@ -79,7 +80,7 @@ class SyntheticJobs(_Strict):
     """Poisson arrivals; GPU counts, models and lognormal solo durations as documented."""
 
     kind: Literal["synthetic"] = "synthetic"
-    num_jobs: PositiveInt = 200
+    num_jobs: int = Field(200, gt=0, le=MAX_JOBS)
     arrival_rate_per_s: PositiveFloat = 0.01
     gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
         default_factory=lambda: [(c, float(w)) for c, w in sorted(PHILLY_GPU_COUNTS.items())],
@@ -96,7 +97,7 @@ class MuriTraceJobs(_Strict):
 
     kind: Literal["muri_trace"] = "muri_trace"
     path: str
-    max_jobs: PositiveInt | None = None
+    max_jobs: int | None = Field(None, gt=0, le=MAX_JOBS)
     submit_at_zero: bool = Field(False, description="all jobs at t=0, as Muri's *_pr traces")
     skip_bad_rows: bool = False
 
@@ -107,7 +108,7 @@ class AlibabaJobs(_Strict):
     kind: Literal["alibaba2023"] = "alibaba2023"
     trace_dir: str
     file: str = "openb_pod_list_default.csv"
-    max_jobs: PositiveInt | None = None
+    max_jobs: int | None = Field(None, gt=0, le=MAX_JOBS)
     skip_bad_rows: bool = False
 
 
@@ -121,7 +122,7 @@ class PhillyJobs(_Strict):
         description="one-column 'runtime' CSV (s); default: every 200th row of Philly's "
         "sorted runtime file (416 rows, CC-BY 4.0)",
     )
-    num_jobs: PositiveInt = 200
+    num_jobs: int = Field(200, gt=0, le=MAX_JOBS)
     arrival_rate_per_s: PositiveFloat = 0.01
     min_runtime_s: PositiveFloat = Field(1.0, description="shorter runs (0 s) are not drawn")
     gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
@@ -144,7 +145,7 @@ class HeliosJobs(_Strict):
         183.0, description="trace span the job count covers (Apr-Sep 2020, SC'21 paper)"
     )
     rate_scale: PositiveFloat = Field(1.0, description="multiplies the cluster's job rate")
-    num_jobs: PositiveInt = 200
+    num_jobs: int = Field(200, gt=0, le=MAX_JOBS)
     models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
     skip_bad_rows: bool = False
 
@@ -289,6 +290,27 @@ class Contention(_Strict):
     grad_bytes_per_param: PositiveFloat = Field(4.0, description="fp32 gradients")
 
 
+class Estimates(_Strict):
+    """The named estimator of job length that every policy sees (never the run's truth).
+
+    A job's declared length is its true iteration count x f_j, drawn once at submission,
+    ``f_j = (1 + duration_bias) exp(sigma Z - sigma^2 / 2)``, ``Z ~ N(0, 1)``, sigma =
+    ``duration_noise_sigma``: E[f] = 1 + bias, std(ln f) = sigma. Policies see remaining
+    iterations = declared - done (at least 1 while the job runs). Default 0 / 0 is Cuckoo's
+    and Muri's assumption (iteration counts declared, iteration time profiled: exact); the
+    robustness scenarios sweep it. Interference estimates are separate: each policy has its
+    paper's model (Muri's per-size factors, Cuckoo's stage model), the run's truth is
+    ``execution.interference_model``.
+    """
+
+    duration_bias: float = Field(
+        0.0, gt=-1.0, description="mean relative error of declared job lengths (E[f] = 1 + bias)"
+    )
+    duration_noise_sigma: NonNegativeFloat = Field(
+        0.0, description="sigma of ln(declared / true length), drawn once per job"
+    )
+
+
 class ClusterParams(WorkloadParams):
     """The ``workload:`` block of a cluster-scheduling scenario."""
 
@@ -299,5 +321,6 @@ class ClusterParams(WorkloadParams):
     deadlines: Deadlines = Field(default_factory=lambda: Deadlines.model_validate({}))
     execution: Execution = Field(default_factory=lambda: Execution.model_validate({}))
     contention: Contention = Field(default_factory=lambda: Contention.model_validate({}))
+    estimates: Estimates = Field(default_factory=lambda: Estimates.model_validate({}))
     stage_profiles_path: str = Field(shipped("cluster/muri_stage_profiles.csv"))
     utilisation_bins: PositiveInt = Field(50, description="time bins of the utilisation table")

@@ -23,11 +23,12 @@ from hetsim.workloads.cluster.estimates import (
     unit_view,
     with_service,
 )
-from hetsim.workloads.cluster.view import AllocationView, GroupView
+from hetsim.workloads.cluster.view import AllocationView, GroupView, OrderingView
 
 if TYPE_CHECKING:
     from hetsim.simulator.engine import Simulation
     from hetsim.workloads.cluster.contention import ShareEstimate
+    from hetsim.workloads.cluster.duration_estimate import DurationEstimator
     from hetsim.workloads.cluster.estimates import Estimator
     from hetsim.workloads.cluster.jobs import JobTable
     from hetsim.workloads.cluster.model import GpuPool, Group
@@ -46,6 +47,8 @@ class ClusterState(Protocol):
     pool: GpuPool
     jobs: JobTable
     est: Estimator
+    #: declared job lengths (the estimator of remaining work every view reads)
+    lengths: DurationEstimator
     #: contention-aware packing estimate (None: node contention off)
     share: ShareEstimate | None
     #: per job: iterations done, GPU-seconds attained, seconds held per GPU type, length of
@@ -63,6 +66,10 @@ class ClusterState(Protocol):
 
     def remaining(self, j: int) -> int:
         """Whole iterations job ``j`` still has to run."""
+        ...
+
+    def estimated_remaining(self, j: int) -> int:
+        """Whole iterations job ``j`` has left by its declared length."""
         ...
 
     def start_group(self, members: list[int], t: int) -> None:
@@ -94,14 +101,19 @@ class SchedulingPass:
         self.ex = wl.params.execution
         self._futile: tuple[object, ...] | None = None  # last packing input that merged nothing
 
-    def _order(self, ids: np.ndarray, running: np.ndarray) -> np.ndarray:
+    def ordering_view(self, ids: np.ndarray, running: np.ndarray) -> OrderingView:
+        """The ordering snapshot of jobs ``ids`` (remaining work from declared lengths)."""
         wl = self.wl
-        rem = wl.jobs.iterations[ids] - wl.done_iters[ids]
+        rem = wl.lengths.remaining(wl.done_iters, ids)
         view = ordering_view(wl.sim.now, ids, running, rem, wl.attained[ids], wl.jobs, wl.est)
         waited = np.where(running | np.isnan(wl.stopped_at[ids]), 0.0,
                           wl.sim.now - wl.stopped_at[ids])  # fmt: skip
         last, waited = readonly(wl.last_run[ids], waited)
-        view = view._replace(last_run_s=last, waiting_s=waited)
+        return view._replace(last_run_s=last, waiting_s=waited)
+
+    def _order(self, ids: np.ndarray, running: np.ndarray) -> np.ndarray:
+        wl = self.wl
+        view = self.ordering_view(ids, running)
         order = np.asarray(wl.policies["ordering"].order(view))
         n = len(ids)
         if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
@@ -174,7 +186,7 @@ class SchedulingPass:
     ) -> list[list[int]]:
         wl = self.wl
         members = window + [j for g in opened for j in g.members]
-        rem = {j: wl.remaining(j) for j in members}
+        rem = {j: wl.estimated_remaining(j) for j in members}
         units = [unit_view([j], False, rank[j], rem, wl.jobs, wl.est) for j in window]
         units += [unit_view(g.members, True, len(window), rem, wl.jobs, wl.est, g.t)
                   for g in opened]  # fmt: skip
@@ -216,7 +228,7 @@ class SchedulingPass:
         wl = self.wl
         if not groups:
             return
-        rem = {j: wl.remaining(j) for g in groups for j in g}
+        rem = {j: wl.estimated_remaining(j) for g in groups for j in g}
         now = wl.sim.now
         views = [group_view(now, g, rem, self.ex.restart_s, wl.jobs, wl.est) for g in groups]
         staged = [group_view(now, g, rem, self.ex.restart_s, wl.jobs, wl.est, "stage")
@@ -242,7 +254,7 @@ class SchedulingPass:
         out = []
         for g in wl.groups.values():
             wl.settle(g)
-            rem = {j: wl.remaining(j) for j in g.members}
+            rem = {j: wl.estimated_remaining(j) for j in g.members}
             gv = group_view(now, g.members, rem, 0.0, wl.jobs, wl.est)
             out.append(with_service(gv, wl.received, wl.jobs.submit_s, now, g.t))
         return tuple(out)
@@ -257,7 +269,7 @@ class SchedulingPass:
             return
         ids = np.fromiter(wl.queued, dtype=np.int64, count=len(wl.queued))
         window = self._order(ids, np.zeros(len(ids), bool))[: self.ex.window].tolist()
-        rem = {j: wl.remaining(j) for j in window}
+        rem = {j: wl.estimated_remaining(j) for j in window}
         waiting = [with_service(group_view(now, [j], rem, self.ex.restart_s, wl.jobs, wl.est),
                                 wl.received, wl.jobs.submit_s, now) for j in window]  # fmt: skip
         total = tuple(int(x) for x in wl.pool.total)

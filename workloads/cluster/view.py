@@ -2,7 +2,11 @@
 
 Every estimate in a view (solo and packed iteration times, remaining times per GPU type,
 deadline feasibility) is computed by the mechanism from the throughput table and the
-interleaving model; policies only compare them. Arrays in views are read-only.
+interleaving model; policies only compare them. Remaining work is the declared length
+less progress (workloads.cluster.duration_estimate, ``workload.estimates``), never the
+true iteration count; packed iteration times are the policy's own interference model,
+which need not be the run's truth (``execution.interference_model``). Arrays in views
+are read-only.
 """
 
 from __future__ import annotations
@@ -104,7 +108,12 @@ class AllocationView(NamedTuple):
 
 
 class OrderingPolicy(Protocol):
-    """Decision point ``cluster.ordering``: the priority order of active jobs."""
+    """Decision point ``cluster.ordering``: the priority order of active jobs.
+
+    Optional, for event-driven preemption (Tiresias): ``preemptive: bool`` (True: the
+    mechanism preempts at every pass, not only at rounds) and ``next_change_gpu_s(view)
+    -> np.ndarray``, per job the attained GPU-seconds at which its priority next changes
+    (inf: never); the mechanism turns that into the instant of a pass."""
 
     def order(self, view: OrderingView) -> np.ndarray:
         """Positions into the view's arrays, highest priority first (a permutation)."""

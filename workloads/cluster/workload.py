@@ -32,6 +32,7 @@ from hetsim.workloads.cluster.contention import (
     Stretch,
     node_capacities,
 )
+from hetsim.workloads.cluster.duration_estimate import DurationEstimator, error_factors
 from hetsim.workloads.cluster.estimates import Estimator
 from hetsim.workloads.cluster.jobs import build_jobs
 from hetsim.workloads.cluster.metrics import JOB_COLUMNS, METRICS, summarise
@@ -75,6 +76,12 @@ class ClusterWorkload(Workload):
         self.pool = GpuPool(self.types, nodes)
         rngs = {k: sim.rng(f"cluster.{k}") for k in ("jobs", "deadlines")}
         self.jobs = build_jobs(params, self.types, base_dir, rngs)
+        self._check_every_job_fits()
+        #: declared job lengths: the only job lengths policies see (workload.estimates)
+        self.lengths = DurationEstimator(
+            self.jobs.iterations,
+            error_factors(params.estimates, self.jobs.n, sim.rng("cluster.estimates")),
+        )
         self.contention: NodeContention | None = None
         if params.contention.enabled:
             inv = params.inventory
@@ -107,6 +114,7 @@ class ClusterWorkload(Workload):
         self._next_arrival = 0
         self._round_due = False
         self._round_timer = False
+        self._change_version = 0
         self.completed = 0
         self.rows = sim.recorder.table("jobs", JOB_COLUMNS)
         self.allocs = sim.recorder.table(
@@ -119,6 +127,22 @@ class ClusterWorkload(Workload):
         self.log: list[tuple[str, float, int]] = []  # (event, time, job/group) for tests
         self.passer = SchedulingPass(self)
         sim.add_invariant(self.check_pool)
+
+    def _check_every_job_fits(self) -> None:
+        """A job needing more GPUs than any type it may use has can never start: refuse
+        the scenario up front (the queue would never drain) and name the job."""
+        jobs, total = self.jobs, self.pool.total
+        fits = (jobs.allowed & (jobs.gpus[:, None] <= total[None, :])).any(axis=1)
+        if fits.all():
+            return
+        j = int(np.flatnonzero(~fits)[0])
+        usable = [f"{t} ({int(total[i])} GPUs)" for i, t in enumerate(self.types)
+                  if jobs.allowed[j, i]]  # fmt: skip
+        raise ValueError(
+            f"job {j} ({jobs.model[j]}, {int(jobs.gpus[j])} GPUs) fits no GPU type: it may "
+            f"use {', '.join(usable) or 'none of ' + str(self.types)}; "
+            f"{int((~fits).sum())} of {jobs.n} jobs cannot run"
+        )
 
     # ---- arrivals, rounds, passes -------------------------------------------------
     def start(self) -> None:
@@ -160,18 +184,65 @@ class ClusterWorkload(Workload):
 
     def _pass(self) -> None:
         self.log.append(("pass", self.sim.now, -1))
-        if self._round_due and self.params.execution.preemption:
+        round_preempts = self.params.execution.preemption or getattr(
+            self.policies["allocation"], "preempts_at_rounds", False
+        )
+        if (self._round_due and round_preempts) or self._event_preemption:
             self.passer.preempt_round()
         self._round_due = False
         self.passer.fill()
         self.passer.unpack()
+        if self._event_preemption:
+            self._arm_priority_change()
         if self.completed == self.jobs.n and not self.done.triggered:
             self.done.succeed()
+
+    @property
+    def _event_preemption(self) -> bool:
+        """The ordering policy preempts at its own priority changes, arrivals and
+        completions (Tiresias), not only at rounds; not with an allocation policy that
+        re-decides running groups itself (Gavel's LP)."""
+        return bool(getattr(self.policies["ordering"], "preemptive", False)) and not getattr(
+            self.policies["allocation"], "sees_running", False
+        )
+
+    def _arm_priority_change(self) -> None:
+        """While jobs wait, schedule a pass at the earliest instant a running job's
+        attained GPU-service reaches the level where the ordering policy's priority of it
+        changes (``next_change_gpu_s``); service grows at its GPU count per second after
+        its restart delay. Superseded by any later pass."""
+        self._change_version += 1
+        if not self.queued or not self.groups:
+            return
+        ids = np.array([j for g in self.groups.values() for j in g.members], dtype=np.int64)
+        view = self.passer.ordering_view(ids, np.ones(len(ids), bool))
+        level = np.asarray(self.policies["ordering"].next_change_gpu_s(view), dtype=float)
+        now, best = self.sim.now, np.inf
+        for j, target in zip(ids.tolist(), level.tolist(), strict=True):
+            if not np.isfinite(target):
+                continue
+            g = self.groups[int(self.group_of[j])]
+            need = max(0.0, target - float(self.attained[j]))
+            best = min(best, max(now, g.resume_s) + need / float(self.jobs.gpus[j]))
+        if np.isfinite(best):
+            version = self._change_version
+            self.sim.env.timeout(best - now).callbacks.append(
+                lambda _: self._priority_change(version)
+            )
+
+    def _priority_change(self, version: int) -> None:
+        if version == self._change_version:
+            self.log.append(("priority", self.sim.now, -1))
+            self._request_pass()
 
     # ---- group life cycle ---------------------------------------------------------
     def remaining(self, j: int) -> int:
         """Whole iterations job ``j`` still has to run (ceil of the fractional rest)."""
         return int(np.ceil(self.jobs.iterations[j] - self.done_iters[j] - 1e-9))
+
+    def estimated_remaining(self, j: int) -> int:
+        """Whole iterations job ``j`` has left by its declared length (what policies see)."""
+        return self.lengths.remaining_whole(j, float(self.done_iters[j]))
 
     def start_group(self, members: list[int], t: int) -> None:
         """Place a new group of queued jobs on type ``t`` (the pool picks the nodes)."""

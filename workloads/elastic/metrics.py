@@ -36,7 +36,8 @@ METRICS: dict[str, str] = {
     "scaling_actions": "number of rescales (replica changes after t = 0)",
     "scale_ups": "rescales that added workers",
     "scale_downs": "rescales that removed workers",
-    "gpu_hours": "sum over steps of replicas held x step_s / 3600 (held through downtime)",
+    "gpu_hours": "sum over steps of GPUs held x step_s / 3600 (held through downtime, and by "
+    "workers still starting under partial rescaling)",
     "mean_replicas": "time-average of replicas held",
     "gpu_wait_s": "time during which the target exceeded the replicas held while the job was up",
     "forecast_wape": (
@@ -107,7 +108,7 @@ def scaling(w: ElasticRun, k: int) -> dict[str, float | int]:
         "scaling_actions": len(w.rescales),
         "scale_ups": ups,
         "scale_downs": len(w.rescales) - ups,
-        "gpu_hours": float(replicas.sum() * w.step_s / 3600.0),
+        "gpu_hours": float(w.trace["held"][:k].sum() * w.step_s / 3600.0),
         "mean_replicas": float(replicas.mean()) if k else 0.0,
         "gpu_wait_s": float(waiting.sum() * w.step_s),
     }

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from hetsim.simulator.limits import MAX_STEPS
 from hetsim.workloads.base import WorkloadParams
 from hetsim.workloads.elastic.traffic import DAY_S, Traffic
 
@@ -54,24 +55,34 @@ class JobModel(_Strict):
 
 
 class Rescale(_Strict):
-    """Downtime of one rescale: the job stops consuming for its whole length.
+    """Downtime of one rescale.
 
-    Scale-up pays checkpoint + pod start + consumer-group rebalance; scale-down pays
-    checkpoint + rebalance (notes: "tens of seconds to a few minutes").
+    ``mode: stop`` (stop the world, checkpoint-restart): the job stops consuming for the
+    whole rescale; scale-up pays checkpoint + pod start + consumer-group rebalance,
+    scale-down checkpoint + rebalance (notes: "tens of seconds to a few minutes").
+    ``mode: partial`` (elastic frameworks that add or drop workers without a full stop):
+    new workers start while the old ones keep consuming; the job pauses only for the
+    rebalance (group membership change and state sync, no checkpoint), up or down; the
+    new workers join at the first control step after ``pod_start_s``.
     """
 
+    mode: Literal["stop", "partial"] = "stop"
     checkpoint_s: NonNegativeFloat = 30.0
     pod_start_s: NonNegativeFloat = 60.0
     rebalance_s: NonNegativeFloat = 15.0
 
     @property
     def up_s(self) -> float:
-        """Downtime of a scale-up."""
+        """Pause of a scale-up."""
+        if self.mode == "partial":
+            return self.rebalance_s
         return self.checkpoint_s + self.pod_start_s + self.rebalance_s
 
     @property
     def down_s(self) -> float:
-        """Downtime of a scale-down."""
+        """Pause of a scale-down."""
+        if self.mode == "partial":
+            return self.rebalance_s
         return self.checkpoint_s + self.rebalance_s
 
 
@@ -113,4 +124,6 @@ class ElasticParams(WorkloadParams):
             raise ValueError("need min_replicas <= initial_replicas <= max_replicas")
         if self.duration_s < self.step_s:
             raise ValueError("duration_s must be at least one step_s")
+        if self.duration_s / self.step_s > MAX_STEPS:
+            raise ValueError(f"duration_s / step_s exceeds the limit of {MAX_STEPS} steps")
         return self

@@ -18,11 +18,19 @@ class ForecastView(NamedTuple):
     step_s: float
     history_per_s: np.ndarray  # observed mean arrival rate of every past step, oldest first
     horizon_steps: int  # length of the forecast path to return
-    future_per_s: np.ndarray | None  # the true next rates; only for ``needs_future`` policies
+
+
+class OracleForecastView(NamedTuple):
+    """Ground truth: a forecast view plus the run's true next rates. Handed only to a
+    forecaster declaring ``needs_future`` (an oracle upper bound, labelled as such)."""
+
+    view: ForecastView
+    future_per_s: np.ndarray  # the true next rates (up to ``horizon_steps``)
 
 
 class Forecaster(Protocol):
-    """Predicts the arrival rate of the next ``horizon_steps`` control steps."""
+    """Predicts the arrival rate of the next ``horizon_steps`` control steps (an oracle,
+    ``needs_future``, gets an :class:`OracleForecastView` instead)."""
 
     needs_future: bool
 

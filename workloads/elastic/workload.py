@@ -40,7 +40,13 @@ from hetsim.workloads.elastic.model import (
 )
 from hetsim.workloads.elastic.params import ElasticParams
 from hetsim.workloads.elastic.traffic import DAY_S, build_rates, partition_shares
-from hetsim.workloads.elastic.view import BalanceView, ForecastView, ScaleView, frozen
+from hetsim.workloads.elastic.view import (
+    BalanceView,
+    ForecastView,
+    OracleForecastView,
+    ScaleView,
+    frozen,
+)
 
 
 @workloads.register("elastic")
@@ -142,9 +148,12 @@ class ElasticWorkload(Workload):
         self.replicas = self.target = self.params.initial_replicas
         self.lag = 0.0
         self.down_until_s = 0.0
+        #: partial rescaling: (replicas, ready time) of workers starting in the background
+        self.pending: tuple[int, float] | None = None
         self.steps_done = 0
         self.trace = {
             "replicas": np.zeros(k, dtype=int),
+            "held": np.zeros(k, dtype=int),  # GPUs held: replicas, or workers starting
             "target": np.zeros(k, dtype=int),
             "uptime_s": np.zeros(k),
             "capacity_per_s": np.zeros(k),
@@ -175,6 +184,9 @@ class ElasticWorkload(Workload):
 
     def _apply_target(self, k: int) -> None:
         now = k * self.step_s
+        if self.pending is not None:
+            self._join_pending(k, now)
+            return
         if self.target == self.replicas or now < self.down_until_s - 1e-9:
             return
         old = self.replicas
@@ -189,7 +201,26 @@ class ElasticWorkload(Workload):
         if k == 0:
             return  # the starting size: no rescale
         rescale = self.params.rescale
+        if rescale.mode == "partial" and new > old:  # old workers consume while new start
+            self.replicas = old
+            self.pending = (new, now + rescale.pod_start_s)
+            return
         downtime = (rescale.up_s if new > old else rescale.down_s) + self.balancer.extra_downtime_s
+        self.down_until_s = now + downtime
+        self.rescales.append((now, old, new, downtime))
+        self.sim.recorder.span(self.job_track, f"rescale {old}->{new}", now, now + downtime)
+
+    def _join_pending(self, k: int, now: float) -> None:
+        """Partial rescaling: the started workers join once their pods are up; the job
+        pauses for the rebalance only."""
+        assert self.pending is not None
+        new, ready_s = self.pending
+        if now < ready_s - 1e-9:
+            return
+        self.pending = None
+        old = self.replicas
+        downtime = self.params.rescale.up_s + self.balancer.extra_downtime_s
+        self.replicas = new
         self.down_until_s = now + downtime
         self.rescales.append((now, old, new, downtime))
         self.sim.recorder.span(self.job_track, f"rescale {old}->{new}", now, now + downtime)
@@ -202,6 +233,7 @@ class ElasticWorkload(Workload):
         lag, consumed, integral = fluid_step(self.lag, float(self.rates[k]), capacity, step)
         tr = self.trace
         tr["replicas"][k] = self.replicas
+        tr["held"][k] = self.replicas if self.pending is None else self.pending[0]
         tr["target"][k] = self.target
         tr["uptime_s"][k] = up_s
         tr["capacity_per_s"][k] = capacity
@@ -219,8 +251,10 @@ class ElasticWorkload(Workload):
 
     def _forecast(self, k: int) -> np.ndarray:
         h = self.horizon_steps
-        future = frozen(self.rates[k : k + h]) if self.forecaster.needs_future else None
-        view = ForecastView(k * self.step_s, self.step_s, frozen(self.rates[:k]), h, future)
+        past = ForecastView(k * self.step_s, self.step_s, frozen(self.rates[:k]), h)
+        view: ForecastView | OracleForecastView = past
+        if self.forecaster.needs_future:  # an oracle (labelled): the true path
+            view = OracleForecastView(past, frozen(self.rates[k : k + h]))
         path = np.asarray(self.forecaster.forecast(view), dtype=float)
         if path.shape != (h,) or not np.all(np.isfinite(path)):
             raise InvariantViolation(f"forecaster returned shape {path.shape} (want ({h},))")

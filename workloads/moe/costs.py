@@ -18,7 +18,10 @@ Ops (``h`` hidden size, ``I`` expert FFN, ``n`` tokens, ``b`` bits per weight):
 Software overheads (parameters, default 0: the pure roofline): a fixed time per expert
 call on the GPU and on the CPU, and a CPU intercept once per layer in which the CPU runs
 experts (thread-pool wake-up; HybriMoE's profile has it as a first-expert intercept).
-Calibrated kernels would replace them (see docs/moe.md).
+With ``cpu_model`` (a :class:`devices.cpu.CpuModel`, scenario ``cpu_model: kernels``)
+CPU experts, CPU attention and CPU shared experts are priced by the CPU kernel model
+(quantised GEMV/GEMM efficiencies, thread scaling, NUMA, per-call overhead) instead of
+the CPU roofline.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetsim.devices.cpu import CpuModel
 from hetsim.devices.roofline import op_time_s, op_times_s
 from hetsim.devices.spec import DeviceSpec
 from hetsim.workloads.models.moe import MoEModel
@@ -100,6 +104,9 @@ class MoECosts:
         gpu_expert_overhead_s: float = 0.0,
         cpu_expert_overhead_s: float = 0.0,
         cpu_layer_overhead_s: float = 0.0,
+        cpu_model: CpuModel | None = None,
+        cpu_format: str = "q4_k",
+        cpu_calls_per_expert: int = 2,
     ) -> None:
         self.model, self.gpu, self.cpu = model, gpu, cpu
         self.copy_s = copy_s
@@ -110,7 +117,16 @@ class MoECosts:
         flops = model.expert_flops(1) * loads
         nbytes = self.expert_bytes + 4.0 * model.hidden * loads
         self.gpu_expert_s = op_times_s(gpu, flops, nbytes, gpu_dtype)
-        self.cpu_expert_s = op_times_s(cpu, flops, nbytes, cpu_dtype)
+        self.cpu_model, self.cpu_format = cpu_model, cpu_format
+        if cpu_model is None:
+            self.cpu_expert_s = op_times_s(cpu, flops, nbytes, cpu_dtype)
+        else:  # cpu_calls_per_expert kernel calls (0: one fused call per layer)
+            self.cpu_expert_s = (
+                cpu_model.matmul_times_s(
+                    model.expert_params(), loads, self.expert_bytes, cpu_format, 4.0 * model.hidden
+                )
+                + (cpu_calls_per_expert - 1) * cpu_model.k.call_overhead_s
+            )
         self.gpu_expert_s[1:] += gpu_expert_overhead_s
         self.cpu_expert_s[1:] += cpu_expert_overhead_s
         self.gpu_expert_s[0] = self.cpu_expert_s[0] = 0.0
@@ -136,25 +152,38 @@ class MoECosts:
         if params == 0:
             return 0.0
         nbytes = params * self.dense_bits / 8 + 4.0 * self.model.hidden * tokens
+        if spec is self.cpu and self.cpu_model is not None:
+            return self.cpu_model.matmul_time_s(params, tokens, nbytes, self.cpu_format)
         return op_time_s(spec, 2.0 * params * tokens, nbytes, dtype)
 
-    def _attention(self, spec: DeviceSpec, dtype: str, tokens: int, context: int) -> float:
+    def _attention(
+        self, spec: DeviceSpec, dtype: str, tokens: int, context: int, seqs: int = 1
+    ) -> float:
         m = self.model
-        mean_ctx = context + (tokens + 1) / 2.0
+        new = tokens / seqs  # new tokens per sequence
+        mean_ctx = context + (new + 1) / 2.0
         flops = 2.0 * m.attention_params * tokens + 4.0 * tokens * mean_ctx * m.hidden
-        kv = m.kv_bytes_per_token / m.layers * (context + tokens)
-        nbytes = m.attention_params * self.dense_bits / 8 + kv + 4.0 * m.hidden * tokens
+        kv = m.kv_bytes_per_token / m.layers * seqs * (context + new)
+        weights = m.attention_params * self.dense_bits / 8
+        nbytes = weights + kv + 4.0 * m.hidden * tokens
+        if spec is self.cpu and self.cpu_model is not None:
+            proj = self.cpu_model.matmul_time_s(m.attention_params, tokens, weights,
+                                                self.cpu_format)  # fmt: skip
+            return proj + self.cpu_model.stream_time_s(
+                kv, flops - 2.0 * m.attention_params * tokens
+            )
         return op_time_s(spec, flops, nbytes, dtype)
 
-    def step(self, tokens: int, context: int) -> StepCosts:
-        """Dense per-layer work of a step over ``tokens`` new tokens after ``context``."""
+    def step(self, tokens: int, context: int, seqs: int = 1) -> StepCosts:
+        """Dense per-layer work of a step over ``tokens`` new tokens of ``seqs``
+        sequences after ``context`` tokens each."""
         m = self.model
         g, c = (self.gpu, self.gpu_dtype), (self.cpu, self.cpu_dtype)
         shared = m.shared_experts * m.shared_ffn
         lm_params = m.vocab * m.hidden
         return StepCosts(
-            attention_gpu_s=self._attention(*g, tokens, context),
-            attention_cpu_s=self._attention(*c, tokens, context),
+            attention_gpu_s=self._attention(*g, tokens, context, seqs),
+            attention_cpu_s=self._attention(*c, tokens, context, seqs),
             shared_gpu_s=self._ffn(*g, shared, tokens),
             shared_cpu_s=self._ffn(*c, shared, tokens),
             dense_ffn_gpu_s=self._ffn(*g, m.dense_ffn, tokens),

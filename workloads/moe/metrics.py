@@ -14,12 +14,17 @@ METRICS: dict[str, str] = {
     "ttft_s": "end of the prefill step (its LM head included); the request arrives at 0",
     "tbt_mean_s": "mean duration of a decode step (time between tokens)",
     "tbt_p99_s": "99th percentile of decode step durations",
-    "decode_tokens_per_s": "decode tokens / total decode time",
+    "decode_tokens_per_s": "decode tokens (steps x batch) / total decode time",
     "prefill_tokens_per_s": "prompt tokens / ttft_s",
     "experts_per_token": "decode: mean over (token, MoE layer) of routed experts activated",
     "cache_hit_rate": "decode: activated experts cached or in flight at router time / activated "
     "(unique experts per layer-step)",
     "prefill_hit_rate": "the same over the prefill step",
+    "resident_hit_rate": "decode: activated experts already resident (landed) at router time / "
+    "activated",
+    "inflight_hit_rate": "decode: activated experts still in flight (prefetch under way) at "
+    "router time / activated (cache_hit_rate = resident + in flight)",
+    "prefetches_cancelled": "stale prefetches cancelled before they started (priority queue)",
     "gpu_expert_share": "activated experts (unique per layer-step, all phases) computed on GPU "
     "/ activated",
     "pcie_bytes": "bytes copied host to GPU: (demand copies + prefetches) x expert bytes",
@@ -49,6 +54,7 @@ class Counters:
     prefetch_used: int = 0
     experts: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "decode": 0})
     hits: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "decode": 0})
+    resident: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "decode": 0})
 
     def add_layer(
         self, phase: str, mask: np.ndarray, ids: np.ndarray, loads: np.ndarray, hits: int,
@@ -91,11 +97,14 @@ def summarise(wl: Any, end_s: float) -> dict[str, float | int | str]:
         "ttft_s": float(pre[0]) if len(pre) else 0.0,
         "tbt_mean_s": float(dec.mean()) if len(dec) else 0.0,
         "tbt_p99_s": float(np.percentile(dec, 99)) if len(dec) else 0.0,
-        "decode_tokens_per_s": _ratio(len(dec), float(dec.sum())),
+        "decode_tokens_per_s": _ratio(len(dec) * wl.params.batch, float(dec.sum())),
         "prefill_tokens_per_s": _ratio(wl.params.prompt_tokens, float(pre[0])) if len(pre) else 0.0,
         "experts_per_token": float(ept_dec.mean()) if len(ept_dec) else float(ept.mean()),
         "cache_hit_rate": _ratio(c.hits["decode"], c.experts["decode"]),
         "prefill_hit_rate": _ratio(c.hits["prefill"], c.experts["prefill"]),
+        "resident_hit_rate": _ratio(c.resident["decode"], c.experts["decode"]),
+        "inflight_hit_rate": _ratio(c.hits["decode"] - c.resident["decode"], c.experts["decode"]),
+        "prefetches_cancelled": res.cancelled,
         "gpu_expert_share": _ratio(c.gpu_experts, c.experts["decode"] + c.experts["prefill"]),
         "pcie_bytes": res.copies * wl.costs.expert_bytes,
         "prefetches": res.prefetches,

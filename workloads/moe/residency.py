@@ -5,7 +5,15 @@ occupies a GPU slot (``cached``; resident or in flight) and from when it is usab
 (``ready_at_s``). Layers are separate eviction groups with ``slots[l]`` slots each, as in
 AdapMoE and HybriMoE. The cache policy decides admission and eviction; this class
 applies and checks its decisions (never more experts than slots, never evicting an
-expert in use or in flight) and keeps the PCIe copy engine's free time.
+expert in use or in flight) and keeps the PCIe copy engine's queue.
+
+The copy engine is a priority queue (``priority=True``, the default): a demand copy
+(an expert a layer needs now) overtakes every speculative prefetch that has not started
+by its request time; a copy already on the wire finishes first (no pre-emption mid-
+transfer), and the overtaken prefetches move back by one copy time each. When a layer's
+router runs, prefetches aimed at it that have not started and whose expert was not
+activated are stale: they are cancelled and their slots freed, and the queue behind
+them moves up. ``priority=False`` keeps one FIFO for both (the earlier model).
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 class Residency:
     """Slot cache per layer plus the copy engine's timeline (absolute seconds)."""
 
-    def __init__(self, slots: tuple[int, ...], experts: int, copy_s: float) -> None:
+    def __init__(
+        self, slots: tuple[int, ...], experts: int, copy_s: float, priority: bool = True
+    ) -> None:
         self.slots = np.asarray(slots, dtype=np.int64)
         layers = len(slots)
         self.cached = np.zeros((layers, experts), dtype=bool)
@@ -33,6 +43,10 @@ class Residency:
         self.copies = 0
         self.prefetches = 0
         self.prefetch_pending: list[set[int]] = [set() for _ in range(layers)]
+        self.priority = priority
+        self.cancelled = 0
+        # queued prefetches as [start, end, layer, expert], in start order
+        self._queue: list[list[float]] = []
 
     def warm(self, frequency: np.ndarray) -> None:
         """Fill every layer's slots with its most frequently activated experts (warm start
@@ -43,13 +57,38 @@ class Residency:
                 self.cached[layer, order] = True
 
     def copy(self, start_s: float) -> tuple[float, float]:
-        """Queue one expert copy on the FIFO copy engine; returns (start, end)."""
-        start = max(self.pcie_free_s, start_s)
-        end = start + self.copy_s
-        self.pcie_free_s = end
+        """Queue one demand copy requested at ``start_s``; returns (start, end). With
+        priority it goes ahead of every prefetch not started by ``start_s``."""
+        if not self.priority:
+            start = max(self.pcie_free_s, start_s)
+            end = self.pcie_free_s = start + self.copy_s
+        else:
+            self._prune(start_s)
+            waiting = [q for q in self._queue if q[0] > start_s and q[2] >= 0]
+            fixed = [q for q in self._queue if not (q[0] > start_s and q[2] >= 0)]
+            start = max([start_s] + [q[1] for q in fixed])
+            end = start + self.copy_s
+            self._queue = [*fixed, [start, end, -1.0, -1.0]]
+            self.pcie_free_s = end
+            if waiting:
+                self._requeue(waiting, end)
         self.pcie_busy_s += self.copy_s
         self.copies += 1
         return start, end
+
+    def _requeue(self, waiting: list[list[float]], t: float) -> None:
+        """Put ``waiting`` prefetches back on the engine from ``t``, in order."""
+        for q in waiting:
+            q[0], q[1] = t, t + self.copy_s
+            self.ready_at_s[int(q[2]), int(q[3])] = q[1]
+            t = q[1]
+            self._queue.append(q)
+        self.pcie_free_s = max(t, max((q[1] for q in self._queue), default=t))
+
+    def _prune(self, now_s: float) -> None:
+        """Forget prefetches that have landed by ``now_s``."""
+        if self._queue:
+            self._queue = [q for q in self._queue if q[1] > now_s]
 
     def _protected(self, layer: int, in_use: np.ndarray, now_s: float) -> np.ndarray:
         flying = self.cached[layer] & (self.ready_at_s[layer] > now_s)
@@ -115,17 +154,46 @@ class Residency:
         admitted = self.request(cache, layer, incoming, _EMPTY, now_s, prefetch=True)
         if expert not in admitted:
             return None
-        start, end = self.copy(now_s)
+        self._prune(now_s)
+        start = max(self.pcie_free_s, now_s)
+        end = start + self.copy_s
+        self.pcie_free_s = end
+        self.pcie_busy_s += self.copy_s
+        self.copies += 1
+        if self.priority:
+            self._queue.append([start, end, float(layer), float(expert)])
         self.ready_at_s[layer, expert] = end
         self.prefetches += 1
         self.prefetch_pending[layer].add(expert)
         return start, end
 
-    def settle_prefetches(self, layer: int, activated: np.ndarray) -> int:
-        """Prefetches aimed at this layer that were used now; clears the pending set."""
+    def settle_prefetches(self, layer: int, activated: np.ndarray, now_s: float = 0.0) -> int:
+        """Prefetches aimed at this layer that were used now; clears the pending set and
+        (with priority) cancels the stale ones that have not started by ``now_s``."""
         pending = self.prefetch_pending[layer]
         if not pending:
             return 0
-        used = len(pending.intersection(activated.tolist()))
+        act = set(activated.tolist())
+        used = len(pending.intersection(act))
+        if self.priority and self._queue:
+            stale = {e for e in pending if e not in act}
+            keep, moved = [], []
+            for q in self._queue:
+                if int(q[2]) == layer and int(q[3]) in stale and q[0] > now_s:
+                    self.cached[layer, int(q[3])] = False
+                    self.ready_at_s[layer, int(q[3])] = 0.0
+                    self.cancelled += 1
+                    self.copies -= 1
+                    self.pcie_busy_s -= self.copy_s
+                elif q[0] > now_s and q[2] >= 0:
+                    moved.append(q)
+                else:
+                    keep.append(q)
+            if len(keep) + len(moved) < len(self._queue):
+                self._queue = keep
+                t = max([now_s] + [q[1] for q in keep])
+                self.pcie_free_s = t
+                if moved:
+                    self._requeue(moved, t)
         pending.clear()
         return used

@@ -30,7 +30,9 @@ from pydantic import (
 )
 
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.cpu import CpuModel, cpu_kernels
 from hetsim.devices.memory import OutOfMemory
+from hetsim.devices.secure_copy import SecureCopy
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import policies as policy_registry
 from hetsim.simulator.registry import workloads
@@ -75,6 +77,34 @@ class MoEParams(WorkloadParams):
     gpu_expert_overhead_s: NonNegativeFloat = 0.0
     cpu_expert_overhead_s: NonNegativeFloat = 0.0
     cpu_layer_overhead_s: NonNegativeFloat = 0.0
+    copy_priority: bool = Field(
+        True, description="demand copies overtake queued prefetches; stale prefetches cancelled"
+    )
+    batch: PositiveInt = Field(
+        1,
+        description="sequences decoded together: each decode step routes this many tokens "
+        "and computes each activated expert once (de-duplicated) on all of its tokens",
+    )
+    cpu_model: Literal["roofline", "kernels"] = Field(
+        "roofline", description="CPU expert pricing: the device roofline, or devices/cpu.py"
+    )
+    cpu_format: str = "q4_k"
+    cpu_calls_per_expert: NonNegativeInt = Field(
+        2,
+        description="CPU kernel calls per expert (gate+up, down); 0 = one fused MoE call "
+        "per layer (kTransformers, llama.cpp mul_mat_id), whose cost is cpu_layer_overhead_s",
+    )
+    cpu_threads: PositiveInt | None = None
+    cpu_sockets: Literal[1, 2] = 1
+    cpu_numa: Literal["interleave", "replicate"] = "interleave"
+    cpu_kernels: dict[str, Any] = Field(default_factory=dict)
+    gpu_dequant_s_per_expert: NonNegativeFloat = Field(
+        0.0,
+        description="GPU dequantisation + launch of one expert beyond its roofline "
+        "(a named parameter until the GPU kernel model prices quantised experts)",
+    )
+    tee: Literal["none", "h100-cc"] = "none"
+    cc_crypto_throughput_Bps: PositiveFloat | None = None
 
     @field_validator("model", mode="before")
     @classmethod
@@ -121,7 +151,9 @@ class MoEWorkload(Workload):
         self.costs = self._costs(cluster, params)
         w, p, o = params.warmup_tokens, params.prompt_tokens, params.output_tokens
         rng = sim.rng("moe.routing")
-        self.trace = build_trace(params.routing, self.model, w + p + o, rng, base_dir)
+        self.trace = build_trace(
+            params.routing, self.model, w + p + o * params.batch, rng, base_dir
+        )
         self.steps = self._steps(params)
         self.counters = Counters()
         self.predictions: Any = None  # TokenPredictions of the current decode token
@@ -155,7 +187,21 @@ class MoEWorkload(Workload):
         )
         expert_bytes = m.expert_bytes(params.expert_bits)
         copy_s = cluster.copy_time_s(self.cpu_name, self.gpu_name, expert_bytes)
-        return MoECosts(
+        if params.tee == "h100-cc":
+            secure = SecureCopy.preset("h100-cc", params.cc_crypto_throughput_Bps)
+            copy_s = secure.copy_time_s(copy_s, expert_bytes)
+        cpu_model = None
+        if params.cpu_model == "kernels":
+            raw = cluster.device(self.cpu_name).spec
+            kern = cpu_kernels(raw.name, params.cpu_kernels)  # errors name the field
+            try:
+                kern.dequant_rate(params.cpu_format)
+            except ValueError as e:
+                raise ValueError(f"cpu_format: {e}") from None
+            cpu_model = CpuModel(raw, kern, threads=params.cpu_threads or params.cpu_cores,
+                                 sockets=params.cpu_sockets, numa=params.cpu_numa,
+                                 socket_bandwidth_Bps=params.cpu_memory_bandwidth_Bps)  # fmt: skip
+        costs = MoECosts(
             m,
             cluster.device(self.gpu_name).spec,
             cpu_spec,
@@ -164,11 +210,16 @@ class MoEWorkload(Workload):
             dense_bits=params.dense_bits,
             gpu_dtype=params.gpu_dtype,
             cpu_dtype=params.cpu_dtype,
-            max_tokens=max(params.prompt_tokens, 1),
+            max_tokens=max(params.prompt_tokens, params.batch, 1),
             gpu_expert_overhead_s=params.gpu_expert_overhead_s,
             cpu_expert_overhead_s=params.cpu_expert_overhead_s,
             cpu_layer_overhead_s=params.cpu_layer_overhead_s,
+            cpu_model=cpu_model,
+            cpu_format=params.cpu_format,
+            cpu_calls_per_expert=params.cpu_calls_per_expert,
         )
+        costs.gpu_expert_s[1:] += params.gpu_dequant_s_per_expert
+        return costs
 
     def _steps(self, params: MoEParams) -> list[tuple[Phase, int, int, int]]:
         w, p = params.warmup_tokens, params.prompt_tokens
@@ -177,7 +228,9 @@ class MoEWorkload(Workload):
             steps.append(("prefill", w, w + p, 0))
         if params.phase != "prefill":
             a = w + p
-            steps += [("decode", a + i, a + i + 1, p + i) for i in range(params.output_tokens)]
+            b = params.batch
+            steps += [("decode", a + b * i, a + b * (i + 1), p + i)
+                      for i in range(params.output_tokens)]  # fmt: skip
         return steps
 
     def profile(self) -> AllocationView:
@@ -213,7 +266,7 @@ class MoEWorkload(Workload):
                 f"cache allocation {slots} exceeds {view.total_slots} slots "
                 f"or {m.routed_experts} per layer"
             )
-        res = Residency(slots, m.routed_experts, self.costs.copy_s)
+        res = Residency(slots, m.routed_experts, self.costs.copy_s, self.params.copy_priority)
         res.warm(np.asarray(view.frequency))
         return res
 
@@ -264,7 +317,8 @@ class MoEWorkload(Workload):
         m = self.model
         for index, (phase, t0, t1, context) in enumerate(self.steps):
             step_start = env.now
-            costs = self.costs.step(t1 - t0, context)
+            seqs = self.params.batch if phase == "decode" else 1
+            costs = self.costs.step(t1 - t0, context, seqs)
             experts = 0.0
             for layer in range(m.layers):
                 if layer < m.dense_layers:
@@ -290,8 +344,8 @@ class MoEWorkload(Workload):
         probs = self._probs(t0, t1, layer)
         mask, ids, loads = route(self.gating, self._gating_view(layer, phase, probs))
         self.cache.observe(layer, probs, mask, index)
-        used = self.res.settle_prefetches(layer, ids)
         router_abs = now + costs.attention_gpu_s
+        used = self.res.settle_prefetches(layer, ids, router_abs)
         view = placement_view(layer, phase, ids, loads, self.res, self.costs, costs, router_abs)
         placed = self.placement.place(view)
         check_placement(placed, ids, layer)
@@ -300,6 +354,7 @@ class MoEWorkload(Workload):
             view, placed, self.res, now, costs, spans
         )
         hits = int(np.count_nonzero(view.cached))
+        self.counters.resident[phase] += int(np.count_nonzero(view.cached & (view.ready_s <= 0)))
         in_use = ids[view.cached]
         if copied:
             resident = set(in_use.tolist())

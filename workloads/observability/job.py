@@ -33,6 +33,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from hetsim.devices.cluster import Cluster
 from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.limits import MAX_DEVICES
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.observability.faults import (
@@ -44,7 +45,13 @@ from hetsim.workloads.observability.faults import (
     sample_fail_slow,
     sample_fail_stop,
 )
-from hetsim.workloads.observability.telemetry import CommConfig, TrainingModel, base_times
+from hetsim.workloads.observability.probe import ProbeParams, TelemetryProbe
+from hetsim.workloads.observability.telemetry import (
+    CommConfig,
+    NoiseModel,
+    TrainingModel,
+    base_times,
+)
 from hetsim.workloads.observability.timeline import JobTimeline
 from hetsim.workloads.observability.view import (
     CheckpointView,
@@ -58,7 +65,7 @@ class FaultJobParams(WorkloadParams):
     """The ``workload:`` block of a fault-tolerance scenario."""
 
     kind: Literal["observability-faults"] = "observability-faults"
-    gpus: int = Field(default=10_000, ge=1)
+    gpus: int = Field(default=10_000, ge=1, le=MAX_DEVICES)
     duration_days: PositiveFloat = 30.0
     gpu: str | None = None
     model: TrainingModel = TrainingModel(params=70e9, tokens_per_rank=8192)
@@ -71,6 +78,8 @@ class FaultJobParams(WorkloadParams):
     replace_s: PositiveFloat = 300.0  # evict a rank and bring in a spare
     manual_detect_s: PositiveFloat = 86_400.0  # operators find a missed straggler (reconstruction)
     gpus_per_node: PositiveInt = 8
+    noise: NoiseModel = NoiseModel()  # telemetry noise (a telemetry detector's probe)
+    probe: ProbeParams = ProbeParams()  # the probe a telemetry detector runs on
 
 
 @workloads.register("observability-faults")
@@ -119,13 +128,20 @@ class FaultJobWorkload(Workload):
     ) -> None:
         super().__init__(sim, cluster, params, policies, base_dir)
         det = policies["detector"]
-        if not (hasattr(det, "classify") and hasattr(det, "false_alarms")):
-            raise ValueError(
-                "this job-level workload needs a black-box detector model "
-                "(policies.detector: kaiops); telemetry detectors run in kind 'observability'"
-            )
         name = cluster.accelerator(params.gpu, "gpu")
         self.base = base_times(params.model, params.comm, cluster.device(name), params.gpus)
+        #: what decides detection: a black-box model (an oracle: KAIOPS-style), or a
+        #: telemetry detector (Kair, z-score, threshold) run on the mechanism's probe
+        self.detector: Any
+        if hasattr(det, "classify") and hasattr(det, "false_alarms"):
+            self.detector = det
+        elif hasattr(det, "detect"):
+            self.detector = TelemetryProbe(det, self.base, params.noise, params.probe,
+                                           sim.rng("observability.probe"))  # fmt: skip
+        else:
+            raise ValueError(
+                "policies.detector: needs a black-box model (kaiops) or a telemetry detector"
+            )
         self.horizon = params.duration_days * SECONDS_PER_DAY
         self.stops = sample_fail_stop(
             params.fail_stop,
@@ -138,7 +154,9 @@ class FaultJobWorkload(Workload):
             params.fail_slow, params.gpus, self.horizon, sim.rng("observability.fail_slow"),
             first_id=len(self.stops),
         )  # fmt: skip
-        self.alarms = det.false_alarms(JobView(params.gpus, self.horizon))
+        if isinstance(self.detector, TelemetryProbe):
+            self.detector.set_factors({f.fault_id: f.factor for f in self.slows})
+        self.alarms = self.detector.false_alarms(JobView(params.gpus, self.horizon))
         self.expected_mtbf_s = self._expected_mtbf_s()
         view = CheckpointView(
             params.checkpoint_s, params.restart_s + params.watchdog_s,

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.observability.faults import Fault
 from hetsim.workloads.observability.telemetry import iteration_slowdown
-from hetsim.workloads.observability.view import EventView, Finding, MitigationView, TruthView
+from hetsim.workloads.observability.view import (
+    Finding,
+    MitigationView,
+    OracleEventView,
+    OracleFault,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -77,6 +82,9 @@ class FaultJob(Protocol):
     params: RecoveryTimes
     #: decision point -> policy ("detector", "checkpoint", "mitigation")
     policies: dict[str, Any]
+    #: what classifies each fault: the black-box detector, or a telemetry detector's probe
+    #: (workloads.observability.probe.TelemetryProbe)
+    detector: Any
     #: fires when the job's wall-clock horizon is reached
     done: simpy.Event
     #: nominal operator and collective times (for the fail-slow slowdown)
@@ -180,8 +188,8 @@ class JobTimeline:
         self.mode, self.mode_until = "run", math.inf
 
     # ---- handlers ----------------------------------------------------------------
-    def _truth(self, f: Fault) -> TruthView:
-        return TruthView(f.fault_id, f.category, f.kind, f.cause, f.rank, f.start_s,
+    def _truth(self, f: Fault) -> OracleFault:
+        return OracleFault(f.fault_id, f.category, f.kind, f.cause, f.rank, f.start_s,
                          self.sim.now - f.start_s)  # fmt: skip
 
     def _rollback(self, recovery_s: float) -> float:
@@ -193,7 +201,7 @@ class JobTimeline:
 
     def _on_stop(self, f: Fault) -> None:
         p = self.job.params
-        d = self.job.policies["detector"].classify(EventView(self.sim.now, self._truth(f)))
+        d = self.job.detector.classify(OracleEventView(self.sim.now, self._truth(f)))
         delay = min(d.delay_s, p.watchdog_s) if d.detected else p.watchdog_s
         self.fail_stops += 1
         self.detect_s += delay
@@ -206,7 +214,7 @@ class JobTimeline:
         self.active[f.fault_id] = f
         if math.isfinite(f.end_s):
             self._push(f.end_s, "slow_end", f)
-        d = self.job.policies["detector"].classify(EventView(self.sim.now, self._truth(f)))
+        d = self.job.detector.classify(OracleEventView(self.sim.now, self._truth(f)))
         manual = self.job.params.manual_detect_s
         delay = min(d.delay_s, manual) if d.detected else manual
         if f.start_s + delay < f.end_s:

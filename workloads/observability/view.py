@@ -1,9 +1,10 @@
 """Read-only views the observability mechanisms hand to their policies, and the decisions.
 
 Arrays in a view are numpy arrays with ``writeable = False``; everything else is an
-immutable tuple. Only black-box detector models (KAIOPS-style) read ``truth``: it is the
-ground truth a real detector would have to infer, and a black-box model stands for a
-detector whose accuracy is given rather than simulated.
+immutable tuple. No view a detector gets carries ground truth, except the ``Oracle*``
+views, which only a detector declaring ``oracle = True`` (a black-box model whose accuracy
+is given rather than simulated, KAIOPS-style: an upper bound, reported in its own table)
+receives: the injected faults a real detector would have to infer.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ Cause = Literal["compute", "communication", "unknown"]
 Action = Literal["evict", "restart", "ignore"]
 
 
-class TruthView(NamedTuple):
-    """One injected fault active now (ground truth)."""
+class OracleFault(NamedTuple):
+    """One injected fault active now (ground truth; only in ``Oracle*`` views)."""
 
     fault_id: int
     category: str  # fail-stop or fail-slow
@@ -47,12 +48,19 @@ class WindowView(NamedTuple):
     entry_s: np.ndarray
     comm_s: np.ndarray
     iteration_s: np.ndarray
-    truth: tuple[TruthView, ...]
 
     @property
     def ranks(self) -> int:
         """Number of ranks N."""
         return int(self.op_s.shape[1])
+
+
+class OracleWindowView(NamedTuple):
+    """A window's telemetry plus the faults active in it (ground truth), for an oracle
+    detector (``oracle = True``) only."""
+
+    window: WindowView
+    faults: tuple[OracleFault, ...]
 
 
 class Finding(NamedTuple):
@@ -64,11 +72,12 @@ class Finding(NamedTuple):
     score: float
 
 
-class EventView(NamedTuple):
-    """A fault as a job-level mechanism shows it to a black-box detector model."""
+class OracleEventView(NamedTuple):
+    """A fault as a job-level mechanism shows it to a black-box detector model (ground
+    truth: such a model is an oracle whose accuracy is given, not simulated)."""
 
     now_s: float
-    fault: TruthView
+    fault: OracleFault
 
 
 class Detection(NamedTuple):
@@ -107,7 +116,8 @@ class CheckpointView(NamedTuple):
 
 
 class WindowDetector(Protocol):
-    """Decision point ``observability.detector`` on per-rank telemetry."""
+    """Decision point ``observability.detector`` on per-rank telemetry (a detector with
+    ``oracle = True`` gets an :class:`OracleWindowView` instead)."""
 
     def detect(self, view: WindowView) -> tuple[Finding, ...]:
         """Ranks found straggling in this window, most certain first."""
@@ -117,7 +127,7 @@ class WindowDetector(Protocol):
 class EventDetector(Protocol):
     """A detector modelled as a black box, usable by the job-level fault mechanism."""
 
-    def classify(self, view: EventView) -> Detection:
+    def classify(self, view: OracleEventView) -> Detection:
         """Whether, how fast and as what the fault is found."""
         ...
 

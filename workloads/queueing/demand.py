@@ -16,7 +16,10 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
+from hetsim.devices.precision import Precision
+from hetsim.devices.spec import DeviceSpec
 from hetsim.workloads.models.dense import model_spec
+from hetsim.workloads.models.transformer_cost import TransformerCost, prefill_batch
 from hetsim.workloads.paths import resolve_path
 
 
@@ -77,7 +80,7 @@ class LLMPrefillDemand(_Strict):
     kind: Literal["llm-prefill"] = "llm-prefill"
     model: str
     prompt_tokens: PositiveInt | tuple[PositiveInt, PositiveInt] = 512
-    dtype: str = "fp16"
+    dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "fp16"
     load_weights: bool = True
 
 
@@ -94,6 +97,8 @@ class RequestBatch:
     flops: np.ndarray
     nbytes: np.ndarray
     dtype: str
+    #: prompt tokens of each request (LLM demand: priced kernel by kernel), else None
+    tokens: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -118,13 +123,13 @@ def sample_demand(
     spec: ExponentialDemand | DeterministicDemand | LLMPrefillDemand,
     n: int,
     rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-request (flops, bytes) arrays of length ``n``."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Per-request (flops, bytes, prompt tokens or None) arrays of length ``n``."""
     if isinstance(spec, ExponentialDemand):
         x = rng.exponential(1.0, size=n)
-        return x * spec.mean_flops, x * spec.mean_bytes
+        return x * spec.mean_flops, x * spec.mean_bytes, None
     if isinstance(spec, DeterministicDemand):
-        return np.full(n, spec.flops), np.full(n, spec.bytes)
+        return np.full(n, spec.flops), np.full(n, spec.bytes), None
     model = model_spec(spec.model)
     if isinstance(spec.prompt_tokens, tuple):
         lo, hi = spec.prompt_tokens
@@ -133,7 +138,7 @@ def sample_demand(
         tokens = np.full(n, spec.prompt_tokens)
     flops = np.array([model.prefill_flops(int(t)) for t in tokens])
     nbytes = np.array([model.prefill_bytes(int(t), spec.dtype) for t in tokens])
-    return flops, nbytes
+    return flops, nbytes, tokens.astype(np.int64)
 
 
 def build_requests(
@@ -146,15 +151,25 @@ def build_requests(
     """Sample (or read) every request of the run."""
     if isinstance(arrivals, PoissonArrivals):
         times = sample_arrivals(arrivals, num_requests, sim_rng["arrivals"])
-        flops, nbytes = sample_demand(demand, num_requests, sim_rng["demand"])
+        flops, nbytes, tokens = sample_demand(demand, num_requests, sim_rng["demand"])
     else:
         frame = read_trace(arrivals, base_dir).head(num_requests)
         times = frame[arrivals.time_column].to_numpy(dtype=float) * arrivals.time_scale
-        flops, nbytes = sample_demand(demand, len(frame), sim_rng["demand"])
+        flops, nbytes, tokens = sample_demand(demand, len(frame), sim_rng["demand"])
         if arrivals.flops_column:
             flops = frame[arrivals.flops_column].to_numpy(dtype=float)
+            tokens = None  # the trace's FLOPs, priced by the roofline
         if arrivals.bytes_column:
             nbytes = frame[arrivals.bytes_column].to_numpy(dtype=float)
     if len(times) and times[0] < 0:
         raise ValueError("arrival times must be >= 0")
-    return RequestBatch(times, flops, nbytes, demand.dtype)
+    return RequestBatch(times, flops, nbytes, demand.dtype, tokens)
+
+
+def prefill_times_s(spec: LLMPrefillDemand, device: DeviceSpec, tokens: np.ndarray) -> list[float]:
+    """Seconds of each prompt's prefill alone on ``device``, kernel by kernel
+    (:class:`~hetsim.workloads.models.transformer_cost.TransformerCost`, weights and
+    activations in ``spec.dtype``, CUDA graphs, no engine overhead)."""
+    cost = TransformerCost(model_spec(spec.model), device, precision=Precision.uniform(spec.dtype))
+    unique = {int(t): cost.iteration_s(prefill_batch(int(t))) for t in np.unique(tokens)}
+    return [unique[int(t)] for t in tokens]

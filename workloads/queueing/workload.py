@@ -15,19 +15,24 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeInt, PositiveInt
+from pydantic import Field, NonNegativeInt
 
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.precision import Precision
 from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.limits import MAX_REQUESTS
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.models.dense import model_spec
+from hetsim.workloads.models.transformer_cost import TransformerCost
+from hetsim.workloads.models.trust import model_trust
 from hetsim.workloads.queueing.demand import (
     Arrivals,
     Demand,
     LLMPrefillDemand,
     RequestBatch,
     build_requests,
+    prefill_times_s,
 )
 from hetsim.workloads.queueing.servers import FcfsServer, PsServer
 from hetsim.workloads.queueing.view import DispatchView, ServerView
@@ -84,7 +89,7 @@ class QueueingParams(WorkloadParams):
     kind: Literal["queueing"] = "queueing"
     arrivals: Arrivals
     demand: Demand
-    num_requests: PositiveInt = 1000
+    num_requests: int = Field(1000, gt=0, le=MAX_REQUESTS)
     warmup_requests: NonNegativeInt = 0
     servers: list[str] | None = Field(
         default=None, description="device names; default: every gpu/npu/server device"
@@ -110,6 +115,14 @@ class QueueingWorkload(Workload):
         "mean_utilisation": "busy seconds / (end time x servers), averaged over servers",
         "setup_s": "time until the last server finished loading its weights (0 if none)",
         "makespan_s": "end time of the last request",
+        "model_error_p50": "LLM demand only: the cost model's expected relative error of "
+        "service times (kernel fits' median residual weighted by kernel classes' time "
+        "shares, widest over the servers' GPU types)",
+        "model_error_p90": "LLM demand only: as model_error_p50, 90th percentiles",
+        "model_fits": "LLM demand only: least trusted kernel fit (calibrated, borrowed, "
+        "uncalibrated)",
+        "kernel_classes": "LLM demand only: kernel classes the prompts were priced with",
+        "borrowed_fits": "LLM demand only: GPU.class<-device for borrowed kernel fits",
     }
 
     def __init__(
@@ -135,13 +148,17 @@ class QueueingWorkload(Workload):
         self.batch: RequestBatch = build_requests(
             params.arrivals, params.demand, params.num_requests, rngs, base_dir
         )
-        # service time of every request on every server, priced once by the roofline
+        # service time of every request on every server, priced once: LLM prompts kernel
+        # by kernel (transformer cost model), other demands by the device roofline
         by_type: dict[str, list[float]] = {}
         for srv in self.servers:
             spec = srv.device.spec
             if spec.name not in by_type:
                 b = self.batch
-                by_type[spec.name] = srv.device.op_times_s(b.flops, b.nbytes, b.dtype).tolist()
+                if b.tokens is not None and isinstance(params.demand, LLMPrefillDemand):
+                    by_type[spec.name] = prefill_times_s(params.demand, spec, b.tokens)
+                else:
+                    by_type[spec.name] = srv.device.op_times_s(b.flops, b.nbytes, b.dtype).tolist()
         self._service = [by_type[srv.device.spec.name] for srv in self.servers]
         self._arrival = self.batch.arrival_s.tolist()
         self._flops = self.batch.flops.tolist()
@@ -293,4 +310,15 @@ class QueueingWorkload(Workload):
             "mean_utilisation": float(np.mean(busy) / end_s) if end_s > 0 else 0.0,
             "setup_s": self.setup_s,
             "makespan_s": end_s,
+            **self._trust(),
         }
+
+    def _trust(self) -> dict[str, float | str]:
+        """The cost model's error band (LLM demand only; see :mod:`..models.trust`)."""
+        demand = self.params.demand
+        if not isinstance(demand, LLMPrefillDemand) or self.batch.tokens is None:
+            return {}
+        model, precision = model_spec(demand.model), Precision.uniform(demand.dtype)
+        costs = [TransformerCost(model, s.device.spec, precision=precision) for s in self.servers
+                 if s.device.spec.kind in ("gpu", "npu")]  # fmt: skip
+        return model_trust(costs, float(self.batch.tokens.mean()), 0.0)

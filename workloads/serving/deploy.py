@@ -23,9 +23,11 @@ import numpy as np
 
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.collectives import CollectiveFabric
+from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec
 from hetsim.simulator import registry
 from hetsim.workloads.models.dense import ModelSpec
+from hetsim.workloads.models.transformer_cost import EngineOverheads
 from hetsim.workloads.serving.cost import IterationCost, pcie_fabric
 from hetsim.workloads.serving.estimate import Estimator, Lengths, Targets
 from hetsim.workloads.serving.view import BucketEstimate, ConfigView, InstanceSpec
@@ -43,12 +45,15 @@ PRICE_PRESETS: dict[str, dict[str, float]] = {
 
 
 def gpu_price(spec: DeviceSpec, preset: str) -> float:
-    """$/hour of one GPU of ``spec`` under ``preset`` (KeyError names what is missing)."""
+    """$/hour of one GPU of ``spec`` under ``preset`` (KeyError names what is missing);
+    preset ``none`` prices nothing (0 $/h: cost metrics are 0, for runs about speed only)."""
+    if preset == "none":
+        return 0.0
     if preset == "catalogue":
         return spec.price("default").usd_per_hour
     if preset not in PRICE_PRESETS:
         raise KeyError(
-            f"price_preset: unknown {preset!r}; valid: catalogue, {', '.join(PRICE_PRESETS)}"
+            f"price_preset: unknown {preset!r}; valid: catalogue, none, {', '.join(PRICE_PRESETS)}"
         )
     table = PRICE_PRESETS[preset]
     if spec.name not in table:
@@ -129,7 +134,7 @@ class Config:
 
 def candidate_configs(
     model: ModelSpec,
-    dtype: str,
+    precision: Precision,
     gpus: dict[str, tuple[DeviceSpec, int, int]],
     tp_options: list[int],
     fabrics: dict[str, str],
@@ -138,6 +143,7 @@ def candidate_configs(
     targets: Targets,
     preset: str,
     cap: int,
+    overheads: EngineOverheads | None = None,
 ) -> list[Config]:
     """Every (type, TP) that fits the model; ``gpus``: type -> (spec, count, memory);
     ``lengths``: a sample of the workload's requests; ``targets``: the SLOs and the
@@ -150,10 +156,13 @@ def candidate_configs(
         for tp in tp_options:
             if tp > count:
                 continue
-            cost = IterationCost(
-                model, spec, tp, dtype, tp_fabric(spec, fabrics) if tp > 1 else None
-            )
             try:
+                precision.check(spec)
+                cost = IterationCost(
+                    model, spec, tp, precision, tp_fabric(spec, fabrics) if tp > 1 else None,
+                    overheads or EngineOverheads(),
+                )  # fmt: skip
+                cost.transformer  # noqa: B018 (a TP degree the heads do not split raises here)
                 kv = cost.kv_capacity_tokens(memory, mem_fraction)
             except ValueError as e:
                 short.append(str(e))

@@ -182,45 +182,53 @@ class Instance(CachedKv):
             plan = self.policy.plan(self._batch_view(with_decodes))
             chunks, with_decodes = plan.chunks, plan.with_decodes and with_decodes
         taken = [self.waiting.popleft() for _ in chunks]
-        new, ctx_sum, attn = 0, 0, 0.0
+        dec_new, dec_ctx = 0, 0
         accepted = None
         if with_decodes:
-            new, ctx_sum, attn, accepted = self._reserve_decodes()
+            dec_new, dec_ctx, accepted = self._reserve_decodes()
         n_dec = len(self.ids) if with_decodes else 0
+        pre = (0, 0, 0.0, 0.0, 0)
         if taken:
-            new, ctx_sum, attn = self._reserve_prefills(taken, chunks, new, ctx_sum, attn)
+            pre = self._reserve_prefills(taken, chunks)
         if chunks and not taken and not n_dec and self.ids:  # prefills went back: decode
-            new, ctx_sum, attn, accepted = self._reserve_decodes()
+            dec_new, dec_ctx, accepted = self._reserve_decodes()
             n_dec = len(self.ids)
         if not self._fits(0):
             raise InvariantViolation(f"instance {self.number}: KV over capacity")
+        new = dec_new + pre[0]
         if new == 0:
             for i in reversed(taken):
                 self.waiting.appendleft(i)
             return
-        dt = self.cost.time_s(new, ctx_sum, attn)
+        dt = self.cost.step_s(
+            new, dec_new + pre[4], pre[0], pre[1], pre[2], pre[3], n_dec, dec_ctx + n_dec
+        )
         self.busy = True
         ev = self._env.timeout(dt)
         start = float(self._env.now)
         ev.callbacks.append(lambda _e: self._finish(start, taken, n_dec, accepted))
 
     def _reserve_prefills(
-        self, taken: list[int], chunks: tuple[int, ...], new: int, ctx_sum: int, attn: float
-    ) -> tuple[int, int, float]:
-        """Blocks for this iteration's prefill chunks; adds their terms to the decodes'.
-        With a prefix cache, a request starting its prefill first takes its cached
-        prefix, and requests whose blocks no longer fit go back to the queue."""
-        done, bt = self.reqs.done, self.block_tokens
+        self, taken: list[int], chunks: tuple[int, ...]
+    ) -> tuple[int, int, float, float, int]:
+        """Blocks for this iteration's prefill chunks; returns their cost terms: new
+        tokens ``sum q``, cached tokens ``sum c``, ``sum q c``, ``sum q^2`` and the
+        chunks that finish their prompt (they sample a token). With a prefix cache, a
+        request starting its prefill first takes its cached prefix, and requests whose
+        blocks no longer fit go back to the queue."""
+        done, bt, plen = self.reqs.done, self.block_tokens, self.reqs.prefill_len
         if self.cache is not None:
             self._take_prefixes(taken, chunks)
+        new, ctx_sum, cross, own, last = 0, 0, 0.0, 0.0, 0
         for i, q in zip(taken, chunks, strict=False):
             c = done.get(i, 0)
-            q = min(q, self.reqs.prefill_len[i] - c)
-            new, ctx_sum, attn = new + q, ctx_sum + c, attn + q * (c + q / 2.0)
+            q = min(q, plen[i] - c)
+            new, ctx_sum, cross, own = new + q, ctx_sum + c, cross + q * c, own + q * q
+            last += c + q == plen[i]
             self._set_used(self.used_blocks + blocks(c + q, bt) - blocks(c, bt))
             done[i] = c + q
             self.queued_tokens -= q
-        return new, ctx_sum, attn
+        return new, ctx_sum, cross, own, last
 
     def _batch_view(self, decodes: bool) -> BatchView:
         head = []
@@ -251,10 +259,11 @@ class Instance(CachedKv):
         ctx = self._ctx()
         return int(((ctx + k + bt - 1) // bt - (ctx + bt - 1) // bt).sum())
 
-    def _reserve_decodes(self) -> tuple[int, int, float, np.ndarray | None]:
+    def _reserve_decodes(self) -> tuple[int, int, np.ndarray | None]:
         """Blocks for this step's positions (preempting LIFO until they fit); returns
-        the iteration's decode terms and the tokens each sequence will accept (None:
-        one each, standard decoding)."""
+        the step's new positions, the decoding sequences' cached tokens and the tokens
+        each sequence will accept (None: one each, standard decoding). A LUD step of
+        ``K`` positions reads each sequence's KV once, as a decode step does."""
         k = self.lud.lookahead if self.lud else 1
         growth = self._growth(k)
         while self.ids and not self._fits(growth):
@@ -267,8 +276,7 @@ class Instance(CachedKv):
             accepted = np.minimum(self.rng.geometric(1.0 - self.lud.accept_p, b), k)
             left = np.array(self._left0, dtype=np.int64) - self._steps
             accepted = np.minimum(accepted, left)
-        ctx_sum = self._ctx0_sum + b * self._steps
-        return k * b, ctx_sum, k * ctx_sum + b * k * k / 2.0, accepted
+        return k * b, self._ctx0_sum + b * self._steps, accepted
 
     def _preempt_last(self) -> None:
         i, c0, left0 = self.ids.pop(), self._ctx0.pop(), self._left0.pop()

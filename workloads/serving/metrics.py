@@ -7,6 +7,15 @@ from dataclasses import dataclass
 import numpy as np
 
 METRICS: dict[str, str] = {
+    "model_error_p50": "cost model's expected relative error of the run's times: the "
+    "kernel fits' median |predicted/measured - 1|, weighted by each kernel class's share "
+    "of GPU time, widest over the deployed configs (a lower bound on end-to-end error: "
+    "see docs/fidelity/report.md)",
+    "model_error_p90": "as model_error_p50, the fits' 90th percentiles",
+    "model_fits": "least trusted kernel fit used: calibrated (fitted on this GPU), "
+    "borrowed (another GPU's efficiencies) or uncalibrated (catalogue roofline)",
+    "kernel_classes": "kernel classes (and collective) the run's iterations were priced with",
+    "borrowed_fits": "GPU.class<-device for every kernel class priced with another device's fit",
     "requests": "requests completed",
     "throughput_rps": "requests / (last finish_s - first arrival_s)",
     "output_tokens_per_s": "output tokens of completed requests / "

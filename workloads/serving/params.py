@@ -6,8 +6,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
+from hetsim.devices.kernels import LaunchModel
+from hetsim.devices.precision import Precision
+from hetsim.devices.secure_copy import SecureCopy
 from hetsim.workloads.base import WorkloadParams
 from hetsim.workloads.models.dense import model_spec
+from hetsim.workloads.models.transformer_cost import EngineOverheads
 from hetsim.workloads.serving.requests import RequestsConfig, SloClass
 
 DEFAULT_FABRICS = {
@@ -43,7 +47,54 @@ class ServingParams(WorkloadParams):
 
     kind: Literal["serving"] = "serving"
     model: str = "llama-3-8b"
-    dtype: Literal["fp16", "bf16"] = "fp16"
+    dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = Field(
+        "fp16",
+        description="weight format; activations follow it (fp8: FP8 GEMMs; int8: W8A8; "
+        "int4: weight-only W4A16, activations fp16) unless activation_dtype is set",
+    )
+    activation_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8"] | None = None
+    kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8"] | None = Field(
+        None, description="KV-cache format (default: the activations')"
+    )
+    weight_group_size: PositiveInt = Field(
+        128, description="weights per fp16 scale/zero pair of weight-only integer formats"
+    )
+    cuda_graphs: bool = Field(
+        True, description="decode iterations replay a CUDA graph (no per-kernel launch cost)"
+    )
+    cpu_launch_s: float = Field(
+        20e-6,
+        ge=0.0,
+        le=1e-3,
+        description="host time per kernel launch without CUDA graphs: about 20 us from a "
+        "PyTorch elementwise op's call to its kernel's start on a V100 (NVIDIA Nsight "
+        "Systems user guide's example trace)",
+    )
+    framework_overhead_s: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="engine time per iteration before its kernels run (scheduling, input "
+        "preparation, sampling bookkeeping). No measurement is in the calibration data: "
+        "0 by default; sweep it (the fidelity report shows its effect)",
+    )
+    tee: Literal["none", "h100-cc"] = Field(
+        "none",
+        description="GPU confidential computing (issue 17): every iteration's two "
+        "host<->GPU transfers (input ids in, sampled tokens out) go through the encrypted "
+        "bounce buffer of devices.secure_copy and pay its per-transfer toll",
+    )
+    cc_crypto_throughput_Bps: PositiveFloat | None = Field(
+        None, description="CPU AES-GCM rate of the bounce buffer (default: the h100-cc preset)"
+    )
+    framework_per_seq_s: float = Field(
+        0.0, ge=0.0, le=0.1, description="engine time per iteration per sequence in the batch"
+    )
+    fused_elementwise: bool = Field(
+        False,
+        description="norms, rotary, activation and adds fused into other kernels "
+        "(TensorRT-LLM, LMDeploy TurboMind); reconstruction, see transformer_cost",
+    )
     requests: RequestsConfig = RequestsConfig()
     slo: SloConfig = SloConfig()
     deployment_rate_per_s: PositiveFloat | None = None
@@ -69,7 +120,26 @@ class ServingParams(WorkloadParams):
     @model_validator(mode="after")
     def _known_model(self) -> ServingParams:
         model_spec(self.model)
+        self.precision()  # a bad combination of formats is a field error
         return self
+
+    def precision(self) -> Precision:
+        """The formats of weights, activations and KV cache this workload runs."""
+        base = Precision.uniform(self.dtype, None, self.weight_group_size)
+        act = self.activation_dtype or base.activations
+        return Precision(base.weights, act, self.kv_dtype or act, self.weight_group_size)
+
+    def overheads(self) -> EngineOverheads:
+        """The engine's launch and per-iteration host costs."""
+        toll = 0.0
+        if self.tee == "h100-cc":  # two small encrypted transfers per iteration (4 KiB each)
+            toll = 2 * SecureCopy.preset("h100-cc", self.cc_crypto_throughput_Bps).copy_time_s(
+                0.0, 4096
+            )
+        return EngineOverheads(
+            LaunchModel(self.cpu_launch_s, self.cuda_graphs), self.framework_overhead_s + toll,
+            self.framework_per_seq_s, self.fused_elementwise,
+        )  # fmt: skip
 
     @model_validator(mode="after")
     def _classes(self) -> ServingParams:

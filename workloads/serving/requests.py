@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from hetsim.simulator.limits import MAX_REQUESTS
 from hetsim.workloads.serving.traces import (
     BlockHashes,
     Strict,
@@ -40,7 +41,7 @@ class SurgeConfig(Strict):
 class RequestsConfig(Strict):
     """How requests are generated (the workload's ``requests:`` block)."""
 
-    num_requests: PositiveInt = 1000
+    num_requests: int = Field(1000, gt=0, le=MAX_REQUESTS)
     arrivals: Literal["poisson", "gamma", "trace"] = "poisson"
     rate_per_s: PositiveFloat | None = 1.0
     cv: PositiveFloat = 1.0

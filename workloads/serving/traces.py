@@ -19,7 +19,6 @@ A bad trace raises ValueError naming the file, the line and the column.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +27,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from hetsim.simulator.boundary import json_value
+from hetsim.simulator.errors import TraceError
 from hetsim.workloads.paths import resolve_path
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -89,13 +90,17 @@ class Trace:
     hashes: BlockHashes | None = None  # prefix-block hashes (mooncake hash_ids)
 
 
-def _bad(path: Path, line: int, column: str, what: str) -> ValueError:
-    return ValueError(f"trace {path.name} line {line} column {column}: {what}")
+def _bad(path: Path, line: int, column: str, what: str) -> TraceError:
+    return TraceError(path, line, column, what)
+
+
+MAX_COUNT = 2**53
+"""Largest count a trace cell may hold (float64 represents every integer up to it)."""
 
 
 def _check_counts(path: Path, values: pd.Series, column: str, first_line: int) -> np.ndarray:
     num = pd.to_numeric(values, errors="coerce")
-    bad = num.isna() | (num < 0) | (num != np.floor(num))
+    bad = num.isna() | ~(num >= 0) | ~(num <= MAX_COUNT) | (num != np.floor(num))
     if bad.any():
         k = int(np.flatnonzero(bad.to_numpy())[0])
         raise _bad(path, first_line + k, column, f"{values.iloc[k]!r} is not a count >= 0")
@@ -149,17 +154,15 @@ def read_mooncake(path: Path, block_tokens: int = 512) -> Trace:
     rows, ids, lens = [], [], []
     with path.open() as f:
         for line_no, line in enumerate(f, start=1):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                raise _bad(path, line_no, "-", "not a JSON object") from None
+            obj = json_value(line, path, line_no)
             if not isinstance(obj, dict):
                 raise _bad(path, line_no, "-", "not a JSON object")
             for name in MOONCAKE_FIELDS:
                 if name not in obj:
                     raise _bad(path, line_no, name, "missing")
                 v = obj[name]
-                if not isinstance(v, int | float) or v < 0 or v != int(v):
+                if (not isinstance(v, int | float) or isinstance(v, bool)
+                        or not 0 <= v <= MAX_COUNT or v != int(v)):  # fmt: skip
                     raise _bad(path, line_no, name, f"{v!r} is not a count >= 0")
             rows.append([obj[n] for n in MOONCAKE_FIELDS])
             row_ids = _hash_ids(path, line_no, obj, block_tokens)
@@ -200,7 +203,7 @@ def _columns(path: Path, frame: pd.DataFrame, wanted: tuple[str, ...]) -> None:
 def _numbers(path: Path, values: pd.Series, column: str) -> np.ndarray:
     """Non-negative floats (row k on line k + 2)."""
     num = pd.to_numeric(values, errors="coerce")
-    bad = num.isna() | (num < 0)
+    bad = num.isna() | ~(num >= 0) | ~np.isfinite(num)
     if bad.any():
         k = int(np.flatnonzero(bad.to_numpy())[0])
         raise _bad(path, k + 2, column, f"{values.iloc[k]!r} is not a number >= 0")

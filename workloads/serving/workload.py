@@ -25,6 +25,7 @@ from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload
 from hetsim.workloads.models.dense import model_spec
+from hetsim.workloads.models.trust import model_trust
 from hetsim.workloads.serving.autoscale import Autoscaler
 from hetsim.workloads.serving.deploy import (
     Config,
@@ -127,8 +128,8 @@ class ServingWorkload(Workload):
         sample = Lengths(self.times.prompt[::every], self.times.output[::every])
         targets = Targets(self.slo.ttft_s, self.slo.tpot_s, p.sizing_attainment, p.sizing_headroom)
         found = candidate_configs(
-            self.model, p.dtype, self.gpu_types, p.tp_options, p.tp_fabrics, p.mem_fraction,
-            sample, targets, p.price_preset, p.max_batch,
+            self.model, p.precision(), self.gpu_types, p.tp_options, p.tp_fabrics,
+            p.mem_fraction, sample, targets, p.price_preset, p.max_batch, p.overheads(),
         )  # fmt: skip
         return {(c.view.gpu_type, c.view.tp): c for c in found}
 
@@ -293,7 +294,9 @@ class ServingWorkload(Workload):
         self._transfer(i, inst, dec)
 
     def _transfer(self, i: int, src: Instance, dst: Instance) -> None:
-        nbytes = self.reqs.prefill_len[i] * self.model.kv_bytes_per_token(self.params.dtype)
+        nbytes = self.reqs.prefill_len[i] * self.model.kv_bytes_per_token(
+            self.params.precision().kv_cache
+        )
         a, b = self.placement[src.number], self.placement[dst.number]
         pairs = min(len(a), len(b))
         events = [self.cluster.copy(a[j], b[j], nbytes // pairs, name="kv") for j in range(pairs)]
@@ -346,4 +349,7 @@ class ServingWorkload(Workload):
             latency_summary(self.times, self.ttft_target, self.tpot_target)
         )
         out.update(run_summary(self, end_s, rows))
+        out.update(model_trust((i.cost.transformer for i in self.instances),
+                               float(self.times.prompt.mean()),
+                               float(self.times.output.mean())))  # fmt: skip
         return out

@@ -2,14 +2,15 @@
 
 The ``tee.protection`` policy decides how each byte stream and each CPU-accelerator
 transfer is protected (none, cacheline TEE, TensorTEE, H100-CC-like); the mechanism
-prices the step with :mod:`workloads.tee_collab_costs` (secure memory traffic, stored
-metadata, re-encryption or bounce-buffer passes, verification stalls), sizes the
-micro-batches to what fits in accelerator memory once MACs are stored, and runs the
-steps as one SimPy process. Steps are identical (no random input), so each step's
-schedule is computed once and replayed; spans are recorded for the first
-``trace_steps`` steps. The same model is also priced unprotected and with each
-security cost switched off in turn, which attributes the step's overhead to
-re-encryption, verification and metadata (in that order).
+prices the step with :mod:`workloads.tee.collab_costs` (secure memory traffic through
+the memory-encryption engines of :mod:`devices.mee`, stored metadata, re-encryption or
+bounce-buffer passes, verification stalls, TensorTEE's residual costs), sizes the
+micro-batches to what fits in accelerator memory once MACs are stored, and runs every
+step as a task graph of SimPy processes (forward and backward on the accelerator,
+engine passes, copies on each PCIe direction, Adam on the CPU; :mod:`workloads.tee.dag`);
+spans are recorded for the first ``trace_steps`` steps. The same model is also priced
+unprotected and with each security cost switched off in turn, which attributes the
+step's overhead to re-encryption, verification and metadata (in that order).
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PositiveInt
 
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.mee import aes_engine
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.tee.collab_costs import (
-    STAGES,
     CollabConfig,
     StepResult,
     Toggles,
@@ -32,8 +33,8 @@ from hetsim.workloads.tee.collab_costs import (
     step,
     streams,
 )
+from hetsim.workloads.tee.dag import run_tasks
 from hetsim.workloads.tee.models import llm_shape
-from hetsim.workloads.tee.pipeline import flow_shop
 from hetsim.workloads.tee.secure import SecureMemoryParams, stored_metadata_bytes, tee_preset
 from hetsim.workloads.tee.view import ProtectionPlan, ProtectionView
 
@@ -63,8 +64,40 @@ class TeeCollabParams(WorkloadParams):
     accel_engine_Bps: float = Field(
         default=1e12, gt=0, description="accelerator copy-engine crypto rate (reconstruction)"
     )
+    cpu_crypto: str = Field(
+        default="aesni-gcm", description="software AES engine of transfer re-encryption"
+    )
+    cpu_crypto_threads: PositiveInt = Field(
+        default=1, description="enclave threads re-encrypting (reconstruction)"
+    )
     cpu_crypto_Bps: float | None = Field(
-        default=None, gt=0, description="override of the CPU enclave's crypto rate (sensitivity)"
+        default=None, gt=0, description="override of the re-encryption rate (sensitivity)"
+    )
+    cpu_mee: str = Field(default="sgx-mee-hw", description="inline engine of CPU memory")
+    cpu_mee_lanes: PositiveInt = Field(
+        default=8, description="AES pipes of that engine, one per channel (reconstruction)"
+    )
+    accel_mac_Bps: float = Field(
+        default=200e9, gt=0, description="accelerator MAC engine rate (reconstruction)"
+    )
+    mlp: float = Field(default=10.0, gt=0, description="version misses in flight (reconstr.)")
+    tensors_per_layer: PositiveInt = Field(
+        default=12, description="weight and bias tensors of a GPT layer (4 GEMMs, 2 norms)"
+    )
+    detect_window_bytes: float = Field(
+        default=4096.0, ge=0, description="bytes per tensor before detection (reconstr.)"
+    )
+    detect_miss_rate: float = Field(
+        default=0.0, ge=0, le=1, description="tensor bytes never detected (reconstruction)"
+    )
+    detector_streams: PositiveInt = Field(
+        default=16, description="interleaved streams the detector tracks (reconstruction)"
+    )
+    commit_latency_s: float = Field(
+        default=1e-6, ge=0, description="MAC finalise + check before a commit (reconstr.)"
+    )
+    verify_window_layers: PositiveInt = Field(
+        default=1, description="layers compute may run ahead of verification (reconstr.)"
     )
     trace_steps: int = Field(default=2, ge=0, description="steps drawn on the timeline")
 
@@ -128,14 +161,18 @@ class TeeCollabWorkload(Workload):
     def _config(self, micro_batches: int) -> CollabConfig:
         p, s = self.params, self.shape
         seqs = -(-p.batch_sequences // micro_batches)
+        crypto = p.cpu_crypto_Bps or aes_engine(p.cpu_crypto, p.cpu_crypto_threads).throughput_Bps
         return CollabConfig(
             s, self.cluster.device(self.accel_name).spec, self.cluster.device(self.cpu_name).spec,
             p.dtype, p.seq_len, seqs * p.seq_len, micro_batches, p.act_bytes_per_token_hidden,
             p.recompute,
             p.adam_flops_per_param, p.secure, p.verify_latency_s, p.tile_bytes,
-            p.accel_engine_Bps, p.cpu_crypto_Bps,
+            p.accel_engine_Bps, crypto,
             self.cluster.copy_time_s(self.accel_name, self.cpu_name, int(2 * s.params / s.layers)),
             self.cluster.copy_time_s(self.cpu_name, self.accel_name, int(2 * s.params / s.layers)),
+            aes_engine(p.cpu_mee, p.cpu_mee_lanes), p.accel_mac_Bps, p.mlp,
+            p.tensors_per_layer, p.detect_window_bytes, p.detect_miss_rate, p.detector_streams,
+            p.commit_latency_s, p.verify_window_layers,
         )  # fmt: skip
 
     def _fit(self, plan: ProtectionPlan) -> CollabConfig:
@@ -191,27 +228,24 @@ class TeeCollabWorkload(Workload):
         self.accel_meta = meta
 
     def _run(self) -> Any:
-        env = self.sim.env
+        """Each step's task graph as SimPy processes (spans for the first steps)."""
+        env, rec = self.sim.env, self.sim.recorder
+        tracks: dict[str, str] = {}
+
+        def span(res: str, name: str, a: float, b: float) -> None:
+            if res not in tracks:
+                tracks[res] = rec.track(f"tee.{res}", "tee", "stage")
+            rec.span(tracks[res], name, a, b)
+
         for i in range(self.params.steps):
             start = env.now
-            if i < self.params.trace_steps:
-                self._trace(start)
-            yield env.timeout(self.result.step_s)
+            trace = span if i < self.params.trace_steps else None
+            yield run_tasks(env, self.result.tasks, trace)
+            if abs(env.now - start - self.result.step_s) > 1e-9 * max(1.0, self.result.step_s):
+                raise InvariantViolation(f"step {i} took {env.now - start} s, not the estimate")
             self._rows.append(i, start, env.now)
             self._steps_done += 1
         self.done.succeed()
-
-    def _trace(self, t0: float) -> None:
-        rec, r = self.sim.recorder, self.result
-        tracks = {st: rec.track(f"tee.{st}", "tee", "stage") for st in STAGES}
-        fb = t0 + r.forward_s + r.backward_s - r.backward_s / self.cfg.micro_batches
-        rec.span(tracks["accel_backward"], "forward+backward", t0, fb)
-        sched_t = r.stage_times_s
-        sched = flow_shop(sched_t, release_s=fb)
-        for k, st in enumerate(STAGES):
-            for j in range(sched_t.shape[1]):
-                if sched_t[k, j] > 0:
-                    rec.span(tracks[st], f"layer {j}", sched.start_s[k, j], sched.end_s[k, j])
 
     # ---- results ------------------------------------------------------------------
     def check(self) -> None:

@@ -17,8 +17,31 @@ weights, momentum and variance on the CPU; Rajbhandari et al., ZeRO, SC'20):
 
 A step is ``M`` forward passes and ``M - 1`` backward passes, then the last backward
 pipelined layer by layer with the grad transfer, the CPU's Adam and the param transfer
-(a flow shop over the stages of :data:`STAGES`). The next step starts when every
-parameter is back (ZeRO-Offload without the one-step delay).
+(a flow shop over the stages of :data:`STAGES`, each stage its own resource). The step
+is a task graph (:func:`step_tasks`, run as SimPy processes by :mod:`workloads.tee.dag`).
+The next step starts when every parameter is back (ZeRO-Offload without the one-step
+delay).
+
+Memory-encryption engines (:mod:`devices.mee`): every protected byte the CPU streams
+passes its inline engine (``cpu_mee``), every protected byte on the accelerator its MAC
+engine (``accel_mac_Bps``); a layer's time is at least its protected bytes over that
+rate. Cacheline streams with counters also expose the engine's latency on each version
+miss (divided by ``mlp``). Transfer re-encryption runs on the CPU's software AES
+(``cpu_crypto``).
+
+TensorTEE's residual costs (streams under the ``tensor`` preset):
+
+- *detection*: a tensor stream is detected only if its interleaved arrays fit the
+  detector's table (``detector_streams``); the first ``detect_window_bytes`` of each of
+  a layer's ``tensors_per_layer`` tensors, and a share ``detect_miss_rate`` of the rest,
+  go through the side's cacheline fallback preset;
+- *MAC accumulation*: tensor MACs are accumulated over every block through the MAC
+  engine (above);
+- *commit barrier*: a layer's gradients leave the accelerator only after their tensor
+  MAC is final and the layer's delayed verifications have passed (``commit_latency_s``
+  on the send stage);
+- *verification window*: compute may run at most ``verify_window_layers`` layers ahead
+  of unverified inputs; a verification slower than that window stalls the layer.
 """
 
 from __future__ import annotations
@@ -31,10 +54,11 @@ from typing import NamedTuple
 import numpy as np
 
 from hetsim.devices.enclave import EnclaveSpec
+from hetsim.devices.mee import LINE_BYTES, AesEngine
 from hetsim.devices.roofline import op_time_s
 from hetsim.devices.spec import DeviceSpec
+from hetsim.workloads.tee.dag import Task, makespan_s
 from hetsim.workloads.tee.models import LLMShape
-from hetsim.workloads.tee.pipeline import flow_shop
 from hetsim.workloads.tee.secure import (
     Pass,
     SecureMemoryParams,
@@ -72,6 +96,15 @@ class CollabConfig:
     cpu_crypto_Bps: float | None
     d2h_s: float  # one layer's grads over the link
     h2d_s: float  # one layer's params over the link
+    cpu_mee: AesEngine | None = None  # inline engine of CPU memory (None: keeps up)
+    accel_mac_Bps: float = math.inf  # accelerator MAC/crypto engine rate
+    mlp: float = 10.0  # version misses in flight
+    tensors_per_layer: int = 12
+    detect_window_bytes: float = 4096.0
+    detect_miss_rate: float = 0.0
+    detector_streams: int = 16
+    commit_latency_s: float = 0.0
+    verify_window_layers: int = 1
 
 
 class Toggles(NamedTuple):
@@ -92,8 +125,8 @@ def streams(cfg: CollabConfig) -> tuple[StreamView, ...]:
         StreamView("activations_read", "accel", act * m, True, False),
         StreamView("grads", "accel", 2 * psi * m, True, True),
         StreamView("grads_in", "cpu", 2 * psi, True, True),
-        StreamView("optimizer_read", "cpu", 14 * psi, True, False),
-        StreamView("optimizer_write", "cpu", 14 * psi, True, True),
+        StreamView("optimizer_read", "cpu", 14 * psi, True, False, 4),  # param, m, v, grad
+        StreamView("optimizer_write", "cpu", 14 * psi, True, True, 4),  # param, m, v, fp16
         StreamView("params_out", "cpu", 2 * psi, True, False),
     )
 
@@ -103,10 +136,44 @@ def stream_specs(plan: ProtectionPlan, on: bool) -> list[EnclaveSpec | None]:
     return [tee_preset(n) if (n is not None and on) else None for n in plan.stream_enclaves]
 
 
+class StreamCost(NamedTuple):
+    """One layer's share of one access of a stream: bytes, metadata bytes, exposed
+    version-miss latency, and the bytes that pass the side's engine."""
+
+    total_bytes: float
+    metadata_bytes: float
+    latency_s: float
+    engine_bytes: float
+
+
+def _fallback_share(cfg: CollabConfig, v: StreamView, nbytes: float) -> float:
+    """Share of a tensor stream's bytes not detected as a tensor (module doc)."""
+    if v.streams > cfg.detector_streams:
+        return 1.0
+    window = min(1.0, cfg.tensors_per_layer * cfg.detect_window_bytes / max(nbytes, 1.0))
+    return min(1.0, window + (1.0 - window) * cfg.detect_miss_rate)
+
+
+def _stream_cost(
+    cfg: CollabConfig, spec: EnclaveSpec | None, v: StreamView, n: float, region: float
+) -> StreamCost:
+    tr = stream_traffic(
+        spec, n, write=v.write, region_bytes=region, params=cfg.secure, streams=v.streams
+    )
+    lat = 0.0
+    if tr.counter_bytes > 0 and cfg.cpu_mee is not None and v.side == "cpu":
+        lat = tr.counter_bytes / LINE_BYTES * cfg.cpu_mee.latency_s / cfg.mlp
+    return StreamCost(tr.total_bytes, tr.metadata_bytes, lat, n if spec is not None else 0.0)
+
+
 def per_layer_traffic(
-    cfg: CollabConfig, views: tuple[StreamView, ...], specs: list[EnclaveSpec | None]
-) -> dict[str, tuple[float, float]]:
-    """Stream -> (total bytes, metadata bytes) of one layer's share of one access."""
+    cfg: CollabConfig,
+    views: tuple[StreamView, ...],
+    specs: list[EnclaveSpec | None],
+    fallbacks: tuple[EnclaveSpec | None, EnclaveSpec | None] = (None, None),
+) -> dict[str, StreamCost]:
+    """Stream -> :class:`StreamCost` of one layer's share of one access. ``fallbacks``:
+    (CPU, accelerator) presets of undetected tensor bytes."""
     region = {"accel": 4 * cfg.shape.params, "cpu": 16 * cfg.shape.params}
     div = {"accel": cfg.shape.layers * cfg.micro_batches, "cpu": cfg.shape.layers}
     out = {}
@@ -114,8 +181,12 @@ def per_layer_traffic(
         n = v.nbytes_per_step / div[v.side]
         if v.name == "weights":
             n /= 3  # one read of one layer's weights
-        tr = stream_traffic(spec, n, write=v.write, region_bytes=region[v.side], params=cfg.secure)
-        out[v.name] = (tr.total_bytes, tr.metadata_bytes)
+        fb = fallbacks[0 if v.side == "cpu" else 1]
+        share = _fallback_share(cfg, v, n) if spec is not None and spec.name == "tensor" else 0.0
+        parts = [_stream_cost(cfg, spec, v, n * (1 - share), region[v.side])]
+        if share > 0:
+            parts.append(_stream_cost(cfg, fb, v, n * share, region[v.side]))
+        out[v.name] = StreamCost(*(sum(col) for col in zip(*parts, strict=True)))
     return out
 
 
@@ -126,22 +197,32 @@ def _sync_stall_s(cfg: CollabConfig, plan: ProtectionPlan, nbytes: float, t: Tog
 
 
 def compute_times(
-    cfg: CollabConfig, plan: ProtectionPlan, traffic: dict[str, tuple[float, float]], t: Toggles
+    cfg: CollabConfig, plan: ProtectionPlan, traffic: dict[str, StreamCost], t: Toggles
 ) -> tuple[float, float]:
-    """Seconds of one layer's forward and backward on one micro-batch."""
+    """Seconds of one layer's forward and backward on one micro-batch: the roofline over
+    protected bytes, at least the protected bytes over the accelerator's MAC engine, plus
+    synchronous-verification stalls and delayed-verification window stalls."""
     s = cfg.shape
     p_layer = s.params / s.layers
     flops = 2.0 * p_layer * cfg.tokens_mb + 2.0 * cfg.tokens_mb * cfg.seq_len * s.hidden
-    w = traffic["weights"][0]
-    fwd_bytes = w + traffic["activations_write"][0]
-    bwd_bytes = 2 * w + traffic["activations_read"][0] + traffic["grads"][0]
+    w, aw, ar, g = (
+        traffic[k] for k in ("weights", "activations_write", "activations_read", "grads")
+    )
+    fwd_bytes = w.total_bytes + aw.total_bytes
+    bwd_bytes = 2 * w.total_bytes + ar.total_bytes + g.total_bytes
     fwd = op_time_s(cfg.accel, flops, fwd_bytes, cfg.dtype)
     bwd_flops = (3.0 if cfg.recompute else 2.0) * flops  # + the recomputed forward
     bwd = op_time_s(cfg.accel, bwd_flops, bwd_bytes, cfg.dtype)
+    if t.metadata:
+        fwd = max(fwd, (w.engine_bytes + aw.engine_bytes) / cfg.accel_mac_Bps)
+        bwd = max(bwd, (2 * w.engine_bytes + ar.engine_bytes + g.engine_bytes) / cfg.accel_mac_Bps)
     raw_w = 2 * p_layer
+    window = 0.0
+    if plan.verify == "delayed" and t.verify:  # verification must land within the window
+        window = max(0.0, cfg.verify_latency_s - cfg.verify_window_layers * fwd)
     return (
-        fwd + _sync_stall_s(cfg, plan, raw_w, t),
-        bwd + _sync_stall_s(cfg, plan, 2 * raw_w, t),
+        fwd + _sync_stall_s(cfg, plan, raw_w, t) + window,
+        bwd + _sync_stall_s(cfg, plan, 2 * raw_w, t) + window,
     )
 
 
@@ -162,6 +243,7 @@ def transfer_passes(
 
 
 def _side(name: str | None, dev: DeviceSpec, crypto_Bps: float | None) -> TransferSide:
+    """One transfer end; the CPU's software crypto rate replaces the preset's."""
     spec = tee_preset(name) if name else None
     if spec is not None and crypto_Bps is not None:
         spec = dataclasses.replace(spec, crypto_throughput_Bps=crypto_Bps)
@@ -178,42 +260,93 @@ class StepResult(NamedTuple):
     metadata_bytes: float
     crypto_bytes: float
     crypto_s: float
+    tasks: list[Task]  # the step's task graph
 
 
-def step(cfg: CollabConfig, plan: ProtectionPlan, t: Toggles | None = None) -> StepResult:
-    """Time of one training step under ``plan`` with the toggled costs (default: all on)."""
-    t = t or Toggles()
+CPU_STREAMS = ("grads_in", "optimizer_read", "optimizer_write", "params_out")
+
+
+def stage_row(
+    cfg: CollabConfig, plan: ProtectionPlan, t: Toggles
+) -> tuple[list[float], float, float, tuple[Pass, ...], tuple[Pass, ...], dict[str, StreamCost]]:
+    """One layer's seconds per stage of :data:`STAGES`, forward and backward seconds,
+    the transfer passes and the traffic."""
     views = streams(cfg)
-    traffic = per_layer_traffic(cfg, views, stream_specs(plan, t.metadata))
+    fallbacks = (
+        tee_preset(plan.fallback_cpu) if t.metadata else None,
+        tee_preset(plan.fallback_accel) if t.metadata else None,
+    )
+    traffic = per_layer_traffic(cfg, views, stream_specs(plan, t.metadata), fallbacks)
     fwd, bwd = compute_times(cfg, plan, traffic, t)
     grads, params = transfer_passes(cfg, plan, t)
-    adam_bytes = sum(
-        traffic[k][0] for k in ("grads_in", "optimizer_read", "optimizer_write", "params_out")
-    )
+    cpu = [traffic[k] for k in CPU_STREAMS]
     p_layer = cfg.shape.params / cfg.shape.layers
-    adam = op_time_s(cfg.cpu, cfg.adam_flops_per_param * p_layer, adam_bytes, "fp32")
+    adam = op_time_s(
+        cfg.cpu, cfg.adam_flops_per_param * p_layer, sum(c.total_bytes for c in cpu), "fp32"
+    )
+    if cfg.cpu_mee is not None and t.metadata:
+        adam = max(adam, sum(c.engine_bytes for c in cpu) / cfg.cpu_mee.throughput_Bps)
+        adam += sum(c.latency_s for c in cpu)
+    commit = cfg.commit_latency_s if plan.verify == "delayed" and t.verify else 0.0
     row = [
         bwd,
-        side_time_s(grads, "src"),
+        side_time_s(grads, "src") + commit,
         side_time_s(grads, "link"),
         side_time_s(grads, "dst") + adam + side_time_s(params, "src"),
         side_time_s(params, "link"),
         side_time_s(params, "dst"),
     ]
+    return row, fwd, bwd, grads, params, traffic
+
+
+def step_tasks(cfg: CollabConfig, row: list[float], fwd: float, bwd: float) -> list[Task]:
+    """The task graph of one step: every micro-batch's forward and all but the last
+    backward on the accelerator, then the last backward layer by layer through the
+    stages of :data:`STAGES` (each stage one resource, layers in order)."""
+    layers, m = cfg.shape.layers, cfg.micro_batches
+    tasks: list[Task] = []
+    prev: tuple[int, ...] = ()
+    for mb in range(m):
+        for j in range(layers):
+            tasks.append(Task(f"mb{mb} fwd {j}", "accel_backward", fwd, prev))
+            prev = (len(tasks) - 1,)
+    for mb in range(m - 1):
+        for j in reversed(range(layers)):
+            tasks.append(Task(f"mb{mb} bwd {j}", "accel_backward", bwd, prev))
+            prev = (len(tasks) - 1,)
+    for j in reversed(range(layers)):
+        dep = prev
+        for k, stage in enumerate(STAGES):
+            if row[k] <= 0 and k > 0:
+                continue
+            tasks.append(Task(f"layer {j} {stage}", stage, row[k], dep))
+            dep = (len(tasks) - 1,)
+            if k == 0:
+                prev = dep  # the next layer's backward follows this one
+    return tasks
+
+
+def step(cfg: CollabConfig, plan: ProtectionPlan, t: Toggles | None = None) -> StepResult:
+    """Time of one training step under ``plan`` with the toggled costs (default: all on)."""
+    t = t or Toggles()
+    row, fwd, bwd, grads, params, traffic = stage_row(cfg, plan, t)
     layers, m = cfg.shape.layers, cfg.micro_batches
     times = np.repeat(np.asarray(row)[:, None], layers, axis=1)
-    tail = flow_shop(times).makespan_s
-    meta_layer = sum(_meta_per_step(k, v, m) for k, v in traffic.items())
+    meta_layer = sum(
+        _meta_per_step(k, (v.total_bytes, v.metadata_bytes), m) for k, v in traffic.items()
+    )
     crypto = crypto_bytes(grads) + crypto_bytes(params)
     crypto_s = sum(p.time_s for p in (*grads, *params) if p.kind == "crypto")
+    tasks = step_tasks(cfg, row, fwd, bwd)
     return StepResult(
-        m * layers * fwd + (m - 1) * layers * bwd + tail,
+        makespan_s(tasks),
         m * layers * fwd,
         m * layers * bwd,
         times,
         meta_layer * layers,
         crypto * layers,
         crypto_s * layers,
+        tasks,
     )
 
 

@@ -1,18 +1,17 @@
 """DNN training with private data in a CPU TEE and linear ops on untrusted NNAs (DAC'23).
 
-The ``tee.execution`` policy places each op in the TEE or on an NNA and picks the
-meta-key prefetch depth; the mechanism prices every op (:mod:`workloads.tee_nna_costs`)
-and schedules the step as a producer/consumer chain: the TEE side (masking, meta-keys,
-unmasking, type conversion, nonlinear ops, ops kept inside) feeds the link and NNA side
-through a buffer of ``depth`` layers (:func:`workloads.tee_pipeline.buffered_pipeline`;
-depth 0 is the unpipelined chain). Reconstructed: the pipeline overlaps layers as if
-consecutive layers' TEE and NNA work were independent (the DAC'23 pipeline interleaves
-micro-batches or iterations; its exact schedule is not in the abstract). Steps are
-identical and replayed by one SimPy process.
+The ``tee.execution`` policy places each op in the TEE, on an NNA or decomposed across
+the NNAs, and picks the meta-key prefetch depth; the mechanism prices every op
+(:mod:`workloads.tee.nna_costs`) and runs each step as a task graph with the ops' true
+dependencies (:mod:`workloads.tee.nna_schedule`): masking, unmasking and nonlinear work
+stay on the critical path, only meta-key generation runs ahead (as SimPy processes on
+the TEE and on each NNA, :mod:`workloads.tee.dag`). The policy's view carries the same
+graph as an estimator. Micro-batch interleaving is not modelled.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -21,21 +20,23 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.enclave import EnclaveSpec
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.tee.dag import makespan_s, run_tasks
 from hetsim.workloads.tee.models import dnn_table
 from hetsim.workloads.tee.nna_costs import (
     NnaCostConfig,
     masked_elements,
     nna_s,
     op_views,
-    protect_s,
+    protect_parts,
     tee_only_s,
 )
-from hetsim.workloads.tee.pipeline import Schedule, buffered_pipeline
+from hetsim.workloads.tee.nna_schedule import step_tasks
 from hetsim.workloads.tee.secure import tee_preset
-from hetsim.workloads.tee.view import TEE, ExecutionPlan, ExecutionView
+from hetsim.workloads.tee.view import DECOMPOSE, TEE, ExecutionPlan, ExecutionView
 
 
 class TeeNnaParams(WorkloadParams):
@@ -49,6 +50,9 @@ class TeeNnaParams(WorkloadParams):
         default=None, description="NNA device names; default all gpu/npu"
     )
     enclave: str = "sgx-mee"
+    enclave_crypto_Bps: float | None = Field(
+        default=None, gt=0, description="override of the enclave's crypto rate (EPC paging)"
+    )
     tee_cores: PositiveInt | None = Field(default=4, description="enclave threads (reconstruction)")
     tee_dtype: str = "fp32"
     nna_dtype: str = "int8"
@@ -80,10 +84,13 @@ class TeeNnaWorkload(Workload):
         "samples_per_s": "batch / step_s",
         "tee_only_step_s": "sum over ops of the op run inside the TEE",
         "speedup_vs_tee_only": "tee_only_step_s / step_s",
-        "tee_work_s": "TEE-side busy seconds per step (producer work)",
-        "nna_work_s": "link + NNA busy seconds per step (consumer work)",
-        "hidden_share": "(tee_work_s + nna_work_s - step_s) / tee_work_s: TEE work overlapped",
-        "offloaded_ops": "ops placed on an NNA",
+        "tee_work_s": "TEE-side busy seconds per step",
+        "nna_work_s": "link + NNA busy seconds per step, all NNAs",
+        "metakey_s": "meta-key generation seconds per step (the prefetchable TEE work)",
+        "hidden_share": "1 - (step_s - step_s without meta-key work) / metakey_s: share of "
+        "the meta-key work off the critical path (0 when there is none)",
+        "offloaded_ops": "ops placed on an NNA (masked or decomposed)",
+        "decomposed_ops": "ops decomposed across the NNAs",
         "depth": "meta-key prefetch depth of the plan",
         "makespan_s": "end time of the last step",
     }
@@ -108,11 +115,10 @@ class TeeNnaWorkload(Workload):
         self.view = self._view(self._config())
         self.plan: ExecutionPlan = policies["execution"].plan(self.view)
         self._check_plan()
-        self.producer_s, self.consumer_s = self._stage_times()
-        self.schedule: Schedule = buffered_pipeline(
-            self.producer_s, self.consumer_s, self.plan.depth
-        )
-        self.step_s = self.schedule.makespan_s
+        self.tasks = step_tasks(self.view, self.plan.placement, self.plan.depth)
+        self.step_s = makespan_s(self.tasks)
+        no_keys = step_tasks(self.view, self.plan.placement, self.plan.depth, metakeys=False)
+        self.exposed_metakey_s = self.step_s - makespan_s(no_keys)
         self._done_steps = 0
 
     def _config(self) -> NnaCostConfig:
@@ -121,8 +127,13 @@ class TeeNnaWorkload(Workload):
             p.batch, p.tee_cores, p.tee_dtype, p.nna_dtype, p.epc_bytes,
             p.masked_bytes_per_element, p.mask_bytes_per_element, p.unmask_bytes_per_element,
             p.nonlinear_bytes_per_element, p.metakey_flops_per_element, p.core_bandwidth_Bps,
-            tee_preset(p.enclave),
+            self._enclave(),
         )  # fmt: skip
+
+    def _enclave(self) -> EnclaveSpec:
+        spec = tee_preset(self.params.enclave)
+        rate = self.params.enclave_crypto_Bps
+        return spec if rate is None else dataclasses.replace(spec, crypto_throughput_Bps=rate)
 
     def _view(self, cfg: NnaCostConfig) -> ExecutionView:
         t, cpu = self.table, self.cluster.device(self.cpu).spec
@@ -134,8 +145,9 @@ class TeeNnaWorkload(Workload):
             xfer.append(self._xfer_s(name, sent, received, cfg.masked_bytes_per_element))
         if all(np.isinf(a).all() for a in nna):
             raise ValueError(f"no NNA of {self.nnas} has a {cfg.nna_dtype} peak (nna_dtype)")
-        ops = op_views(t, tee_only_s(t, cpu, cfg), protect_s(t, cpu, cfg), nna, xfer)
-        return ExecutionView(tuple(self.nnas), ops, cfg.enclave.setup_latency_s)
+        ops = op_views(t, tee_only_s(t, cpu, cfg), protect_parts(t, cpu, cfg), nna, xfer)
+        view = ExecutionView(tuple(self.nnas), ops, cfg.enclave.setup_latency_s)
+        return view._replace(estimate_s=lambda pl, d: makespan_s(step_tasks(view, pl, d)))
 
     def _xfer_s(self, nna: str, sent: np.ndarray, recv: np.ndarray, bpe: float) -> np.ndarray:
         c = self.cluster
@@ -151,66 +163,66 @@ class TeeNnaWorkload(Workload):
         for op, k in zip(ops, plan.placement, strict=True):
             if k == TEE:
                 continue
-            if not (0 <= k < len(self.nnas)) or not op.offloadable or math.isinf(op.nna_s[k]):
+            devs = range(len(self.nnas)) if k == DECOMPOSE else (k,)
+            ok = op.offloadable and all(0 <= d < len(self.nnas) for d in devs)
+            if k == DECOMPOSE and len(self.nnas) < 2:
+                ok = False  # one NNA would see every share
+            if not ok or any(math.isinf(op.nna_s[d]) for d in devs):
                 raise InvariantViolation(f"op {op.name} cannot run on NNA {k}")
 
-    def _stage_times(self) -> tuple[np.ndarray, np.ndarray]:
-        """Producer (TEE) and consumer (link + NNA) seconds per op, with switch tolls."""
-        prod, cons, prev = [], [], TEE
-        for op, k in zip(self.view.ops, self.plan.placement, strict=True):
-            toll = self.view.switch_s if k != prev else 0.0
-            if k == TEE:
-                prod.append(op.tee_s + toll)
-                cons.append(0.0)
-            else:
-                prod.append(op.protect_s + toll)
-                cons.append(op.xfer_s[k] + op.nna_s[k])
-            prev = k
-        return np.asarray(prod), np.asarray(cons)
+    def _busy_s(self) -> tuple[float, float, float]:
+        """(TEE, NNA, meta-key) busy seconds of one step."""
+        tee = sum(t.duration_s for t in self.tasks if t.resource == "tee")
+        nna = sum(t.duration_s for t in self.tasks if t.resource.startswith("nna"))
+        keys = sum(t.duration_s for t in self.tasks if t.name.endswith(" metakey"))
+        return tee, nna, keys
 
     def start(self) -> None:
         """Start the step process."""
         self.sim.env.process(self._run())
 
     def _run(self) -> Any:
-        rec = self.sim.recorder
-        tracks = (rec.track("tee.enclave", "tee", "stage"), rec.track("tee.nna", "tee", "stage"))
+        """Each step's task graph as SimPy processes; spans for the first step."""
+        env, rec = self.sim.env, self.sim.recorder
+        tracks: dict[str, str] = {}
+
+        def span(res: str, name: str, a: float, b: float) -> None:
+            if res not in tracks:
+                tracks[res] = rec.track(f"tee.{res}", "tee", "stage")
+            rec.span(tracks[res], name, a, b)
+
         for i in range(self.params.steps):
-            if i == 0:
-                self._trace(tracks)
-            yield self.sim.env.timeout(self.step_s)
+            start = env.now
+            yield run_tasks(env, self.tasks, span if i == 0 else None)
+            if abs(env.now - start - self.step_s) > 1e-9 * max(1.0, self.step_s):
+                raise InvariantViolation(f"step took {env.now - start}, estimated {self.step_s}")
             self._done_steps += 1
         self.done.succeed()
 
-    def _trace(self, tracks: tuple[str, str]) -> None:
-        s, rec = self.schedule, self.sim.recorder
-        for row, track in enumerate(tracks):
-            for j, op in enumerate(self.view.ops):
-                if s.end_s[row, j] > s.start_s[row, j]:
-                    rec.span(track, op.name, float(s.start_s[row, j]), float(s.end_s[row, j]))
-
     def check(self) -> None:
-        """Every step ran; the makespan lies between the busiest side and the sum."""
+        """Every step ran; the makespan lies between the busiest resource and the sum."""
         if self._done_steps != self.params.steps:
             raise InvariantViolation(f"{self._done_steps} of {self.params.steps} steps ran")
-        p, c = self.producer_s.sum(), self.consumer_s.sum()
-        if not max(p, c) - 1e-12 <= self.step_s <= p + c + 1e-12:
-            raise InvariantViolation(f"step {self.step_s} outside [{max(p, c)}, {p + c}]")
+        tee, nna, _ = self._busy_s()
+        if not tee - 1e-12 <= self.step_s <= tee + nna + 1e-12:
+            raise InvariantViolation(f"step {self.step_s} outside [{tee}, {tee + nna}]")
 
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """Per-step figures (see :attr:`metrics`)."""
         tee_only = sum(op.tee_s for op in self.view.ops)
-        p, c = float(self.producer_s.sum()), float(self.consumer_s.sum())
+        tee, nna, keys = self._busy_s()
         return {
             "steps": self._done_steps,
             "step_s": self.step_s,
             "samples_per_s": self.params.batch / self.step_s,
             "tee_only_step_s": tee_only,
             "speedup_vs_tee_only": tee_only / self.step_s,
-            "tee_work_s": p,
-            "nna_work_s": c,
-            "hidden_share": (p + c - self.step_s) / p if p > 0 else 0.0,
+            "tee_work_s": tee,
+            "nna_work_s": nna,
+            "metakey_s": keys,
+            "hidden_share": 1.0 - self.exposed_metakey_s / keys if keys > 0 else 0.0,
             "offloaded_ops": sum(1 for k in self.plan.placement if k != TEE),
+            "decomposed_ops": sum(1 for k in self.plan.placement if k == DECOMPOSE),
             "depth": self.plan.depth,
             "makespan_s": end_s,
         }

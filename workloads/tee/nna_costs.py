@@ -111,20 +111,45 @@ def masked_elements(t: LayerTable, batch: int) -> tuple[np.ndarray, np.ndarray]:
     return sent, received
 
 
-def protect_s(t: LayerTable, cpu: DeviceSpec, cfg: NnaCostConfig) -> np.ndarray:
-    """TEE-side seconds per op when the op's GEMMs run on an NNA (module doc)."""
+PARTS = ("mask", "unmask", "nonlinear", "metakey", "crossings")
+
+
+def protect_parts(t: LayerTable, cpu: DeviceSpec, cfg: NnaCostConfig) -> dict[str, np.ndarray]:
+    """TEE-side seconds per op and step when the op's GEMMs run on an NNA, by part:
+
+    ``mask`` (masking and type conversion of the inputs sent), ``unmask`` (unmasking
+    with the meta-keys and conversion of the outputs received), ``nonlinear`` (the
+    nonlinear work and the weight update), ``metakey`` (meta-key generation: the only
+    part that does not depend on this step's activations, so the only one that can be
+    prefetched), ``crossings`` (two ECALL/OCALLs per GEMM). Each part is its own CPU
+    roofline; EPC paging is shared by their traffic.
+    """
     sent, received = masked_elements(t, cfg.batch)
-    nbytes = (
-        cfg.mask_bytes_per_element * sent
-        + cfg.unmask_bytes_per_element * received
-        + 2 * cfg.nonlinear_bytes_per_element * cfg.batch * t.nonlinear_elems
-        + 12.0 * t.weight_elems
-    )
+    nbytes = {
+        "mask": cfg.mask_bytes_per_element * sent,
+        "unmask": cfg.unmask_bytes_per_element * received,
+        "nonlinear": 2 * cfg.nonlinear_bytes_per_element * cfg.batch * t.nonlinear_elems
+        + 12.0 * t.weight_elems,
+    }
     ws = working_set_bytes(t, cfg, all_in_tee=False)
-    traffic = _protected(cfg, nbytes, ws)
-    flops = cfg.metakey_flops_per_element * received
-    crossings = 6 * cfg.enclave.setup_latency_s  # 2 per GEMM
-    return _cpu_times(cpu, flops, traffic, cfg) + paging_s(traffic, ws, cfg) + crossings
+    traffic = {k: _protected(cfg, v, ws) for k, v in nbytes.items()}
+    total = np.sum(list(traffic.values()), axis=0)
+    paging = paging_s(total, ws, cfg)
+    zero = np.zeros(len(t))
+    out = {
+        k: _cpu_times(cpu, zero, v, cfg)
+        + paging * np.divide(v, total, out=zero.copy(), where=total > 0)
+        for k, v in traffic.items()
+    }
+    out["metakey"] = _cpu_times(cpu, cfg.metakey_flops_per_element * received, zero, cfg)
+    out["crossings"] = np.full(len(t), 6 * cfg.enclave.setup_latency_s)  # 2 per GEMM
+    return out
+
+
+def protect_s(t: LayerTable, cpu: DeviceSpec, cfg: NnaCostConfig) -> np.ndarray:
+    """TEE-side seconds per op when the op's GEMMs run on an NNA: the sum of
+    :func:`protect_parts`."""
+    return np.asarray(sum(protect_parts(t, cpu, cfg).values()))
 
 
 def nna_s(t: LayerTable, nna: DeviceSpec, cfg: NnaCostConfig) -> np.ndarray:
@@ -139,11 +164,13 @@ def nna_s(t: LayerTable, nna: DeviceSpec, cfg: NnaCostConfig) -> np.ndarray:
 def op_views(
     t: LayerTable,
     tee: np.ndarray,
-    protect: np.ndarray,
+    parts: dict[str, np.ndarray],
     nna: list[np.ndarray],
     xfer: list[np.ndarray],
 ) -> tuple[OpView, ...]:
-    """One :class:`OpView` per op from the per-op cost arrays."""
+    """One :class:`OpView` per op from the per-op cost arrays (``parts``:
+    :func:`protect_parts`)."""
+    protect = np.asarray(sum(parts.values()))
     return tuple(
         OpView(
             t.names[i],
@@ -152,6 +179,8 @@ def op_views(
             float(protect[i]),
             tuple(float(a[i]) for a in nna),
             tuple(float(a[i]) for a in xfer),
+            float(parts["mask"][i]),
+            float(parts["metakey"][i]),
         )
         for i in range(len(t))
     )

@@ -4,13 +4,18 @@ The enclave primitive prices a protected stream as data plus a flat amount of me
 unit. This module splits that metadata into its parts and adds what the TEE domain needs
 (papers/tee.md section 1.3):
 
-- **cacheline CPU TEE (SGX/MEE-like)**: per 64 B line a MAC (always fetched) and a
-  version counter fetched with probability ``counter_miss_rate``; each counter miss walks
-  ``d_tree = ceil(log_arity(counter blocks of the protected region))`` integrity-tree
-  levels, each missing with ``tree_miss_rate`` and fetching as many bytes as a counter
-  (the form ``m_ctr * (1 + d_tree * m_tree)`` of tee.md). Writes update counters and tree
-  nodes read-modify-write (``write_rmw_factor``). With ``counter_miss_rate = 1`` and
-  ``tree_miss_rate = 0`` a read costs exactly ``enclave.metadata_bytes``;
+- **cacheline CPU TEE (SGX/MEE-like)**, ``cache_model: simulated`` (default): the
+  stream's access pattern runs through the memory-encryption engine's metadata cache
+  (:func:`devices.mee.simulate_metadata`): 64 B version blocks, MAC lines and tree nodes
+  fetched on misses, tree walks up to the first cached node, dirty lines written back;
+  hit rates follow from the pattern (``streams`` arrays interleaved) and the cache size.
+  ``cache_model: fixed`` keeps the closed form of tee.md: per 64 B line a MAC (always
+  fetched) and a version counter fetched with probability ``counter_miss_rate``; each
+  counter miss walks ``d_tree = ceil(log_arity(counter blocks of the region))`` levels,
+  each missing with ``tree_miss_rate`` and fetching as many bytes as a counter; writes
+  update counters and tree nodes read-modify-write (``write_rmw_factor``). With
+  ``counter_miss_rate = 1`` and ``tree_miss_rate = 0`` a read costs exactly
+  ``enclave.metadata_bytes``;
 - **cacheline NPU TEE (TNPU/MGX-like)**: MAC per line, version numbers on chip
   (:data:`TNPU_LIKE`); the stored MACs also take ``8 / 64`` of the protected HBM;
 - **tensor granularity (TensorTEE)**: one record per tensor (``enclave.TENSOR``).
@@ -36,6 +41,7 @@ from hetsim.devices.enclave import (
     enclave_preset,
     protection_units,
 )
+from hetsim.devices.mee import LINE_BYTES, AccessPattern, MetadataCache, simulate_metadata
 
 TransferMode = Literal["plain", "reencrypt", "direct", "bounce"]
 
@@ -74,9 +80,17 @@ def tee_preset(name: str) -> EnclaveSpec:
 
 
 class SecureMemoryParams(BaseModel):
-    """Metadata-cache behaviour of cacheline TEEs (all reconstruction: no published rate)."""
+    """Metadata-cache behaviour of cacheline TEEs: simulated (default) or fixed rates
+    (all rates and the cache size are reconstruction: no published figure)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    cache_model: Literal["simulated", "fixed"] = Field(
+        default="simulated", description="simulate the MEE metadata cache, or fixed rates"
+    )
+    cache_bytes: int = Field(
+        default=64 * 1024, ge=512, description="MEE metadata cache (reconstruction)"
+    )
+    cache_ways: int = Field(default=8, ge=1, description="associativity of that cache")
     counter_miss_rate: float = Field(
         default=1.0, ge=0, le=1, description="counter fetched per line (1: streaming, no reuse)"
     )
@@ -97,11 +111,12 @@ class StreamTraffic(NamedTuple):
     mac_bytes: float
     counter_bytes: float
     tree_bytes: float
+    writeback_bytes: float = 0.0  # dirty metadata lines written back (simulated cache)
 
     @property
     def metadata_bytes(self) -> float:
-        """MAC + counter + tree bytes."""
-        return self.mac_bytes + self.counter_bytes + self.tree_bytes
+        """MAC + counter + tree + write-back bytes."""
+        return self.mac_bytes + self.counter_bytes + self.tree_bytes + self.writeback_bytes
 
     @property
     def total_bytes(self) -> float:
@@ -122,10 +137,12 @@ def stream_traffic(
     write: bool = False,
     region_bytes: float = 0.0,
     params: SecureMemoryParams | None = None,
+    streams: int = 1,
 ) -> StreamTraffic:
     """Bytes moved when ``nbytes`` of protected memory are streamed (module doc).
 
-    ``region_bytes`` sizes the integrity tree (the protected region holding the stream).
+    ``region_bytes`` sizes the integrity tree (the protected region holding the stream);
+    ``streams``: arrays accessed side by side (simulated cache only).
     """
     if nbytes < 0:
         raise ValueError(f"negative stream size {nbytes}")
@@ -137,10 +154,34 @@ def stream_traffic(
     mac = units * (spec.metadata_bytes_per_unit - ctr_unit)
     if ctr_unit == 0.0:
         return StreamTraffic(float(nbytes), float(mac), 0.0, 0.0)
+    if p.cache_model == "simulated":
+        return _simulated(spec, nbytes, write, max(region_bytes, nbytes), p, streams)
     rmw = p.write_rmw_factor if write else 1.0
     fetches = units * ctr_unit * p.counter_miss_rate * rmw
     depth = tree_depth(p, max(region_bytes, nbytes), spec.granularity_bytes or 64)
     return StreamTraffic(float(nbytes), float(mac), fetches, fetches * depth * p.tree_miss_rate)
+
+
+def _simulated(
+    spec: EnclaveSpec,
+    nbytes: float,
+    write: bool,
+    region: float,
+    p: SecureMemoryParams,
+    streams: int,
+) -> StreamTraffic:
+    footprint = max(LINE_BYTES, int(region))
+    pattern = AccessPattern(streams=streams, write=write, footprint_bytes=footprint)
+    st = simulate_metadata(pattern, MetadataCache(p.cache_bytes, p.cache_ways), region)
+    line = float(spec.granularity_bytes or LINE_BYTES)
+    acc = nbytes / line
+    return StreamTraffic(
+        float(nbytes),
+        acc * st.mac_fetch_rate * LINE_BYTES,
+        acc * st.version_fetch_rate * LINE_BYTES,
+        acc * st.tree_fetch_rate * LINE_BYTES,
+        acc * st.writeback_rate * LINE_BYTES,
+    )
 
 
 def stored_metadata_bytes(spec: EnclaveSpec | None, nbytes: float) -> float:

@@ -11,6 +11,7 @@ each op and chooses the prefetch depth.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Literal, NamedTuple, Protocol
 
 from pydantic import AfterValidator
@@ -21,6 +22,9 @@ Side = Literal["cpu", "accel"]
 Transfer = Literal["plain", "reencrypt", "direct", "bounce"]
 Verify = Literal["none", "sync", "delayed"]
 TEE = -1  # placement of an op kept inside the CPU TEE
+#: placement of an op whose input is split into additive shares, one per NNA, each NNA
+#: computing on its share in parallel (Nappa's vector decomposition, reconstruction)
+DECOMPOSE = -2
 
 
 def known_preset(name: str) -> str:
@@ -44,6 +48,7 @@ class StreamView(NamedTuple):
     nbytes_per_step: float
     is_tensor: bool  # a contiguous tensor (TensorTEE's TenAnalyzer would detect it)
     write: bool
+    streams: int = 1  # arrays accessed side by side (Adam: param, m, v, grad)
 
 
 class ProtectionView(NamedTuple):
@@ -63,6 +68,10 @@ class ProtectionPlan(NamedTuple):
     stream_enclaves: tuple[str | None, ...]  # aligned with ProtectionView.streams
     transfer: Transfer
     verify: Verify
+    #: presets a ``tensor`` stream falls back to on each side when the hardware does not
+    #: detect it as a tensor (TensorTEE's cacheline fallback)
+    fallback_cpu: str = "sgx-mee"
+    fallback_accel: str = "tnpu-like"
 
 
 class ProtectionPolicy(Protocol):
@@ -82,6 +91,8 @@ class OpView(NamedTuple):
     protect_s: float  # TEE-side work when offloaded: mask, meta-keys, unmask, conversion
     nna_s: tuple[float, ...]  # compute on each NNA (inf: unsupported dtype)
     xfer_s: tuple[float, ...]  # masked input and output over the link to each NNA
+    mask_s: float = 0.0  # part of protect_s before the NNA: masking, type conversion
+    metakey_s: float = 0.0  # part of protect_s that can be prefetched: meta-key generation
 
 
 class ExecutionView(NamedTuple):
@@ -90,10 +101,14 @@ class ExecutionView(NamedTuple):
     nnas: tuple[str, ...]
     ops: tuple[OpView, ...]
     switch_s: float  # enclave exit/entry when consecutive ops run on different devices
+    #: the mechanism's estimate of a plan's step time (placement, depth) -> seconds: the
+    #: same task graph the step runs (None: no estimator offered)
+    estimate_s: Callable[[tuple[int, ...], int], float] | None = None
 
 
 class ExecutionPlan(NamedTuple):
-    """Placement per op (:data:`TEE` or an NNA index) and the meta-key prefetch depth."""
+    """Placement per op (:data:`TEE`, :data:`DECOMPOSE` or an NNA index) and the
+    meta-key prefetch depth."""
 
     placement: tuple[int, ...]
     depth: int  # 0: no pipelining
@@ -105,6 +120,11 @@ class ExecutionPolicy(Protocol):
     def plan(self, view: ExecutionView) -> ExecutionPlan:
         """Placement and prefetch depth."""
         ...
+
+
+def post_s(op: OpView) -> float:
+    """TEE work after the NNA returns: unmasking, conversion, nonlinear work, update."""
+    return max(0.0, op.protect_s - op.mask_s - op.metakey_s)
 
 
 def offload_cost_s(op: OpView, k: int) -> float:

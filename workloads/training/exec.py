@@ -6,7 +6,10 @@ Swap-outs go device-to-host and swap-ins host-to-device over the cluster's PCIe 
 :class:`~devices.memory.MemoryPool`: an op's outputs are allocated when it starts, a tensor
 is freed after its last consumer, a swapped-out tensor when its D2H copy ends, a swap-in
 buffer when its copy starts. A consumer whose input is still on the host or in flight waits:
-that wait is stall time, exactly ``copy end - consumer's ready time``. A dropped (recomputed)
+that wait is stall time, exactly ``copy end - consumer's ready time``. An allocation that
+does not fit while planned swap-outs are still copying waits for them, oldest first (their
+memory is freed when each copy ends; a forced copy would queue behind them on the same
+FIFO engine anyway): that wait is stall time too. A dropped (recomputed)
 tensor is rematerialised with the rest of its layer's dropped tensors by rerunning their
 producers on the compute stream (recompute time). An allocation that does not fit raises
 :class:`~devices.memory.OutOfMemory` unless the plan allows forced swaps: then resident
@@ -46,6 +49,7 @@ class IterationStats:
     d2h_bytes: int = 0
     h2d_bytes: int = 0
     forced_swaps: int = 0
+    plan_misses: int = 0
     peak_bytes: int = 0
     offload_d2h_bytes: int = 0
     offload_h2d_bytes: int = 0
@@ -59,14 +63,16 @@ class IterationStats:
 class Executor:
     """Runs iterations of op sequences on ``device`` with its ``host`` for swapped tensors."""
 
-    def __init__(self, cluster: Cluster, device: str, host: str, overhead_s: float) -> None:
+    def __init__(self, cluster: Cluster, device: str, host: str, overhead_s: float,
+                 dispatch_scale: float = 1.0) -> None:  # fmt: skip
         self.cluster = cluster
         self.env = cluster.sim.env
         self.device = device
         self.host = host
         self.pool = cluster.memory(device)
         self.host_pool = cluster.memory(host)
-        self.profiler_op_overhead_s = overhead_s
+        self.profiler_op_overhead_s = overhead_s  # per ATen dispatch the profiler hooks
+        self.dispatch_scale = dispatch_scale
 
     def run(
         self, lt: Lifetimes, op_s: np.ndarray, plan: SwapPlan, profile: bool,
@@ -80,11 +86,12 @@ class Executor:
         """
         if plan.offload is not None and offload is None:
             raise ValueError("the plan offloads the optimizer but no OffloadStep was given")
+        st = self.stats = IterationStats()
         self._begin(lt, plan)
         self._op_s = op_s  # also prices recomputation
-        st = self.stats = IterationStats()
         t_begin = self.env.now
-        extra = self.profiler_op_overhead_s if profile else 0.0
+        per = self.profiler_op_overhead_s * self.dispatch_scale if profile else 0.0
+        hooks = [per * d for d in lt.seq.op_dispatches]  # one hook per ATen dispatch
         op_list = op_s.tolist()
         skip = (lt.phase == OPT).tolist() if offload is not None else [False] * lt.seq.n_ops
         grads: list[simpy.Event] = []
@@ -101,8 +108,8 @@ class Executor:
             st.op_start_s.append(self.env.now - t_begin)
             st.op_used_bytes.append(self.pool.used_bytes)
             if not skip[i]:
-                yield self.env.timeout(op_list[i] + extra)
-                st.profile_s += extra
+                yield self.env.timeout(op_list[i] + hooks[i])
+                st.profile_s += hooks[i]
             st.op_end_s.append(self.env.now - t_begin)
             self._after_op(i)
             if offload is not None:
@@ -143,20 +150,27 @@ class Executor:
         self.state = [NOT_YET] * len(self.size)
         self.resident: set[int] = set()
         self.events: dict[int, simpy.Event] = {}
+        self.out_events: dict[int, simpy.Event] = {}  # swap-outs in flight, issue order
         self.pending_prefetch: list[int] = []
         n = lt.seq.n_ops
         self.out_after: list[list[int]] = [[] for _ in range(n)]
         self.prefetch_at: list[list[int]] = [[] for _ in range(n)]
         self.drop_after: list[list[int]] = [[] for _ in range(n)]
         starts = lt.stage_start()
+        matcher = _Matcher(lt, plan.match_threshold) if plan.swaps else None
+        op_index = {k: i for i, k in enumerate(lt.op_keys())} if plan.swaps else {}
         for order in plan.swaps:
-            t = lt.key_index.get(order.key)
+            assert matcher is not None
+            t = matcher.find(order)
             if t is None or lt.first_bwd_use[t] < 0:
-                continue  # the planned tensor does not exist in this sequence
+                self.stats.plan_misses += 1
+                continue  # the planned tensor is not found in this sequence
             out = order.out_after_op if order.out_after_op is not None else lt.last_fwd_use[t]
             at = order.in_at_op
             if order.in_at_stage is not None:
                 at = starts.get(order.in_at_stage)
+            if order.in_at_key is not None:
+                at = op_index.get(order.in_at_key)
             if 0 <= out < n and at is not None and 0 <= at < n:
                 self.out_after[out].append(t)
                 self.prefetch_at[at].append(t)
@@ -211,8 +225,10 @@ class Executor:
         self.host_pool.allocate("swap", self.size[t])
         ev = self.cluster.copy(self.device, self.host, self.size[t], name="swap-out")
         self.stats.d2h_bytes += self.size[t]
+        self.out_events[t] = ev
 
         def done(_: simpy.Event) -> None:
+            self.out_events.pop(t, None)
             if self.state[t] == SWAPPING_OUT:
                 self.pool.free(ACT, self.size[t])
                 self.state[t] = HOST
@@ -268,6 +284,13 @@ class Executor:
     def _alloc(
         self, nbytes: int, i: int, protect: tuple[int, ...]
     ) -> Generator[simpy.Event, Any, None]:
+        t0 = self.env.now
+        while not self.pool.can_fit(nbytes):
+            flying = [t for t, ev in self.out_events.items() if self.state[t] == SWAPPING_OUT]
+            if not flying:
+                break
+            yield self.out_events[flying[0]]  # the oldest planned swap-out frees its memory
+        self.stats.stall_s += self.env.now - t0
         try:
             self.pool.allocate(ACT, nbytes)
         except OutOfMemory:
@@ -296,3 +319,32 @@ class Executor:
         yield self.env.all_of([self._swap_out(t) for t in chosen])
         self.stats.stall_s += self.env.now - t0
         self.stats.forced_swaps += len(chosen)
+
+
+class _Matcher:
+    """Finds a planned tensor in the current sequence: by exact key, or, when the order
+    carries a signature, by signature similarity (the share of its five features that
+    agree) within the key's layer, best first, at or above ``threshold``."""
+
+    def __init__(self, lt: Lifetimes, threshold: float) -> None:
+        self.lt = lt
+        self.threshold = threshold
+        self._sigs: list[tuple[int, str, int, tuple[str, ...], int]] | None = None
+        self._by_layer: dict[int, list[int]] = {}
+
+    def find(self, order: Any) -> int | None:
+        """The tensor index ``order`` refers to in this sequence (None: a miss)."""
+        if order.signature is None:
+            return self.lt.key_index.get(order.key)
+        if self._sigs is None:
+            self._sigs = self.lt.signatures()
+            for t, sig in enumerate(self._sigs):
+                self._by_layer.setdefault(sig[0], []).append(t)
+        want = order.signature
+        best, best_score = None, -1.0
+        for t in self._by_layer.get(want[0], ()):
+            sig = self._sigs[t]
+            score = sum(a == b for a, b in zip(sig[1:], want[1:], strict=True)) / 4
+            if score > best_score:
+                best, best_score = t, score
+        return best if best_score >= self.threshold else None

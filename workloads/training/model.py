@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from hetsim.simulator.limits import MAX_SEQ_TOKENS
+
 STATE_BYTES_PER_PARAM = 16  # fp16 param 2 + fp16 grad 2 + fp32 master/momentum/variance 12
 
 
@@ -33,7 +35,7 @@ class TransformerSpec(BaseModel):
     heads: PositiveInt = 32
     ffn: PositiveInt = 16384
     vocab: PositiveInt = 32000
-    seq_len: PositiveInt = 4096
+    seq_len: int = Field(4096, gt=0, le=MAX_SEQ_TOKENS)
     micro_batch: PositiveInt = 1
     flash_attention: bool = Field(
         default=True, description="fused attention: no s^2 tensors stored"

@@ -9,7 +9,9 @@ tensor flows between consecutive backward ops (sized like the op's first input; 
 simplification). The optimizer is one Adam op per layer (plus one for the embeddings),
 memory-bound over 32 B/param (reconstruction: read param, grad, master, m, v; write back).
 Eager-mode variability adds ``branch_ops`` and ``moe_ops`` elementwise ops per layer in
-forward and backward, which changes the op count the way MoE routing or a feature toggle do.
+forward and backward, which changes the op count the way MoE routing or a feature toggle do,
+and ``ffn_tokens`` scales the FFN activations (the tokens MoE routing sends through the
+layer's expert), which changes tensor sizes without changing the op count.
 """
 
 from __future__ import annotations
@@ -22,6 +24,17 @@ from hetsim.workloads.training.model import TransformerSpec
 
 FWD, BWD, OPT = 0, 1, 2
 PHASE_NAMES = ("FWD", "BWD", "OPT")
+
+#: ATen dispatches a profiler hooks per modelled op in PyTorch eager mode, by op kind and
+#: phase (reconstruction from the eager call chains: a Linear is t + addmm/matmul + view and
+#: its backward two mm, two t and a bias sum; LayerNorm and dropout are a wrapper plus a
+#: native kernel; flash attention adds the q/k/v reshapes and transposes around the fused
+#: kernel). Scaled by the workload's ``dispatch_scale``.
+DISPATCHES: dict[tuple[str, int], int] = {
+    ("gemm", FWD): 4, ("gemm", BWD): 3, ("elem", FWD): 2, ("elem", BWD): 2,
+    ("attn", FWD): 10, ("attn", BWD): 6, ("scores", FWD): 4, ("scores", BWD): 4,
+    ("av", FWD): 2, ("av", BWD): 3, ("other", FWD): 2, ("other", BWD): 2, ("other", OPT): 6,
+}  # fmt: skip
 
 # (name, inputs, outputs, saved for backward, kind); kind: gemm k -> k s b h^2-ish FLOPs
 _ATTN_EAGER = [
@@ -52,6 +65,7 @@ class Variant:
     seq_len: int
     branch_ops: int = 0
     moe_ops: int = 0
+    ffn_tokens: float = 1.0  # share of tokens through the FFN (MoE routing changes sizes)
 
 
 @dataclass
@@ -63,6 +77,7 @@ class OpSequence:
     op_layer: list[int] = field(default_factory=list)
     op_flops: list[float] = field(default_factory=list)
     op_bytes: list[float] = field(default_factory=list)
+    op_dispatches: list[int] = field(default_factory=list)
     op_ins: list[tuple[int, ...]] = field(default_factory=list)
     op_outs: list[tuple[int, ...]] = field(default_factory=list)
     t_key: list[tuple[int, str]] = field(default_factory=list)
@@ -84,9 +99,12 @@ class OpSequence:
         return len(self.t_key) - 1
 
     def op(self, name: str, phase: int, layer: int, ins: tuple[int, ...],
-           outs: tuple[int, ...], flops: float, nbytes: float) -> int:  # fmt: skip
+           outs: tuple[int, ...], flops: float, nbytes: float,
+           kind: str = "other") -> int:  # fmt: skip
         """Append an op consuming ``ins`` and producing ``outs``; returns its index."""
         i = self.n_ops
+        family = "gemm" if kind.startswith("gemm") else kind
+        self.op_dispatches.append(DISPATCHES.get((family, phase), DISPATCHES[("other", FWD)]))
         self.op_name.append(name)
         self.op_phase.append(phase)
         self.op_layer.append(layer)
@@ -155,6 +173,33 @@ class Lifetimes:
         np.add.at(delta, self.last_use + 1, -self.size)
         return np.cumsum(delta)[:-1]
 
+    def signatures(self) -> list[tuple[int, str, int, tuple[str, ...], int]]:
+        """Per tensor, what a profiler records to find it again (``view.Signature``):
+        (layer, name, uses, sorted user op names, producer's position in its block)."""
+        seq, first = self.seq, self.block_first_op()
+        out = []
+        for t, (layer, name) in enumerate(seq.t_key):
+            prod = int(self.producer[t])
+            rel = prod - first[int(self.stage[prod])] if prod >= 0 else -1
+            users = tuple(sorted({seq.op_name[i] for i in seq.t_uses[t]}))
+            out.append((int(layer), name, len(seq.t_uses[t]), users, rel))
+        return out
+
+    def block_first_op(self) -> np.ndarray:
+        """First op index of each stage (contiguous (phase, layer) block)."""
+        return np.flatnonzero(np.r_[True, np.diff(self.stage) != 0])
+
+    def op_keys(self) -> list[tuple[int, int, str, int]]:
+        """Per op, ``view.OpKey``: (phase, layer, name, occurrence within its stage)."""
+        seen: dict[tuple[int, int, int, str], int] = {}
+        out = []
+        for i, name in enumerate(self.seq.op_name):
+            ph, ly, st = int(self.phase[i]), int(self.layer[i]), int(self.stage[i])
+            k = seen.get((st, ph, ly, name), 0)
+            seen[(st, ph, ly, name)] = k + 1
+            out.append((ph, ly, name, k))
+        return out
+
     def stage_start(self) -> dict[tuple[int, int], int]:
         """First op index of each (phase, layer) stage label."""
         out: dict[tuple[int, int], int] = {}
@@ -163,23 +208,24 @@ class Lifetimes:
         return out
 
 
-def _sizes(m: TransformerSpec, s: int) -> dict[str, float]:
+def _sizes(m: TransformerSpec, s: int, ffn_tokens: float = 1.0) -> dict[str, float]:
     b, h, a, f = m.micro_batch, m.hidden, m.heads, m.ffn
     sbh = s * b * h
+    sbf = s * b * f * ffn_tokens  # FFN activations scale with the tokens routed through it
     return {
         "x": 2 * sbh, "a1": 2 * sbh, "qk": 4 * sbh, "v": 2 * sbh, "sm": 2 * a * s * s * b,
         "smd": 2 * a * s * s * b, "smmask": a * s * s * b, "ctx": 2 * sbh, "po": 2 * sbh,
-        "r1": 2 * sbh, "mask1": sbh, "a2": 2 * sbh, "gin": 2 * s * b * f, "gout": 2 * s * b * f,
+        "r1": 2 * sbh, "mask1": sbh, "a2": 2 * sbh, "gin": 2 * sbf, "gout": 2 * sbf,
         "mo": 2 * sbh, "out": 2 * sbh, "mask2": sbh,
     }  # fmt: skip
 
 
-def _flops(m: TransformerSpec, s: int, kind: str) -> float:
+def _flops(m: TransformerSpec, s: int, kind: str, ffn_tokens: float = 1.0) -> float:
     b, h, f = m.micro_batch, m.hidden, m.ffn
     causal = 0.5 if m.causal else 1.0
     return {
         "gemm_qkv": 6.0 * s * b * h * h, "gemm_proj": 2.0 * s * b * h * h,
-        "gemm_fc": 2.0 * s * b * h * f, "scores": 2.0 * s * s * b * h * causal,
+        "gemm_fc": 2.0 * s * b * h * f * ffn_tokens, "scores": 2.0 * s * s * b * h * causal,
         "av": 2.0 * s * s * b * h * causal, "attn": 4.0 * s * s * b * h * causal,
         "elem": 5.0 * s * b * h,
     }[kind]  # fmt: skip
@@ -193,7 +239,7 @@ def _weights_bytes(m: TransformerSpec, kind: str) -> float:
 def _forward_layer(seq: OpSequence, m: TransformerSpec, v: Variant, layer: int,
                    x: int) -> tuple[int, list[tuple[str, tuple[int, ...], str, int]]]:  # fmt: skip
     """Append one layer's forward; returns (output tensor, backward recipe)."""
-    size = _sizes(m, v.seq_len)
+    size = _sizes(m, v.seq_len, v.ffn_tokens)
     local = {"x": x}
     recipe = []
     ops = _PRE + (_ATTN_FLASH if m.flash_attention else _ATTN_EAGER) + _POST
@@ -203,7 +249,8 @@ def _forward_layer(seq: OpSequence, m: TransformerSpec, v: Variant, layer: int,
         t_in = tuple(local[t] for t in ins)
         t_out = tuple(local[o] for o in outs)
         nbytes = sum(size[t] for t in ins + outs) + _weights_bytes(m, kind)
-        seq.op(name, FWD, layer, t_in, t_out, _flops(m, v.seq_len, kind), nbytes)
+        fl = _flops(m, v.seq_len, kind, v.ffn_tokens)
+        seq.op(name, FWD, layer, t_in, t_out, fl, nbytes, kind)
         recipe.append((name, tuple(local[t] for t in saved), kind, local[ins[0]]))
         if name == "proj":
             _extra_ops(seq, m, v, layer, FWD)
@@ -215,8 +262,8 @@ def _extra_ops(seq: OpSequence, m: TransformerSpec, v: Variant, layer: int, phas
     size = 2 * v.seq_len * m.micro_batch * m.hidden
     for k in range(v.branch_ops + v.moe_ops):
         t = seq.tensor((layer, f"extra{phase}.{k}"), size)
-        seq.op("extra", phase, layer, (), (t,), _flops(m, v.seq_len, "elem"), 2 * size)
-        seq.op("extra_use", phase, layer, (t,), (), _flops(m, v.seq_len, "elem"), 2 * size)
+        seq.op("extra", phase, layer, (), (t,), _flops(m, v.seq_len, "elem"), 2 * size, "elem")
+        seq.op("extra_use", phase, layer, (t,), (), _flops(m, v.seq_len, "elem"), 2 * size, "elem")
 
 
 def _backward_layer(seq: OpSequence, m: TransformerSpec, v: Variant, layer: int, grad: int,
@@ -225,14 +272,14 @@ def _backward_layer(seq: OpSequence, m: TransformerSpec, v: Variant, layer: int,
     s = v.seq_len
     for name, saved, kind, first_in in reversed(recipe):
         g_out = seq.tensor((layer, f"d_{name}"), seq.t_size[first_in])
-        fl = _flops(m, s, kind)
+        fl = _flops(m, s, kind, v.ffn_tokens)
         nb = seq.t_size[grad] + sum(seq.t_size[t] for t in saved) + seq.t_size[first_in]
         if kind.startswith("gemm"):
             wb = _weights_bytes(m, kind)
-            seq.op(f"{name}_dgrad", BWD, layer, (grad,), (g_out,), fl, nb + wb)
-            seq.op(f"{name}_wgrad", BWD, layer, (grad, *saved), (), fl, nb + 2 * wb)
+            seq.op(f"{name}_dgrad", BWD, layer, (grad,), (g_out,), fl, nb + wb, kind)
+            seq.op(f"{name}_wgrad", BWD, layer, (grad, *saved), (), fl, nb + 2 * wb, kind)
         else:
-            seq.op(f"{name}_bwd", BWD, layer, (grad, *saved), (g_out,), 2 * fl, nb)
+            seq.op(f"{name}_bwd", BWD, layer, (grad, *saved), (g_out,), 2 * fl, nb, kind)
         if name == "proj":
             _extra_ops(seq, m, v, layer, BWD)
         grad = g_out

@@ -19,22 +19,33 @@ from typing import Literal, NamedTuple, Protocol
 import numpy as np
 
 TensorKey = tuple[int, str]  # (layer, name): stable across iterations, like a signature
+OpKey = tuple[int, int, str, int]  # (phase, layer, op name, occurrence in that block)
+#: what a profiler records of a tensor to find it again in a later iteration (MindSpeed's
+#: smart_swap signature, reconstruction): (layer, name, number of uses, sorted op names of
+#: its users, producer's position within its (phase, layer) block)
+Signature = tuple[int, str, int, tuple[str, ...], int]
 
 
 @dataclass(frozen=True)
 class SwapOrder:
     """Swap one tensor out after its last forward use and back in before backward.
 
-    Exactly one of ``in_at_op`` (absolute op index: a static, trace-bound plan) or
-    ``in_at_stage`` ((phase, layer) label whose first op issues the prefetch: a plan that
-    survives op-count changes) is set. ``out_after_op`` None means "after the tensor's last
-    forward use in the current sequence"; an index pins the swap-out to that op.
+    Exactly one of ``in_at_op`` (absolute op index: a static, trace-bound plan),
+    ``in_at_key`` (the op named by :data:`OpKey`: Capuchin's in-trigger, keyed by the
+    operation rather than its position) or ``in_at_stage`` ((phase, layer) label whose
+    first op issues the prefetch) is set. ``out_after_op`` None means "after the tensor's
+    last forward use in the current sequence"; an index pins the swap-out to that op.
+    ``signature``: when set, the executor finds the tensor by signature similarity (the
+    best match in the key's layer at or above the plan's threshold), not by exact key; a
+    planned tensor without a match is a miss and is not swapped.
     """
 
     key: TensorKey
     out_after_op: int | None = None
     in_at_op: int | None = None
     in_at_stage: tuple[int, int] | None = None
+    in_at_key: OpKey | None = None
+    signature: Signature | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,7 @@ class SwapPlan:
     recompute: tuple[TensorKey, ...] = ()
     forced_swap_on_oom: bool = False
     offload: OptimizerOffload | None = None
+    match_threshold: float = 0.75  # share of signature features that must agree
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,8 @@ class ProfileView:
     swap_in_s: np.ndarray  # per tensor: host-to-device copy time (mechanism estimate)
     capacity_bytes: int
     step_s: float
+    signatures: tuple[Signature, ...] = ()  # per tensor
+    op_keys: tuple[OpKey, ...] = ()  # per op
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,7 @@ class StepReport:
     step_s: float
     forced_swaps: int
     profile: ProfileView | None = None
+    plan_misses: int = 0  # planned tensors the executor could not match
 
 
 @dataclass(frozen=True)

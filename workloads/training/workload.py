@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+)
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import OutOfMemory
@@ -38,7 +46,8 @@ from hetsim.workloads.training.view import ProfileView, StepReport
 
 ITER_COLUMNS = ("iteration", "op_count", "seq_len", "profiled", "step_s", "stall_s",
                 "recompute_s", "profile_s", "d2h_bytes", "h2d_bytes", "forced_swaps",
-                "peak_bytes", "cpu_adam_s", "offload_tail_s")  # fmt: skip
+                "peak_bytes", "cpu_adam_s", "offload_tail_s", "plan_misses",
+                "ffn_tokens")  # fmt: skip
 OP_COLUMNS = ("iteration", "op", "name", "phase", "layer", "start_s", "end_s", "used_bytes")
 
 
@@ -51,6 +60,11 @@ class Variability(BaseModel):
     branch_ops: NonNegativeInt = Field(default=0, description="ops per layer of an optional branch")
     branch_prob: float = Field(default=0.5, ge=0, le=1)
     moe_ops_max: NonNegativeInt = Field(default=0, description="routing ops per layer, 0..max")
+    ffn_tokens: list[PositiveFloat] = Field(
+        default_factory=list,
+        description="share of tokens the FFN processes, drawn uniformly (MoE routing: sizes "
+        "the FFN activations); empty: always 1",
+    )
 
 
 class TrainingParams(WorkloadParams):
@@ -64,7 +78,10 @@ class TrainingParams(WorkloadParams):
     device: str | None = None
     variability: Variability = Field(default_factory=lambda: Variability())
     profiler_op_overhead_s: NonNegativeFloat = Field(
-        20e-6, description="profiler hook cost per op (reconstruction)"
+        20e-6, description="profiler hook cost per ATen dispatch (reconstruction)"
+    )
+    dispatch_scale: NonNegativeFloat = Field(
+        1.0, description="scales the ATen dispatches per op (ops.DISPATCHES, reconstruction)"
     )
     timeline_iterations: list[NonNegativeInt] = Field(default_factory=list)
     cpu_adam: CpuAdamCost = Field(
@@ -108,7 +125,8 @@ class TrainingWorkload(Workload):
         )
         seqs = [self._sequence(v)[0] for v in set(self.variants)]
         fit_check(self.model, seqs, self.pool, per_param)
-        self.exec = Executor(cluster, name, host, params.profiler_op_overhead_s)
+        self.exec = Executor(cluster, name, host, params.profiler_op_overhead_s,
+                             params.dispatch_scale)  # fmt: skip
         self.cpu_adam_s = cpu_adam_s(cluster, host, self.model.params, params.cpu_adam)
         self.rows = sim.recorder.table("iterations", ITER_COLUMNS)
         self.op_rows = sim.recorder.table("ops", OP_COLUMNS)
@@ -124,7 +142,9 @@ class TrainingWorkload(Workload):
             if var.every_iters and k and k % var.every_iters == 0:
                 seq = int(rng.choice(var.seq_lens)) if var.seq_lens else self.model.seq_len
                 branch = var.branch_ops if rng.random() < var.branch_prob else 0
-                current = Variant(seq, branch, int(rng.integers(0, var.moe_ops_max + 1)))
+                moe = int(rng.integers(0, var.moe_ops_max + 1))
+                ffn = float(rng.choice(var.ffn_tokens)) if var.ffn_tokens else 1.0
+                current = Variant(seq, branch, moe, ffn)
             out.append(current)
         return out
 
@@ -153,7 +173,8 @@ class TrainingWorkload(Workload):
             self.stats.append(st)
             self._record(k, v, lt, st, decision.profile)
             profile = self._profile(v, st) if decision.profile else None
-            report = StepReport(k, lt.seq.n_ops, st.step_s, st.forced_swaps, profile)
+            report = StepReport(k, lt.seq.n_ops, st.step_s, st.forced_swaps, profile,
+                                st.plan_misses)  # fmt: skip
         self.done.succeed()
 
     def _offload(self, offloaded: bool, v: Variant) -> OffloadStep | None:
@@ -171,7 +192,7 @@ class TrainingWorkload(Workload):
         self.rows.append(k, lt.seq.n_ops, v.seq_len, int(prof), st.step_s, st.stall_s,
                          st.recompute_s, st.profile_s, st.d2h_bytes, st.h2d_bytes,
                          st.forced_swaps, st.peak_bytes, st.cpu_adam_s,
-                         st.offload_tail_s)  # fmt: skip
+                         st.offload_tail_s, st.plan_misses, v.ffn_tokens)  # fmt: skip
         if k in self.params.timeline_iterations:
             seq = lt.seq
             for i in range(seq.n_ops):
@@ -203,7 +224,9 @@ class TrainingWorkload(Workload):
             }  # fmt: skip
             for a in ro.values():
                 a.flags.writeable = False
-            self._profiles[v] = {"n_ops": lt.seq.n_ops, "keys": tuple(lt.seq.t_key), **ro}
+            self._profiles[v] = {"n_ops": lt.seq.n_ops, "keys": tuple(lt.seq.t_key), **ro,
+                                 "signatures": tuple(lt.signatures()),
+                                 "op_keys": tuple(lt.op_keys())}  # fmt: skip
         return self._profiles[v]
 
     def model_flops(self, lt: Lifetimes) -> float:

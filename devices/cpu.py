@@ -1,0 +1,198 @@
+"""CPU compute model: quantised GEMV/GEMM, thread scaling, NUMA, per-call overhead.
+
+A CPU matrix op over ``n`` tokens with ``P`` weights stored as ``weight_bytes`` in a
+format ``f`` (``q4_0``, ``q8_0``, ``bf16``...) takes
+
+    time = max(memory, compute) + call_overhead_s
+    memory  = (weight_bytes + activation_bytes) / bandwidth(threads, sockets, numa)
+    compute = min(GEMV, GEMM)
+    GEMV    = P n / (T clock dequant_weights_per_cycle[f])          (decode path)
+    GEMM    = 2 P n / (T clock matrix_flops_per_cycle gemm_efficiency)
+              + P / (T clock dequant_weights_per_cycle[f])           (dequantise once)
+
+with ``T`` threads. Bandwidth: each socket draws ``min(threads on it x
+core_bandwidth_Bps, achievable socket bandwidth)``, the achievable socket bandwidth being
+the catalogue's DRAM peak times its memory efficiency (fitted to STREAM, K05). Two
+sockets: with weights interleaved across both memories (``numa: interleave``, what a
+NUMA-unaware runtime gets), half of each socket's reads are remote at
+``remote_bandwidth_ratio`` of the local rate, so a socket streams at the harmonic rate
+``2 r / (1 + r)`` of local and two sockets give ``4 r / (1 + r)`` (1.22x at the H02 ratio
+0.438), not 2x. ``numa: replicate`` (a copy of the weights per socket, kTransformers'
+NUMA mode) reads only locally: 2x bandwidth for 2x host memory. ``traffic_ratio``
+(>= 1, e.g. a TEE's data + metadata over data) divides the useful bandwidth.
+
+Constants per CPU: ``devices/cpu_kernels.yaml`` (each with its source or marked as a
+reconstruction); a scenario overrides any of them by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+
+from hetsim.devices.spec import DeviceSpec
+
+KERNEL_FILE = Path(__file__).resolve().parent / "cpu_kernels.yaml"
+NumaMode = Literal["interleave", "replicate"]
+
+
+@dataclass(frozen=True)
+class CpuKernels:
+    """Kernel constants of one CPU type (see ``devices/cpu_kernels.yaml`` for each)."""
+
+    clock_hz: float
+    vector_flops_per_cycle: float
+    matrix_flops_per_cycle: float
+    core_bandwidth_Bps: float
+    dequant_weights_per_cycle: dict[str, float]
+    remote_bandwidth_ratio: float
+    gemm_efficiency: float
+    call_overhead_s: float
+
+    def __post_init__(self) -> None:
+        for key in ("clock_hz", "vector_flops_per_cycle", "matrix_flops_per_cycle",
+                    "core_bandwidth_Bps"):  # fmt: skip
+            if not getattr(self, key) > 0:
+                raise ValueError(f"{key}: must be > 0")
+        if not 0 < self.remote_bandwidth_ratio <= 1:
+            raise ValueError("remote_bandwidth_ratio: must be in (0, 1]")
+        if not 0 < self.gemm_efficiency <= 1:
+            raise ValueError("gemm_efficiency: must be in (0, 1]")
+        if self.call_overhead_s < 0:
+            raise ValueError("call_overhead_s: must be >= 0")
+        for fmt, rate in self.dequant_weights_per_cycle.items():
+            if not rate > 0:
+                raise ValueError(f"dequant_weights_per_cycle.{fmt}: must be > 0")
+
+    def dequant_rate(self, fmt: str) -> float:
+        """Weights per cycle per core of a GEMV in ``fmt`` (ValueError lists the formats)."""
+        try:
+            return self.dequant_weights_per_cycle[fmt]
+        except KeyError:
+            known = ", ".join(sorted(self.dequant_weights_per_cycle))
+            raise ValueError(f"cpu weight format {fmt!r} unknown; known: {known}") from None
+
+
+_FIELDS = {f.name for f in dataclasses.fields(CpuKernels)}
+
+
+@cache
+def _table() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(KERNEL_FILE.read_text())
+    return data
+
+
+def cpu_kernels(name: str, overrides: dict[str, Any] | None = None) -> CpuKernels:
+    """Kernel constants of the CPU type ``name`` with ``overrides`` applied on top.
+
+    ValueError names the field (``cpu_kernels.gemm_efficiency: must be in (0, 1]``)."""
+    table = _table()
+    if name not in table["cpus"]:
+        known = ", ".join(sorted(table["cpus"]))
+        raise ValueError(f"cpu: no kernel constants for CPU type {name!r}; known: {known}")
+    merged: dict[str, Any] = dict(table["defaults"])
+    merged["dequant_weights_per_cycle"] = dict(table["defaults"]["dequant_weights_per_cycle"])
+    for source in (table["cpus"][name], overrides or {}):
+        for key, value in source.items():
+            if key not in _FIELDS:
+                raise ValueError(f"cpu_kernels.{key}: unknown field; valid: {sorted(_FIELDS)}")
+            try:
+                if key == "dequant_weights_per_cycle":
+                    merged[key].update({k: float(v) for k, v in dict(value).items()})
+                else:
+                    merged[key] = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"cpu_kernels.{key}: must be a number (or a map)") from None
+    try:
+        return CpuKernels(**merged)
+    except ValueError as e:
+        raise ValueError(f"cpu_kernels.{e}") from None
+
+
+class CpuModel:
+    """Times of matrix ops and memory streams on ``threads`` threads of 1-2 sockets."""
+
+    def __init__(
+        self,
+        spec: DeviceSpec,
+        kernels: CpuKernels,
+        *,
+        threads: int | None = None,
+        sockets: int = 1,
+        numa: NumaMode = "interleave",
+        socket_bandwidth_Bps: float | None = None,
+        traffic_ratio: float = 1.0,
+    ) -> None:
+        if sockets not in (1, 2):
+            raise ValueError(f"cpu_sockets: 1 or 2, got {sockets}")
+        total = spec.cores * sockets
+        self.threads = total if threads is None else threads
+        if not 1 <= self.threads <= total:
+            raise ValueError(
+                f"cpu_threads: {self.threads} not in 1..{total} ({spec.name} x {sockets})"
+            )
+        self.spec, self.k, self.sockets, self.numa = spec, kernels, sockets, numa
+        peak = (
+            socket_bandwidth_Bps if socket_bandwidth_Bps is not None else spec.memory_bandwidth_Bps
+        )
+        self.socket_bandwidth_Bps = peak * spec.memory_efficiency.max_eff
+        if traffic_ratio < 1.0:
+            raise ValueError(f"traffic_ratio: must be >= 1, got {traffic_ratio}")
+        self.traffic_ratio = traffic_ratio  # bytes moved per useful byte (TEE metadata)
+        self.bandwidth_Bps = self._bandwidth(self.threads, sockets) / traffic_ratio
+        self.cycles_per_s = self.threads * kernels.clock_hz
+
+    def _bandwidth(self, threads: int, sockets: int) -> float:
+        per_socket = math.ceil(threads / sockets)
+        local = min(per_socket * self.k.core_bandwidth_Bps, self.socket_bandwidth_Bps)
+        if sockets == 1 or self.numa == "replicate":
+            return sockets * local
+        r = self.k.remote_bandwidth_ratio
+        return sockets * local * 2.0 * r / (1.0 + r)
+
+    def two_socket_speedup(self) -> float:
+        """Bandwidth of two sockets over one at the same threads per socket."""
+        per_socket = math.ceil(self.threads / self.sockets)
+        return self._bandwidth(2 * per_socket, 2) / self._bandwidth(per_socket, 1)
+
+    def matmul_times_s(
+        self, params: float, tokens: np.ndarray, weight_bytes: float, fmt: str,
+        act_bytes_per_token: float = 0.0,
+    ) -> np.ndarray:  # fmt: skip
+        """Seconds of one weight matrix op (``params`` weights) at each token count."""
+        n = np.asarray(tokens, dtype=float)
+        memory = (weight_bytes + act_bytes_per_token * n) / self.bandwidth_Bps
+        dq = params / (self.cycles_per_s * self.k.dequant_rate(fmt))
+        gemv = dq * n
+        gemm = (
+            2.0
+            * params
+            * n
+            / (self.cycles_per_s * self.k.matrix_flops_per_cycle * self.k.gemm_efficiency)
+            + dq
+        )
+        t = np.maximum(memory, np.minimum(gemv, gemm)) + self.k.call_overhead_s
+        return np.where(n > 0, t, 0.0)
+
+    def matmul_time_s(
+        self, params: float, tokens: int, weight_bytes: float, fmt: str,
+        act_bytes_per_token: float = 0.0,
+    ) -> float:  # fmt: skip
+        """:meth:`matmul_times_s` at one token count."""
+        arr = np.array([tokens])
+        return float(self.matmul_times_s(params, arr, weight_bytes, fmt, act_bytes_per_token)[0])
+
+    def stream_time_s(self, nbytes: float, flops: float = 0.0) -> float:
+        """An op that reads ``nbytes`` (KV cache, activations) and does ``flops`` of fp32
+        vector math (attention): the slower of the two, plus one call overhead."""
+        if nbytes <= 0 and flops <= 0:
+            return 0.0
+        vector = self.cycles_per_s * self.k.vector_flops_per_cycle * self.k.gemm_efficiency
+        return max(nbytes / self.bandwidth_Bps, flops / vector) + self.k.call_overhead_s

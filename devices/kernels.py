@@ -1,0 +1,339 @@
+"""Kernel classes: the time of one GPU kernel from its shape, with fitted efficiencies.
+
+Four classes, each with its own efficiency fit per device (``devices/kernels.yaml``,
+fitted by :mod:`hetsim.devices.kernel_calibration` to measured kernel times):
+
+* **GEMM** ``(m x k) @ (k x n)``: ``2mnk`` FLOPs at the tensor-core peak of its math
+  format, bytes ``m k a + k n w + m n a`` (activation and weight bytes per element) at
+  the HBM bandwidth. The compute efficiency rises with the FLOPs and the memory
+  efficiency with the bytes (Hill curves, :class:`~hetsim.devices.spec.EfficiencyCurve`),
+  and the two roofs combine smoothly, ``(t_c^p + t_m^p + t_d^p)^(1/p)`` with a fitted
+  sharpness ``p`` (``p -> inf`` is the plain roofline's max), so a GEMM with small ``m``
+  becomes a bandwidth-bound GEMV and the ridge is not too optimistic. ``t_d`` is the
+  dequantisation roof of weight-only formats (:mod:`hetsim.devices.precision`).
+* **attention prefill** (flash-style, causal): ``4 heads d (sum q c + s sum q^2)`` FLOPs
+  for chunks of ``q`` new tokens on ``c`` cached ones, where ``s`` is the fitted work per
+  query-key pair of a chunk's own (causally masked) block: ``1/2`` for an ideal causal
+  kernel, more where whole tiles are computed and masked; bytes of Q, K, V and O; an
+  efficiency rising with the FLOPs; the same smooth max.
+* **attention decode** (paged): bound by the KV bytes read, with a per-sequence cost.
+* **elementwise** (norms, rotary, activations, residual adds, embedding gathers): bytes
+  over bandwidth with a size-dependent efficiency; each op kind has its own peak
+  efficiency (a residual add streams near the STREAM rate, a norm or a gather less).
+
+Every kernel costs at least ``floor_s`` (a kernel's minimum duration on the GPU). The
+CPU's launch cost per kernel is separate (:class:`LaunchModel`): with CUDA graphs the
+GPU never waits for it; in eager mode a kernel shorter than the launch cost leaves the
+GPU idle, so each kernel takes ``max(t, launch_s)``.
+
+Where a device has no measured kernels, ``kernels.yaml`` names the device whose fitted
+*efficiencies* it borrows (its own peaks and bandwidth still apply), and
+:func:`kernel_fits` says so (``borrowed``); a device in neither list gets efficiencies
+derived from its catalogue curves (``uncalibrated``). Nothing is borrowed silently.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+
+from hetsim.devices.precision import DEQUANT_OPS_PER_WEIGHT, Precision
+from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
+
+KERNELS_FILE = Path(__file__).resolve().parent / "kernels.yaml"
+KernelClass = Literal["gemm", "attention_prefill", "attention_decode", "elementwise"]
+KERNEL_CLASSES: tuple[KernelClass, ...] = (
+    "gemm", "attention_prefill", "attention_decode", "elementwise",
+)  # fmt: skip
+ELEMENTWISE_OPS = ("norm", "rotary", "activation", "add", "embedding", "sampling")
+FitKind = Literal["calibrated", "borrowed", "uncalibrated"]
+
+
+def smooth_max(a: Any, b: Any, p: float) -> Any:
+    """``(a^p + b^p)^(1/p)``: the larger of ``a`` and ``b`` when they differ a lot,
+    ``2^(1/p)`` times it where they meet (works on floats and numpy arrays)."""
+    big = np.maximum(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        small = np.where(big > 0, np.minimum(a, b) / np.where(big > 0, big, 1.0), 0.0)
+    return big * (1.0 + small**p) ** (1.0 / p)
+
+
+@dataclass(frozen=True)
+class GemmFit:
+    """Efficiencies of GEMMs on one device (fractions of peak FLOP/s and bandwidth)."""
+
+    compute: EfficiencyCurve  # over FLOPs
+    memory: EfficiencyCurve  # over bytes
+    sharpness: float = 4.0
+    floor_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class AttentionPrefillFit:
+    """Efficiencies of flash-style prefill attention on one device."""
+
+    compute: EfficiencyCurve  # over FLOPs
+    memory_max_eff: float = 0.8
+    sharpness: float = 4.0
+    floor_s: float = 0.0
+    self_factor: float = 0.5  # work per query-key pair inside a chunk's own causal block
+
+
+@dataclass(frozen=True)
+class AttentionDecodeFit:
+    """Efficiency of paged decode attention: KV bytes over bandwidth, plus per sequence."""
+
+    memory: EfficiencyCurve  # over bytes
+    per_seq_s: float = 0.0
+    floor_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ElementwiseFit:
+    """Bandwidth-bound kernels: a shared size curve, a peak efficiency per op kind."""
+
+    memory: EfficiencyCurve  # over bytes (its max_eff is the default op's)
+    op_max_eff: dict[str, float] = field(default_factory=dict)
+    floor_s: float = 0.0
+
+    def max_eff(self, op: str) -> float:
+        """Peak efficiency of op kind ``op`` (the curve's own when not fitted apart)."""
+        return self.op_max_eff.get(op, self.memory.max_eff)
+
+
+@dataclass(frozen=True)
+class KernelFits:
+    """The four kernel classes' fits of one device, with where they come from."""
+
+    gemm: GemmFit
+    attention_prefill: AttentionPrefillFit
+    attention_decode: AttentionDecodeFit
+    elementwise: ElementwiseFit
+    source: str = ""
+    #: per class: the device whose measurements it was fitted on
+    fitted_on: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KernelFitRef:
+    """The fits a device uses, and how far to trust them."""
+
+    device: str
+    fits: KernelFits
+    kind: FitKind
+    #: per kernel class: the device whose measurements it was fitted on ("" if none)
+    fitted_on: dict[str, str]
+
+    def class_kind(self, cls: str) -> FitKind:
+        """calibrated (fitted on this device), borrowed, or uncalibrated, per class."""
+        origin = self.fitted_on.get(cls, "")
+        if not origin:
+            return "uncalibrated"
+        return "calibrated" if origin == self.device else "borrowed"
+
+
+@dataclass(frozen=True)
+class LaunchModel:
+    """Host-side cost of launching kernels (eager mode) or graphs."""
+
+    cpu_launch_s: float = 0.0
+    cuda_graphs: bool = True
+    graph_launch_s: float = 0.0
+
+    def kernel_s(self, gpu_s: Any) -> Any:
+        """Wall time of a kernel of GPU time ``gpu_s`` in a launched sequence."""
+        return gpu_s if self.cuda_graphs else np.maximum(gpu_s, self.cpu_launch_s)
+
+
+# ---- the kernel time functions (numpy-vectorised over any argument) ---------------------
+def gemm_time_s(
+    spec: DeviceSpec, fit: GemmFit, m: Any, n: Any, k: Any, precision: Precision
+) -> Any:
+    """GPU time of an ``(m x k) @ (k x n)`` GEMM with weights ``k x n`` (module doc)."""
+    m = np.asarray(m, dtype=float)
+    flops = 2.0 * m * n * k
+    a_bytes, w_bits = precision.activation_bytes, precision.weight_bits
+    nbytes = (m * k + m * n) * a_bytes + k * n * w_bits / 8.0
+    peak = spec.peak(precision.math_dtype())
+    t_c = np.where(flops > 0, flops / (peak * fit.compute.array(flops)), 0.0)
+    t_m = nbytes / (spec.memory_bandwidth_Bps * fit.memory.array(nbytes))
+    t = smooth_max(t_c, t_m, fit.sharpness)
+    if precision.weight_only:
+        vector = spec.peak_flops.get("fp32", peak / 16.0)
+        t = smooth_max(t, DEQUANT_OPS_PER_WEIGHT * k * n / vector, fit.sharpness)
+    return np.where(m > 0, fit.floor_s + t, 0.0)
+
+
+def attention_prefill_time_s(
+    spec: DeviceSpec,
+    fit: AttentionPrefillFit,
+    cross_units: Any,
+    self_units: Any,
+    new_tokens: Any,
+    ctx_tokens: Any,
+    heads: float,
+    kv_heads: float,
+    head_dim: float,
+    precision: Precision,
+) -> Any:
+    """GPU time of causal prefill attention of chunks of ``q_i`` new tokens on ``c_i``
+    cached ones: ``cross_units = sum q_i c_i``, ``self_units = sum q_i^2``,
+    ``new_tokens = sum q_i``, ``ctx_tokens = sum c_i``; ``heads`` query heads and
+    ``kv_heads`` KV heads of ``head_dim``."""
+    units = np.asarray(cross_units, dtype=float) + fit.self_factor * np.asarray(
+        self_units, dtype=float
+    )
+    flops = 4.0 * heads * head_dim * units
+    a, kv = precision.activation_bytes, precision.kv_bytes
+    q = np.asarray(new_tokens, dtype=float)
+    nbytes = 2.0 * q * heads * head_dim * a + 2.0 * (q + ctx_tokens) * kv_heads * head_dim * kv
+    peak = spec.peak(precision.activations if precision.activations != "int8" else "fp16")
+    t_c = np.where(flops > 0, flops / (peak * fit.compute.array(flops)), 0.0)
+    t_m = nbytes / (spec.memory_bandwidth_Bps * fit.memory_max_eff)
+    return np.where(units > 0, fit.floor_s + smooth_max(t_c, t_m, fit.sharpness), 0.0)
+
+
+def attention_decode_time_s(
+    spec: DeviceSpec,
+    fit: AttentionDecodeFit,
+    seqs: Any,
+    ctx_tokens: Any,
+    heads: float,
+    kv_heads: float,
+    head_dim: float,
+    precision: Precision,
+) -> Any:
+    """GPU time of paged decode attention for ``seqs`` sequences reading
+    ``ctx_tokens`` cached tokens in all (K and V of ``kv_heads`` heads of ``head_dim``)."""
+    s = np.asarray(seqs, dtype=float)
+    kv_read = 2.0 * np.asarray(ctx_tokens, dtype=float) * kv_heads * head_dim * precision.kv_bytes
+    nbytes = kv_read + 2.0 * s * heads * head_dim * precision.activation_bytes
+    t = nbytes / (spec.memory_bandwidth_Bps * fit.memory.array(np.maximum(nbytes, 1.0)))
+    return np.where(s > 0, fit.floor_s + fit.per_seq_s * s + t, 0.0)
+
+
+def elementwise_time_s(spec: DeviceSpec, fit: ElementwiseFit, nbytes: Any, op: str) -> Any:
+    """GPU time of a bandwidth-bound kernel of kind ``op`` moving ``nbytes`` bytes."""
+    b = np.asarray(nbytes, dtype=float)
+    curve = fit.memory.array(np.maximum(b, 1.0)) * (fit.max_eff(op) / fit.memory.max_eff)
+    return np.where(b > 0, fit.floor_s + b / (spec.memory_bandwidth_Bps * curve), 0.0)
+
+
+# ---- where a device's fits come from -----------------------------------------------------
+def _curve(raw: dict[str, Any]) -> EfficiencyCurve:
+    return EfficiencyCurve(
+        float(raw["max_eff"]), float(raw.get("half_size", 0.0)), float(raw.get("exponent", 1.0))
+    )
+
+
+def parse_fits(raw: dict[str, Any]) -> KernelFits:
+    """:class:`KernelFits` from one ``fits:`` entry of ``kernels.yaml``."""
+    g, ap, ad, ew = (raw[c] for c in KERNEL_CLASSES)
+    return KernelFits(
+        gemm=GemmFit(_curve(g["compute"]), _curve(g["memory"]), float(g["sharpness"]),
+                     float(g.get("floor_s", 0.0))),
+        attention_prefill=AttentionPrefillFit(
+            _curve(ap["compute"]), float(ap["memory_max_eff"]), float(ap["sharpness"]),
+            float(ap.get("floor_s", 0.0)), float(ap.get("self_factor", 0.5)),
+        ),
+        attention_decode=AttentionDecodeFit(
+            _curve(ad["memory"]), float(ad.get("per_seq_s", 0.0)), float(ad.get("floor_s", 0.0))
+        ),
+        elementwise=ElementwiseFit(
+            _curve(ew["memory"]), {str(k): float(v) for k, v in ew.get("op_max_eff", {}).items()},
+            float(ew.get("floor_s", 0.0)),
+        ),
+        source=str(raw.get("source", "")),
+        fitted_on={c: str(raw.get("fitted_on", {}).get(c, "")) for c in KERNEL_CLASSES},
+    )  # fmt: skip
+
+
+@functools.cache
+def kernel_table() -> tuple[dict[str, KernelFits], dict[str, str]]:
+    """``(fits by device, borrowed fit by device)`` from ``kernels.yaml``."""
+    raw = yaml.safe_load(KERNELS_FILE.read_text(encoding="utf-8"))
+    fits = {str(d): parse_fits(e) for d, e in (raw.get("fits") or {}).items()}
+    borrow = {str(d): str(src) for d, src in (raw.get("borrow") or {}).items()}
+    for device, src in borrow.items():
+        if src not in fits:
+            raise ValueError(f"kernels.yaml: borrow.{device}: {src!r} has no fits")
+    return fits, borrow
+
+
+@functools.cache
+def kernel_residuals() -> dict[str, dict[str, tuple[float, float]]]:
+    """Per fitted device and kernel class: (median, 90th percentile) of the fit's
+    |predicted / measured - 1| on its own measurements (``kernels.yaml`` residuals)."""
+    raw = yaml.safe_load(KERNELS_FILE.read_text(encoding="utf-8")).get("residuals") or {}
+    return {
+        str(d): {str(c): (float(r["p50"]), float(r["p90"])) for c, r in classes.items()}
+        for d, classes in raw.items()
+    }
+
+
+#: Residual assumed for a kernel class with no fit behind it (uncalibrated or a class the
+#: fitted device has no measurements of): the roofline's own spread is unknown, so the
+#: band says so by being wide. A named constant, not a measurement.
+UNCALIBRATED_RESIDUAL = (0.5, 1.0)
+
+
+def residual_band(ref: KernelFitRef, shares: dict[str, float]) -> tuple[float, float]:
+    """Time-weighted (p50, p90) kernel residual for kernel classes used in ``shares``
+    (class -> share of GPU time); classes without a fit count as
+    :data:`UNCALIBRATED_RESIDUAL`. Collectives and host overheads are not kernels and
+    carry no residual here."""
+    table = kernel_residuals()
+    total = sum(v for c, v in shares.items() if c in KERNEL_CLASSES)
+    if total <= 0:
+        return (0.0, 0.0)
+    p50 = p90 = 0.0
+    for cls, share in shares.items():
+        if cls not in KERNEL_CLASSES or share <= 0:
+            continue
+        origin = ref.fitted_on.get(cls, "")
+        r = (
+            table.get(origin, {}).get(cls, UNCALIBRATED_RESIDUAL)
+            if origin
+            else (UNCALIBRATED_RESIDUAL)
+        )
+        p50 += share / total * r[0]
+        p90 += share / total * r[1]
+    return (p50, p90)
+
+
+def roofline_fits(spec: DeviceSpec) -> KernelFits:
+    """Kernel fits derived from a device's catalogue curves (uncalibrated): the large-GEMM
+    compute curve for GEMMs and attention, the STREAM memory curve for the rest."""
+    compute = spec.compute_curve("fp16")
+    mem = spec.memory_efficiency
+    return KernelFits(
+        gemm=GemmFit(compute, mem, sharpness=20.0, floor_s=spec.launch_overhead_s),
+        attention_prefill=AttentionPrefillFit(
+            compute, mem.max_eff, 20.0, spec.launch_overhead_s, self_factor=0.5
+        ),
+        attention_decode=AttentionDecodeFit(mem, 0.0, spec.launch_overhead_s),
+        elementwise=ElementwiseFit(mem, {}, spec.launch_overhead_s),
+        source=f"derived from {spec.name}'s catalogue curves (uncalibrated)",
+    )
+
+
+def kernel_fits(spec: DeviceSpec) -> KernelFitRef:
+    """The kernel fits ``spec`` uses: its own, a named device's, or derived (module doc)."""
+    fits, borrow = kernel_table()
+    if spec.name in fits:
+        own = fits[spec.name]
+        return KernelFitRef(spec.name, own, _overall(spec.name, own.fitted_on), own.fitted_on)
+    if spec.name in borrow:
+        lent = fits[borrow[spec.name]]
+        return KernelFitRef(spec.name, lent, "borrowed", lent.fitted_on)
+    return KernelFitRef(spec.name, roofline_fits(spec), "uncalibrated", {})
+
+
+def _overall(device: str, fitted_on: dict[str, str]) -> FitKind:
+    origins = set(fitted_on.values())
+    return "calibrated" if origins == {device} else "borrowed"

@@ -1,0 +1,28 @@
+"""Sane maxima for the sizes a scenario may ask for, used as bounds in the schemas.
+
+Each is roughly ten times the largest instance of its kind in public reports, so no
+real experiment meets it, while a typo (an extra three zeros, a 2^64) is refused at
+validation instead of allocating memory until the machine gives up.
+
+* ``MAX_DEVICES``: 10^7 accelerators. The largest reported training clusters hold
+  about 10^5 GPUs (Meta's two 24,576-GPU Llama 3 clusters, xAI's 100,000-GPU Colossus);
+  a scenario modelling a whole fleet stays below 10^6.
+* ``MAX_NODES``: 10^6 machines (10^7 GPUs at 8 per node, with headroom).
+* ``MAX_GPUS_PER_NODE``: 1,024 (an NVL72 rack is 72; a 576-GPU NVLink domain is the
+  largest announced single-fabric unit).
+* ``MAX_REQUESTS``: 10^9 requests (Azure's LLM inference trace holds ~10^7 a week).
+* ``MAX_JOBS``: 10^7 jobs (Alibaba's 2023 GPU trace ~10^4 pods, Philly ~10^5 jobs).
+* ``MAX_STEPS``: 10^7 fixed time steps of a stepped model (a year at 3 s steps).
+* ``MAX_SEQ_TOKENS``: 2^24 = 16.8 M tokens per sequence (the longest announced context
+  windows are 10^7 tokens).
+"""
+
+from __future__ import annotations
+
+MAX_DEVICES = 10**7
+MAX_NODES = 10**6
+MAX_GPUS_PER_NODE = 1024
+MAX_REQUESTS = 10**9
+MAX_JOBS = 10**7
+MAX_SEQ_TOKENS = 2**24
+MAX_STEPS = 10**7

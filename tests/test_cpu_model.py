@@ -1,0 +1,61 @@
+"""CPU compute model (devices/cpu.py): bandwidth thread scaling, NUMA, GEMV/GEMM paths and
+per-call overhead, each worked out by hand on a made-up CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hetsim.devices.cpu import CpuKernels, CpuModel, cpu_kernels
+from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
+
+SPEC = DeviceSpec(name="toy", display_name="toy", vendor="x", kind="cpu",
+                  peak_flops={"fp32": 1e12}, memory_bytes=1 << 40, memory_bandwidth_Bps=100e9,
+                  memory_efficiency=EfficiencyCurve(0.8), cores=8)  # fmt: skip
+KERN = CpuKernels(clock_hz=1e9, vector_flops_per_cycle=32, matrix_flops_per_cycle=64,
+                  core_bandwidth_Bps=20e9, dequant_weights_per_cycle={"q4_0": 8.0},
+                  remote_bandwidth_ratio=0.5, gemm_efficiency=0.5, call_overhead_s=1e-6)  # fmt: skip
+
+
+def test_thread_scaling_saturates_at_socket_bandwidth() -> None:
+    # 2 cores x 20 GB/s = 40 GB/s < 0.8 x 100 GB/s; 8 cores -> capped at 80 GB/s
+    assert CpuModel(SPEC, KERN, threads=2).bandwidth_Bps == pytest.approx(40e9)
+    assert CpuModel(SPEC, KERN, threads=8).bandwidth_Bps == pytest.approx(80e9)
+
+
+def test_two_sockets_speed_up_below_two() -> None:
+    # interleaved weights: half remote at 0.5 x local -> per socket 2r/(1+r) = 2/3 of local;
+    # two sockets: 2 x 80 x 2/3 = 106.7 GB/s, speed-up 4r/(1+r) = 1.333 (not 2)
+    two = CpuModel(SPEC, KERN, threads=16, sockets=2)
+    assert two.bandwidth_Bps == pytest.approx(2 * 80e9 * 2 / 3)
+    assert two.two_socket_speedup() == pytest.approx(4 / 3)
+    # one copy per socket (kTransformers' NUMA mode): local reads only, 2x
+    rep = CpuModel(SPEC, KERN, threads=16, sockets=2, numa="replicate")
+    assert rep.two_socket_speedup() == pytest.approx(2.0)
+    # with the shipped H02 ratio (0.438) every catalogue CPU gets 4r/(1+r) = 1.218
+    x = CpuModel(SPEC, cpu_kernels("xeon-8480"), threads=16, sockets=2)
+    assert x.two_socket_speedup() == pytest.approx(4 * 0.438 / 1.438)
+
+
+def test_gemv_and_gemm_paths() -> None:
+    cpu = CpuModel(SPEC, KERN, threads=8)
+    p, nbytes = 1e9, 0.5e9  # 4-bit weights
+    # decode: memory 0.5e9 / 80e9 = 6.25 ms; GEMV 1e9 / (8 x 1e9 x 8) = 15.625 ms
+    assert cpu.matmul_time_s(p, 1, nbytes, "q4_0") == pytest.approx(15.625e-3 + 1e-6)
+    # 100 tokens: GEMM 2e11 / (8e9 x 64 x 0.5) + dequantise once 15.625 ms = 0.796875 s
+    # (GEMV would take 1.5625 s)
+    assert cpu.matmul_time_s(p, 100, nbytes, "q4_0") == pytest.approx(0.796875 + 1e-6)
+    assert cpu.matmul_times_s(p, np.array([0]), nbytes, "q4_0")[0] == 0.0
+    # a bandwidth-bound stream with the call overhead: 8e9 B / 80e9 B/s + 1 us
+    assert cpu.stream_time_s(8e9) == pytest.approx(0.1 + 1e-6)
+
+
+def test_bad_kernel_fields_name_the_field() -> None:
+    with pytest.raises(ValueError, match=r"cpu_kernels\.gemm_efficiency"):
+        cpu_kernels("xeon-8480", {"gemm_efficiency": 2.0})
+    with pytest.raises(ValueError, match=r"cpu_kernels\.warp"):
+        cpu_kernels("xeon-8480", {"warp": 1})
+    with pytest.raises(ValueError, match="weight format 'q9'"):
+        CpuModel(SPEC, KERN).matmul_time_s(1e6, 1, 1e6, "q9")
+    with pytest.raises(ValueError, match="cpu_threads"):
+        CpuModel(SPEC, KERN, threads=9)

@@ -1,0 +1,109 @@
+"""Headlines as ranges: the report script's ratios and shares on hand-made tables, the
+doc-block replacement, and a tiny run of each cluster/elastic/observability robustness
+sweep (the full sweeps are scenarios, run by notebooks/robustness.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import hetsim
+from hetsim.simulator.scenario import load_scenario
+from hetsim.simulator.sweep_design import parse_sweep, points
+
+ROOT = Path(__file__).resolve().parent.parent
+ISSUE18 = ("cuckoo", "muri", "kale", "kair")
+
+
+def report() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "robustness", ROOT / "notebooks" / "robustness.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["robustness"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def hand_table() -> pd.DataFrame:
+    # two points (x = 1, 2); A is the paper's system, B and C baselines; metric m higher
+    # is better, n lower is better. x=1: m A 2, B 1, C 4 -> A/B 2, A/C 0.5, best C -> 0.5;
+    # n A 10, B 20, C 5 -> B/A 2, C/A 0.5, best C -> 0.5. x=2: m A 3, B 1, C 1 -> 3, 3, 3;
+    # n A 0, B 0, C 4 -> tie (nan), inf, best B -> tie.
+    rows = [("A", 1, 2.0, 10.0), ("B", 1, 1.0, 20.0), ("C", 1, 4.0, 5.0),
+            ("A", 2, 3.0, 0.0), ("B", 2, 1.0, 0.0), ("C", 2, 1.0, 4.0)]  # fmt: skip
+    t = pd.DataFrame(rows, columns=["policies.p", "workload.x", "m", "n"])
+    return t.assign(error=None, point=range(len(t)))
+
+
+def spec(mod: ModuleType) -> Any:
+    return mod.Headline(
+        doc="x.md", by="policies.p", system="A", labels={"A": "A", "B": "B", "C": "C"},
+        metrics=(mod.Metric("m", True, "m"), mod.Metric("n", False, "n")), claim="A wins",
+    )  # fmt: skip
+
+
+def test_ratios_by_hand() -> None:
+    mod = report()
+    r = mod.ratios(hand_table(), spec(mod)).set_index(["workload.x", "metric"])
+    assert r.loc[(1, "m"), ["B", "C", "best baseline"]].tolist() == [2.0, 0.5, 0.5]
+    assert r.loc[(1, "n"), ["B", "C", "best baseline"]].tolist() == [2.0, 0.5, 0.5]
+    assert r.loc[(2, "m"), ["B", "C", "best baseline"]].tolist() == [3.0, 3.0, 3.0]
+    two = r.loc[(2, "n")]
+    assert np.isnan(two["B"]) and np.isinf(two["C"]) and np.isnan(two["best baseline"])
+
+
+def test_rendered_shares_count_ties_apart() -> None:
+    mod = report()
+    text = mod.render("hand", spec(mod), hand_table(), "cmd")
+    # m vs best: 0.5 and 3 -> 1 of 2; n vs best: 0.5 and a tie -> 0 of 1, 1 tie
+    assert "| m | best baseline | 0.5 | 1.75 | 3 | 0.50 (1/2) |" in text
+    assert "| n | best baseline | 0.5 | 0.5 | 0.5 | 0.00 (0/1, 1 ties) |" in text
+    assert "| n | C | 0.5 | inf | inf | 0.50 (1/2) |" in text  # 0.5 and inf
+
+
+def test_block_replaced_in_place_or_appended() -> None:
+    mod = report()
+    doc = "a\n<!-- robustness:x -->\nold\n<!-- /robustness:x -->\nb\n"
+    new = "<!-- robustness:x -->\nnew\n<!-- /robustness:x -->"
+    assert mod.replace_block(doc, "x", new) == "a\n" + new + "\nb\n"
+    assert mod.replace_block("a\n", "x", new) == "a\n\n" + new + "\n"
+
+
+@pytest.mark.parametrize("name", ISSUE18)
+def test_every_issue18_headline_has_a_sweep_and_a_doc_block(name: str) -> None:
+    mod = report()
+    path = ROOT / "scenarios" / f"{name}-robustness.yaml"
+    sc = load_scenario(path)
+    assert len(points(parse_sweep(sc.sweep), sc.seed)) >= 12
+    for h, scen in mod.SCENARIO_OF.items():
+        if scen == name:
+            assert f"<!-- robustness:{h} -->" in (ROOT / mod.HEADLINES[h].doc).read_text()
+
+
+TINY = {
+    "cuckoo": {"workload.jobs.num_jobs": 20, "workload.estimates.duration_noise_sigma": 0.5},
+    "muri": {"workload.jobs.max_jobs": 12},
+    "kale": {"workload.duration_s": 1800, "workload.rescale.mode": "partial"},
+    "kair": {"workload.ranks": 32, "workload.iterations": 100, "workload.stragglers": {}},
+}
+
+
+@pytest.mark.parametrize("name", ISSUE18)
+def test_tiny_robustness_point_runs(name: str) -> None:
+    # the scenario's base point, shrunk: it runs and its summary has every headline column
+    mod = report()
+    res = hetsim.run(ROOT / "scenarios" / f"{name}-robustness.yaml", overrides=TINY[name])
+    row = res.summary.iloc[0]
+    for h, scen in mod.SCENARIO_OF.items():
+        if scen == name:
+            for m in mod.HEADLINES[h].metrics:
+                assert m.column in row.index

@@ -1,0 +1,404 @@
+"""The time of one forward iteration of a decoder-only transformer, kernel by kernel.
+
+Every domain that prices transformer inference work uses this module (serving
+iterations, queueing LLM demands). An iteration runs a batch in which sequence ``i``
+adds ``q_i`` new tokens on top of ``c_i`` cached ones; ``T = sum q_i`` new tokens in
+all, ``S`` sequences sample a token at the end. Per layer, on each of ``tp`` GPUs:
+
+=====================  ==============  ===========================================
+kernel                 class           shape or bytes (per TP rank)
+=====================  ==============  ===========================================
+input norm             elementwise     read + write ``T h``, read ``h`` weights
+QKV projection         GEMM            ``T x h  @  h x (heads + 2 kv_heads) d / tp``
+rotary embedding       elementwise     read + write Q and K
+attention, prefill     attn. prefill   chunks ``(q_i, c_i)`` of prefilling sequences
+attention, decode      attn. decode    KV of the decoding sequences' contexts
+output projection      GEMM            ``T x heads d / tp  @  heads d / tp x h``
+TP all-reduce          collective      ``T h`` activation bytes (``tp > 1``)
+residual add           elementwise     read 2, write 1 of ``T h``
+post-attention norm    elementwise     as the input norm
+MLP up (+ gate)        GEMM            ``T x h  @  h x 2 ffn / tp`` (gated; ``ffn`` if not)
+activation             elementwise     read ``2 T ffn / tp``, write ``T ffn / tp``
+MLP down               GEMM            ``T x ffn / tp  @  ffn / tp x h``
+TP all-reduce          collective      as above
+residual add           elementwise     as above
+=====================  ==============  ===========================================
+
+and per iteration: the embedding gather (``T h``), the final norm, the LM head GEMM
+(``S x h @ h x vocab / tp``) and sampling over ``S x vocab`` fp32 logits (priced with
+the activation kernels' efficiency: no profile of sampling kernels is in the data).
+Mixture-of-experts layers replace the MLP by the router GEMM (``T x h @ h x E``) and
+the expert GEMMs: the expected number of distinct experts ``a = E (1 - (1 - k/E)^T)``
+each run gate+up and down GEMMs on ``T k / a`` tokens (uniform routing), and the experts
+are sharded over the TP ranks as Megatron does.
+
+Kernel times come from :mod:`hetsim.devices.kernels` (fitted efficiencies per device);
+TP collectives from :func:`hetsim.devices.collectives.collective_time_s`. On the host,
+each kernel launch costs ``cpu_launch_s`` unless the iteration runs as a CUDA graph
+(:class:`~hetsim.devices.kernels.LaunchModel`), and every iteration pays the engine's
+``framework_s + framework_per_seq_s x sequences`` (scheduling, input preparation,
+sampling bookkeeping) before its kernels run.
+
+Speed: the token-proportional part of an iteration (GEMMs, norms, collectives) depends
+on ``T`` alone and the head on ``S`` alone, so both are tabulated once per cost object
+(numpy over ``T = 1..table_tokens``); an iteration is then two lookups and the two
+attention terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from hetsim.devices.collectives import CollectiveFabric, collective_time_s
+from hetsim.devices.kernels import (
+    KernelFitRef,
+    LaunchModel,
+    attention_decode_time_s,
+    attention_prefill_time_s,
+    elementwise_time_s,
+    gemm_time_s,
+    kernel_fits,
+    residual_band,
+)
+from hetsim.devices.precision import Precision
+from hetsim.devices.spec import DeviceSpec
+from hetsim.workloads.models.dense import ModelSpec
+
+#: New-token counts tabulated up front (longer iterations are priced directly).
+TABLE_TOKENS = 8192
+#: Kernel launches per layer in eager mode (the rows of the module's table, one per kernel).
+KERNELS_PER_LAYER = 13
+
+
+@dataclass(frozen=True)
+class EngineOverheads:
+    """Host-side costs of a serving engine (per iteration), and how kernels launch."""
+
+    launch: LaunchModel = field(default_factory=LaunchModel)
+    framework_s: float = 0.0
+    framework_per_seq_s: float = 0.0
+    #: norms, rotary, activation and adds fused into neighbouring kernels (TensorRT-LLM,
+    #: LMDeploy TurboMind): their bytes still move, at their op's peak efficiency, but
+    #: without a kernel of their own (no floor, no small-size penalty). Reconstruction:
+    #: no fused-kernel profile is in the calibration data.
+    fused_elementwise: bool = False
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one iteration computes, in the sums the cost needs.
+
+    ``tokens``: new tokens ``T``; ``sampled``: sequences that sample a token; prefill
+    chunks: ``prefill_tokens = sum q``, ``prefill_ctx = sum c``, ``cross_units = sum q c``,
+    ``self_units = sum q^2``; decoding sequences: ``decode_seqs`` and their cached
+    tokens ``decode_ctx`` (a decode step with look-ahead ``K`` counts as a prefill chunk
+    of ``K`` tokens)."""
+
+    tokens: int
+    sampled: int
+    prefill_tokens: int = 0
+    prefill_ctx: int = 0
+    cross_units: float = 0.0
+    self_units: float = 0.0
+    decode_seqs: int = 0
+    decode_ctx: int = 0
+
+
+@dataclass(frozen=True)
+class TransformerCost:
+    """Prices iterations of ``model`` on ``tp`` GPUs of type ``spec`` (module doc)."""
+
+    model: ModelSpec
+    spec: DeviceSpec
+    tp: int = 1
+    precision: Precision = field(default_factory=Precision)
+    fabric: CollectiveFabric | None = None
+    overheads: EngineOverheads = field(default_factory=EngineOverheads)
+    table_tokens: int = TABLE_TOKENS
+
+    def __post_init__(self) -> None:
+        self.precision.check(self.spec)
+        m = self.model
+        if m.heads % self.tp or (m.kv_heads % self.tp and self.tp % m.kv_heads):
+            raise ValueError(
+                f"tp {self.tp} does not divide {m.name}'s {m.heads} heads / {m.kv_heads} KV heads"
+            )
+
+    # ---- shapes -------------------------------------------------------------------------
+    @cached_property
+    def fits(self) -> KernelFitRef:
+        """The kernel fits this device uses (calibrated, borrowed or uncalibrated)."""
+        return kernel_fits(self.spec)
+
+    @cached_property
+    def _moe(self) -> tuple[int, int, int, int]:
+        """(routed experts E, top k, MoE layers, expert FFN) or zeros for a dense model."""
+        m: Any = self.model
+        if getattr(m, "moe_layers", 0) and getattr(m, "routed_experts", 0):
+            expert_ffn = round(m.expert_params / (3 * m.hidden))
+            return int(m.routed_experts), int(m.top_k), int(m.moe_layers), expert_ffn
+        return 0, 0, 0, 0
+
+    @property
+    def kv_heads_per_rank(self) -> float:
+        """KV heads held by one TP rank (replicated when tp exceeds the KV heads)."""
+        return max(self.model.kv_heads / self.tp, 1.0)
+
+    # ---- the token-proportional part: a table over T ------------------------------------
+    def _dense_layer_s(self, t: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-layer seconds of the kernels that depend on T only, by kernel class."""
+        m, tp, p, spec = self.model, self.tp, self.precision, self.spec
+        f = self.fits.fits
+        h, d = m.hidden, m.head_dim
+        a = p.activation_bytes
+        gemm = gemm_time_s(
+            spec, f.gemm, t, (m.heads + 2 * m.kv_heads) * d / tp, h, p
+        ) + gemm_time_s(spec, f.gemm, t, h, m.heads * d / tp, p)
+        norm = 2 * self._ew(2 * t * h * a + h * a, "norm")
+        rope = self._ew(2 * t * (m.heads + m.kv_heads) * d / tp * a, "rotary")
+        add = 2 * self._ew(3 * t * h * a, "add")
+        experts, top_k, moe_layers, expert_ffn = self._moe
+        if experts:
+            dense_share = (m.layers - moe_layers) / m.layers
+            mlp = self._mlp_s(t, m.ffn) * dense_share
+            mlp += self._moe_s(t, experts, top_k, expert_ffn) * (moe_layers / m.layers)
+        else:
+            mlp = self._mlp_s(t, m.ffn)
+        comm = np.zeros_like(t, dtype=float)
+        if tp > 1 and self.fabric is not None:
+            comm = 2 * np.array([self._allreduce_s(int(x)) for x in t])
+        return {"gemm": gemm + mlp, "elementwise": norm + rope + add, "collective": comm}
+
+    def _ew(self, nbytes: Any, op: str) -> Any:
+        """Seconds of an elementwise kernel (or of its bytes inside a fused kernel)."""
+        fit = self.fits.fits.elementwise
+        if self.overheads.fused_elementwise and op != "embedding":
+            return np.asarray(nbytes, dtype=float) / (
+                self.spec.memory_bandwidth_Bps * fit.max_eff(op)
+            )
+        return elementwise_time_s(self.spec, fit, nbytes, op)
+
+    def _gated(self) -> bool:
+        return bool(getattr(self.model, "gated_mlp", True))
+
+    def _mlp_s(self, t: np.ndarray, ffn: int) -> np.ndarray:
+        """Up (+gate), activation and down of a dense MLP on ``t`` tokens."""
+        m, tp, p, spec = self.model, self.tp, self.precision, self.spec
+        f = self.fits.fits
+        up_n = (2 if self._gated() else 1) * ffn / tp
+        act_bytes = (up_n + ffn / tp) * t * p.activation_bytes
+        return (
+            gemm_time_s(spec, f.gemm, t, up_n, m.hidden, p)
+            + self._ew(act_bytes, "activation")
+            + gemm_time_s(spec, f.gemm, t, m.hidden, ffn / tp, p)
+        )
+
+    def _moe_s(self, t: np.ndarray, experts: int, top_k: int, ffn: int) -> np.ndarray:
+        """Router GEMM plus the active experts' MLPs on their share of ``t`` tokens."""
+        m, p, spec = self.model, self.precision, self.spec
+        f = self.fits.fits
+        active = experts * (1.0 - (1.0 - top_k / experts) ** t)
+        per_expert = np.where(active > 0, t * top_k / np.maximum(active, 1e-9), 0.0)
+        router = gemm_time_s(spec, f.gemm, t, experts, m.hidden, p)
+        return router + active * self._mlp_s(per_expert, ffn)
+
+    def _allreduce_s(self, tokens: int) -> float:
+        assert self.fabric is not None
+        msg = int(tokens * self.model.hidden * self.precision.activation_bytes)
+        return float(collective_time_s("all_reduce", self.tp, msg, self.fabric))
+
+    def _per_token_s(self, t: np.ndarray) -> dict[str, np.ndarray]:
+        """All layers' T-dependent seconds plus the embedding, by class (launch-adjusted)."""
+        layer = self._dense_layer_s(t)
+        out = {k: self.model.layers * v for k, v in layer.items()}
+        f = self.fits.fits
+        h, a = self.model.hidden, self.precision.activation_bytes
+        out["elementwise"] = out["elementwise"] + elementwise_time_s(
+            self.spec, f.elementwise, 2 * t * h * a, "embedding"
+        )
+        return out
+
+    @cached_property
+    def _token_table(self) -> np.ndarray:
+        """Seconds of the T-dependent kernels for T = 0..table_tokens."""
+        t = np.arange(self.table_tokens + 1, dtype=float)
+        total = _total(self._per_token_s(t))
+        total[0] = 0.0
+        return total
+
+    def tokens_s(self, tokens: int) -> float:
+        """Seconds of the T-dependent kernels of an iteration with ``tokens`` new tokens."""
+        if tokens <= self.table_tokens:
+            return float(self._token_table[tokens])
+        return float(_total(self._per_token_s(np.array([float(tokens)])))[0])
+
+    # ---- the head: a table over S ------------------------------------------------------
+    def _head_parts(self, s: np.ndarray) -> dict[str, np.ndarray]:
+        m, p, spec = self.model, self.precision, self.spec
+        f = self.fits.fits
+        h, a = m.hidden, p.activation_bytes
+        norm = self._ew(2 * s * h * a + h * a, "norm")
+        head = gemm_time_s(spec, f.gemm, s, m.vocab / self.tp, h, p)
+        sampling = elementwise_time_s(spec, f.elementwise, 2 * 4.0 * s * m.vocab, "activation")
+        return {"gemm": head, "elementwise": norm + sampling}
+
+    @cached_property
+    def _head_table(self) -> np.ndarray:
+        s = np.arange(self.table_tokens + 1, dtype=float)
+        total = _total(self._head_parts(s))
+        total[0] = 0.0
+        return total
+
+    def head_s(self, sampled: int) -> float:
+        """Seconds of final norm, LM head and sampling for ``sampled`` sequences."""
+        if sampled <= self.table_tokens:
+            return float(self._head_table[sampled])
+        return float(_total(self._head_parts(np.array([float(sampled)])))[0])
+
+    # ---- attention ---------------------------------------------------------------------
+    def attention_s(self, b: Batch) -> tuple[float, float]:
+        """(prefill, decode) attention seconds of all layers for batch ``b``."""
+        m, p, spec = self.model, self.precision, self.spec
+        f = self.fits.fits
+        heads, kvh = m.heads / self.tp, self.kv_heads_per_rank
+        pre = dec = 0.0
+        if b.prefill_tokens:
+            pre = float(attention_prefill_time_s(
+                spec, f.attention_prefill, b.cross_units, b.self_units, b.prefill_tokens,
+                b.prefill_ctx, heads, kvh, m.head_dim, p,
+            ))  # fmt: skip
+        if b.decode_seqs:
+            dec = float(attention_decode_time_s(
+                spec, f.attention_decode, b.decode_seqs, b.decode_ctx, heads, kvh,
+                m.head_dim, p,
+            ))  # fmt: skip
+        return m.layers * pre, m.layers * dec
+
+    @cached_property
+    def _attn_consts(self) -> tuple[float, ...]:
+        """Constants of the scalar attention formulas of :meth:`step_s` (hot path)."""
+        m, p, spec = self.model, self.precision, self.spec
+        f = self.fits.fits
+        ap, ad = f.attention_prefill, f.attention_decode
+        heads, kvh, d = m.heads / self.tp, self.kv_heads_per_rank, m.head_dim
+        dtype = p.activations if p.activations != "int8" else "fp16"
+        return (
+            4.0 * heads * d, ap.self_factor, spec.peak(dtype), ap.compute.max_eff,
+            ap.compute.half_size, ap.compute.exponent,
+            2.0 * heads * d * p.activation_bytes, 2.0 * kvh * d * p.kv_bytes,
+            spec.memory_bandwidth_Bps * ap.memory_max_eff, ap.sharpness, ap.floor_s,
+            ad.memory.max_eff, ad.memory.half_size, ad.memory.exponent, ad.per_seq_s,
+            ad.floor_s, spec.memory_bandwidth_Bps, float(m.layers),
+        )  # fmt: skip
+
+    def step_s(
+        self, tokens: int, sampled: int, prefill_tokens: int, prefill_ctx: int,
+        cross_units: float, self_units: float, decode_seqs: int, decode_ctx: int,
+    ) -> float:  # fmt: skip
+        """:meth:`iteration_s` from plain numbers (the serving hot path: no objects, no
+        numpy); equal to it up to floating-point rounding."""
+        if tokens <= 0:
+            return 0.0
+        (fl_unit, self_f, peak, ce, ch, cx, q_bytes, kv_bytes, pre_bw, sharp, pre_floor,
+         de, dh, dx, per_seq, dec_floor, bw, layers) = self._attn_consts  # fmt: skip
+        attn = 0.0
+        if prefill_tokens:
+            flops = fl_unit * (cross_units + self_f * self_units)
+            tc = flops / (peak * ce / (1.0 + (ch / flops) ** cx)) if flops > 0 else 0.0
+            tm = (q_bytes * prefill_tokens + kv_bytes * (prefill_tokens + prefill_ctx)) / pre_bw
+            big, small = (tc, tm) if tc >= tm else (tm, tc)
+            attn += pre_floor + big * (1.0 + (small / big) ** sharp) ** (1.0 / sharp)
+        if decode_seqs:
+            nbytes = max(kv_bytes * decode_ctx + q_bytes * decode_seqs, 1.0)
+            attn += (
+                dec_floor + per_seq * decode_seqs + nbytes / (bw * de / (1.0 + (dh / nbytes) ** dx))
+            )
+        gpu = (
+            (self._token_table[tokens] if tokens <= self.table_tokens else self.tokens_s(tokens))
+            + (self._head_table[sampled] if sampled <= self.table_tokens else self.head_s(sampled))
+            + layers * attn
+        )
+        o = self.overheads
+        floor = self._launch_floor_s
+        return float(max(gpu, floor)) + o.framework_s + o.framework_per_seq_s * sampled
+
+    # ---- one iteration -----------------------------------------------------------------
+    @cached_property
+    def _launch_floor_s(self) -> float:
+        """Host time to launch one iteration's kernels (eager mode; 0 with graphs)."""
+        launch = self.overheads.launch
+        if launch.cuda_graphs:
+            return launch.graph_launch_s
+        kernels = KERNELS_PER_LAYER * self.model.layers + 4
+        return kernels * launch.cpu_launch_s
+
+    def iteration_s(self, b: Batch) -> float:
+        """Seconds of one iteration (0 for an empty batch): the GPU's kernels, or the
+        host's launches when those take longer (eager mode), plus the engine's
+        per-iteration overhead."""
+        if b.tokens <= 0:
+            return 0.0
+        pre, dec = self.attention_s(b)
+        gpu = self.tokens_s(b.tokens) + self.head_s(b.sampled) + pre + dec
+        o = self.overheads
+        seqs = b.sampled
+        return max(gpu, self._launch_floor_s) + o.framework_s + o.framework_per_seq_s * seqs
+
+    def breakdown(self, b: Batch) -> dict[str, float]:
+        """Seconds of one iteration by kernel class (GPU time, before launch limits)."""
+        t = np.array([float(b.tokens)])
+        parts = {k: float(v[0]) for k, v in self._per_token_s(t).items()}
+        head = self._head_parts(np.array([float(b.sampled)]))
+        for k, v in head.items():
+            parts[k] = parts.get(k, 0.0) + float(v[0])
+        parts["attention_prefill"], parts["attention_decode"] = self.attention_s(b)
+        parts["framework"] = self.overheads.framework_s + self.overheads.framework_per_seq_s * (
+            b.sampled
+        )
+        return parts
+
+    def error_band(self, batches: tuple[Batch, ...]) -> tuple[float, float, str]:
+        """(p50, p90, fit kind) of this config's kernel residuals, weighted by the
+        kernel classes' shares of GPU time over ``batches`` (representative
+        iterations). The kind is the least trusted of the classes used: calibrated,
+        borrowed or uncalibrated."""
+        shares: dict[str, float] = {}
+        for b in batches:
+            for cls, s in self.breakdown(b).items():
+                shares[cls] = shares.get(cls, 0.0) + s
+        p50, p90 = residual_band(self.fits, shares)
+        kinds = {
+            self.fits.class_kind(c)
+            for c, s in shares.items()
+            if s > 0 and c in ("gemm", "elementwise", "attention_prefill", "attention_decode")
+        }
+        kind = next((k for k in ("uncalibrated", "borrowed") if k in kinds), "calibrated")
+        return p50, p90, kind
+
+    def kernel_classes(self) -> tuple[str, ...]:
+        """The kernel classes (and collective) this cost uses."""
+        classes = ["gemm", "elementwise", "attention_prefill", "attention_decode"]
+        if self.tp > 1 and self.fabric is not None:
+            classes.append("collective")
+        return tuple(classes)
+
+
+def _total(parts: dict[str, np.ndarray]) -> np.ndarray:
+    """Element-wise sum of the parts' arrays (a new float array)."""
+    return np.sum(np.stack([np.asarray(v, dtype=float) for v in parts.values()]), axis=0)
+
+
+# ---- convenience: the two canonical iterations -----------------------------------------
+def prefill_batch(prompt_tokens: int) -> Batch:
+    """One whole prompt alone in an iteration."""
+    q = int(prompt_tokens)
+    return Batch(tokens=q, sampled=1, prefill_tokens=q, self_units=float(q * q))
+
+
+def decode_batch(batch: int, mean_ctx: float) -> Batch:
+    """One decode step of ``batch`` sequences of ``mean_ctx`` cached tokens each."""
+    return Batch(tokens=batch, sampled=batch, decode_seqs=batch, decode_ctx=int(batch * mean_ctx))

@@ -1,0 +1,139 @@
+"""Prices of one dense-model step, per layer, on the GPU, the CPU and the copy paths.
+
+Shapes come from the model's published config (``workloads/models/dense.yaml``): per
+layer ``P = (params - 2 V h) / L`` weights (embeddings and LM head excluded),
+attention width ``h``, KV ``2 kv_heads head_dim`` values per token. A micro-batch of
+``m`` sequences advancing ``n`` tokens each after ``c`` tokens of context does
+
+- weight GEMMs: ``2 P m n`` FLOPs over the layer's weights (``P bits / 8`` bytes);
+- attention: ``4 m n c_mean h`` FLOPs over the KV of ``m (c + n)`` tokens.
+
+GPU ops are priced by :func:`devices.roofline.op_time_s` (the GPU-side kernel model is
+issue 15's); weights held at fewer than 16 bits are dequantised on the fly at
+``gpu_dequant_s_per_gb`` seconds per GB of weights (a named parameter, default 0: the
+dequantisation fused into the GEMV/GEMM). CPU ops use :class:`devices.cpu.CpuModel`.
+Copies: pinned host memory moves at the link rate; pageable memory is staged through a
+pinned bounce buffer by one CPU memcpy (read + write: half the per-core bandwidth),
+pipelined with the DMA, so it moves at ``min(link, core_bandwidth / 2)``; device-to-host
+copies at ``d2h_bandwidth_ratio`` of the host-to-device rate; SSD reads at
+``ssd_bandwidth_Bps`` pipelined with the PCIe copy. Under H100 confidential computing
+every host<->GPU copy goes through an encrypted bounce buffer (:mod:`devices.secure_copy`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetsim.devices.cpu import CpuModel
+from hetsim.devices.roofline import op_time_s
+from hetsim.devices.secure_copy import SecureCopy
+from hetsim.devices.spec import DeviceSpec, LinkSpec
+from hetsim.workloads.models.dense import ModelSpec
+
+
+@dataclass(frozen=True)
+class CopyPaths:
+    """Host<->GPU and SSD copy rates and per-copy latency."""
+
+    link: LinkSpec
+    pageable_Bps: float
+    d2h_bandwidth_ratio: float
+    ssd_bandwidth_Bps: float
+    secure: SecureCopy | None
+
+    def h2d_s(self, nbytes: float, pinned: bool, ssd_bytes: float = 0.0) -> float:
+        """Host (and SSD) to GPU: one copy of ``nbytes`` from host memory plus
+        ``ssd_bytes`` read from SSD through host memory (pipelined)."""
+        total = nbytes + ssd_bytes
+        if total <= 0:
+            return 0.0
+        rate = self.link.effective_bandwidth_Bps(total)
+        if not pinned:
+            rate = min(rate, self.pageable_Bps)
+        t = self.link.latency_s + total / rate
+        if ssd_bytes > 0:
+            t = max(t, ssd_bytes / self.ssd_bandwidth_Bps)
+        if self.secure is not None:
+            t = self.secure.copy_time_s(t, int(total))
+        return t
+
+    def d2h_s(self, nbytes: float) -> float:
+        """GPU to host (pinned) at the direction's rate."""
+        if nbytes <= 0:
+            return 0.0
+        rate = self.link.effective_bandwidth_Bps(nbytes) * self.d2h_bandwidth_ratio
+        t = self.link.latency_s + nbytes / rate
+        if self.secure is not None:
+            t = self.secure.copy_time_s(t, int(nbytes))
+        return t
+
+
+class DenseCosts:
+    """Per-layer prices of a dense model on one GPU, one CPU model and the copy paths."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        gpu: DeviceSpec,
+        cpu: CpuModel,
+        *,
+        weight_bits: float,
+        kv_bits: float,
+        gpu_dtype: str,
+        cpu_format: str,
+        gpu_dequant_s_per_gb: float,
+        cpu_calls_per_layer: int,
+    ) -> None:
+        self.model, self.gpu, self.cpu = model, gpu, cpu
+        self.gpu_dtype, self.cpu_format = gpu_dtype, cpu_format
+        self.layer_params = (model.params - 2 * model.vocab * model.hidden) / model.layers
+        if self.layer_params <= 0:
+            raise ValueError(f"model: {model.name} has no weights left per layer")
+        self.layer_weight_bytes = int(self.layer_params * weight_bits / 8)
+        self.kv_bytes_per_token_layer = int(2 * model.kv_heads * model.head_dim * kv_bits / 8)
+        self.lm_params = model.vocab * model.hidden
+        self.weight_bits = weight_bits
+        self.gpu_dequant_s_per_gb = gpu_dequant_s_per_gb
+        self.cpu_calls_per_layer = cpu_calls_per_layer
+
+    # ---- GPU ----------------------------------------------------------------------
+    def gpu_linear_s(self, tokens: int) -> float:
+        """GPU weight GEMMs of one layer over ``tokens`` tokens (weights read once)."""
+        flops = 2.0 * self.layer_params * tokens
+        act = 4.0 * self.model.hidden * tokens
+        t = op_time_s(self.gpu, flops, self.layer_weight_bytes + act, self.gpu_dtype)
+        return t + self.gpu_dequant_s_per_gb * self.layer_weight_bytes / 1e9
+
+    def _attention_work(self, seqs: int, new: int, context: int) -> tuple[float, float]:
+        mean_ctx = context + (new + 1) / 2.0
+        flops = 4.0 * seqs * new * mean_ctx * self.model.hidden
+        kv = float(seqs * (context + new) * self.kv_bytes_per_token_layer)
+        return flops, kv
+
+    def gpu_attention_s(self, seqs: int, new: int, context: int) -> float:
+        """GPU attention of one layer over ``seqs`` sequences."""
+        flops, kv = self._attention_work(seqs, new, context)
+        return op_time_s(self.gpu, flops, kv, self.gpu_dtype)
+
+    def lm_head_gpu_s(self, tokens: int) -> float:
+        """LM head on the GPU for ``tokens`` positions (fp16 weights)."""
+        return op_time_s(self.gpu, 2.0 * self.lm_params * tokens, 2.0 * self.lm_params,
+                         self.gpu_dtype)  # fmt: skip
+
+    # ---- CPU ----------------------------------------------------------------------
+    def cpu_linear_s(self, tokens: int) -> float:
+        """CPU weight matmuls of one layer over ``tokens`` tokens, with the per-call
+        overheads of the layer's other kernels (norms, rope, softmax, adds)."""
+        t = self.cpu.matmul_time_s(self.layer_params, tokens, self.layer_weight_bytes,
+                                   self.cpu_format, 4.0 * self.model.hidden)  # fmt: skip
+        return t + (self.cpu_calls_per_layer - 1) * self.cpu.k.call_overhead_s
+
+    def cpu_attention_s(self, seqs: int, new: int, context: int) -> float:
+        """CPU attention of one layer over host-resident KV."""
+        flops, kv = self._attention_work(seqs, new, context)
+        return self.cpu.stream_time_s(kv, flops)
+
+    def lm_head_cpu_s(self, tokens: int) -> float:
+        """LM head on the CPU (held in the CPU weight format at the layers' bits)."""
+        nbytes = self.lm_params * self.weight_bits / 8
+        return self.cpu.matmul_time_s(self.lm_params, tokens, nbytes, self.cpu_format)

@@ -1,0 +1,370 @@
+"""Dense LLM inference with weights, KV cache and compute across GPU, CPU and SSD.
+
+One batch of ``batch`` sequences: a prefill step over ``prompt_tokens`` tokens each,
+then ``output_tokens`` decode steps. The ``placement`` policy returns an
+:class:`OffloadPlan` once; the mechanism checks it fits in GPU and host memory and runs
+it layer by layer with the zig-zag block schedule (:mod:`workloads.offload.schedule`):
+GPU layers stream the non-resident part of their weights over PCIe (from host memory or
+SSD), CPU layers (``cpu_layers``) run on the CPU model from host memory. One SimPy
+timeout per layer-step. TEE: ``tee: h100-cc`` sends every host<->GPU copy through the
+encrypted bounce buffer; ``tee: tdx`` (TDX trust domain) and ``tee: sgx-mee`` (SGX
+enclave) make every CPU memory read carry the metadata traffic of
+:func:`devices.enclave.protected_bytes` (28-bit MAC per line for TDX; counter + MAC per
+line for SGX; EPC paging of models larger than the EPC is not modelled).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+
+from hetsim.devices.cluster import Cluster
+from hetsim.devices.cpu import CpuModel, NumaMode, cpu_kernels
+from hetsim.devices.enclave import enclave_preset, protected_bytes
+from hetsim.devices.memory import OutOfMemory
+from hetsim.devices.secure_copy import SecureCopy
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.registry import workloads
+from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.models.dense import model_spec
+from hetsim.workloads.offload.costs import CopyPaths, DenseCosts
+from hetsim.workloads.offload.schedule import Clocks, LayerWork, run_layer
+from hetsim.workloads.offload.view import OffloadPlan, OffloadView
+
+METRICS: dict[str, str] = {
+    "plan": "the placement: weights gpu/cpu/ssd %, cpu layers, kv on gpu %, attention, overlap, "
+    "micro-batches, pinned",
+    "ttft_s": "end of the prefill step (0 without a prompt)",
+    "tbt_mean_s": "mean duration of a decode step",
+    "decode_tokens_per_s": "batch x output tokens / decode time",
+    "prefill_tokens_per_s": "batch x prompt tokens / prefill time",
+    "throughput_tokens_per_s": "batch x output tokens / (prefill + decode time) (FlexGen's and "
+    "ZeRO-Inference's generation throughput)",
+    "h2d_bytes": "bytes copied host (or SSD) to GPU: streamed weights and host KV",
+    "gpu_busy_frac": "GPU busy seconds / end time",
+    "cpu_busy_frac": "CPU busy seconds / end time",
+    "h2d_busy_frac": "host-to-device copy engine busy seconds / end time",
+    "cpu_bandwidth_GBps": "modelled CPU DRAM bandwidth at the configured threads/sockets",
+}
+
+
+class OffloadParams(WorkloadParams):
+    """The ``workload:`` block of a dense offloading scenario."""
+
+    kind: Literal["offload"] = "offload"
+    model: str = "llama-2-7b"
+    batch: PositiveInt = 1
+    prompt_tokens: NonNegativeInt = 512
+    output_tokens: NonNegativeInt = 32
+    weight_bits: float = Field(16.0, gt=0, le=32)
+    kv_bits: float = Field(16.0, gt=0, le=32)
+    gpu_dtype: str = "fp16"
+    cpu_format: str = Field("f16", description="CPU kernel format (devices/cpu_kernels.yaml)")
+    gpu: str | None = None
+    cpu: str | None = None
+    cpu_threads: PositiveInt | None = None
+    cpu_sockets: Literal[1, 2] = 1
+    cpu_numa: NumaMode = "interleave"
+    cpu_memory_bandwidth_Bps: PositiveFloat | None = Field(None, description="per socket")
+    cpu_kernels: dict[str, Any] = Field(default_factory=dict)
+    cpu_calls_per_layer: PositiveInt = Field(
+        16, description="kernel calls per layer on the CPU (matmuls, norms, rope, softmax...)"
+    )
+    ssd_bandwidth_Bps: PositiveFloat = 3.5e9
+    d2h_bandwidth_ratio: PositiveFloat = Field(0.854, description="H02: 46.8 / 54.8 GB/s")
+    gpu_dequant_s_per_gb: NonNegativeFloat = 0.0
+    tee: Literal["none", "h100-cc", "tdx", "tdx+h100-cc", "sgx-mee"] = "none"
+    cc_crypto_throughput_Bps: PositiveFloat | None = None
+
+
+@workloads.register("offload")
+class OffloadWorkload(Workload):
+    """Dense inference with offloaded weights/KV (llama.cpp, accelerate, ZeRO-Inf., FlexGen)."""
+
+    Params = OffloadParams
+    domain = "offload"
+    decision_points: ClassVar[dict[str, str]] = {"placement": "fixed"}
+    metrics: ClassVar[dict[str, str]] = METRICS
+
+    def __init__(
+        self, sim: Simulation, cluster: Cluster, params: OffloadParams,
+        policies: dict[str, Any], base_dir: Path,
+    ) -> None:  # fmt: skip
+        super().__init__(sim, cluster, params, policies, base_dir)
+        p = params
+        self.model = model_spec(p.model)
+        self.gpu_name = cluster.accelerator(p.gpu, "gpu")
+        cpu = p.cpu or cluster.host_of(self.gpu_name)
+        if cpu is None or cluster.device(cpu).spec.kind != "cpu":
+            raise ValueError(f"cpu: no host CPU for {self.gpu_name}")
+        self.cpu_name = cpu
+        cspec = cluster.device(cpu).spec
+        kern = cpu_kernels(cspec.name, p.cpu_kernels)  # errors name cpu_kernels.<field>
+        try:
+            kern.dequant_rate(p.cpu_format)
+        except ValueError as e:
+            raise ValueError(f"cpu_format: {e}") from None
+        ratio = 1.0
+        if p.tee in ("tdx", "tdx+h100-cc", "sgx-mee"):  # metadata traffic of every read
+            n = 1 << 20
+            ratio = protected_bytes(enclave_preset(p.tee.removesuffix("+h100-cc")), n) / n
+        self.cpu = CpuModel(cspec, kern, threads=p.cpu_threads, sockets=p.cpu_sockets,
+                            numa=p.cpu_numa, socket_bandwidth_Bps=p.cpu_memory_bandwidth_Bps,
+                            traffic_ratio=ratio)  # fmt: skip
+        gspec = cluster.device(self.gpu_name).spec
+        self.costs = DenseCosts(
+            self.model, gspec, self.cpu, weight_bits=p.weight_bits, kv_bits=p.kv_bits,
+            gpu_dtype=p.gpu_dtype, cpu_format=p.cpu_format,
+            gpu_dequant_s_per_gb=p.gpu_dequant_s_per_gb,
+            cpu_calls_per_layer=p.cpu_calls_per_layer,
+        )  # fmt: skip
+        self.copies = CopyPaths(
+            link=self._link(cluster, cpu),
+            pageable_Bps=kern.core_bandwidth_Bps / 2.0,
+            d2h_bandwidth_ratio=p.d2h_bandwidth_ratio,
+            ssd_bandwidth_Bps=p.ssd_bandwidth_Bps,
+            secure=SecureCopy.preset("h100-cc", p.cc_crypto_throughput_Bps)
+            if p.tee.endswith("h100-cc") else None,
+        )  # fmt: skip
+        self.plan = policies["placement"].place(self._view())
+        self._check_plan(self.plan)
+        self._allocate(self.plan)
+        self.steps_tbl = sim.recorder.table("steps", ("step", "phase", "start_s", "end_s"))
+        self.phase_s = {"prefill": 0.0, "decode": 0.0}
+        self.decode_steps: list[float] = []
+        self.clocks = Clocks()
+        self.h2d_bytes = 0.0
+
+    # ---- set-up -------------------------------------------------------------------
+    def _link(self, cluster: Cluster, cpu: str) -> Any:
+        hops = cluster.topology.path(cpu, self.gpu_name)
+        if not hops:
+            raise ValueError(f"cluster: no link between {cpu} and {self.gpu_name}")
+        return min((h.spec for h in hops), key=lambda s: s.bandwidth_Bps)
+
+    def _micro(self, plan: OffloadPlan) -> int:
+        return math.ceil(self.params.batch / plan.gpu_batches)
+
+    def _view(self) -> OffloadView:
+        p, c = self.params, self.costs
+        return OffloadView(
+            layers=self.model.layers,
+            layer_weight_bytes=c.layer_weight_bytes,
+            kv_bytes_per_token_layer=c.kv_bytes_per_token_layer,
+            batch=p.batch,
+            prompt_tokens=p.prompt_tokens,
+            output_tokens=p.output_tokens,
+            gpu_free_bytes=self.cluster.memory(self.gpu_name).free_bytes,
+            cpu_free_bytes=self.cluster.memory(self.cpu_name).free_bytes,
+            estimate_s=self.estimate_s,
+            fits=lambda plan: all(v <= 0 for v in self._shortfall(plan).values()),
+        )
+
+    def _check_plan(self, plan: OffloadPlan) -> None:
+        ok = (
+            0 <= plan.weights_gpu <= 1 and 0 <= plan.weights_cpu <= 1
+            and plan.weights_gpu + plan.weights_cpu <= 1 + 1e-9
+            and 0 <= plan.kv_gpu <= 1 and 0 <= plan.cpu_layers <= self.model.layers
+            and 1 <= plan.gpu_batches <= self.params.batch
+        )  # fmt: skip
+        if not ok:
+            raise InvariantViolation(f"offload placement returned an invalid plan {plan}")
+
+    def _needs(self, plan: OffloadPlan) -> dict[str, float]:
+        p, c, m = self.params, self.costs, self.model
+        gpu_layers = m.layers - plan.cpu_layers
+        lw = c.layer_weight_bytes
+        kv_total = p.batch * (p.prompt_tokens + p.output_tokens) * c.kv_bytes_per_token_layer
+        streamed = plan.weights_gpu < 1
+        gpu = gpu_layers * lw * plan.weights_gpu + (
+            2 * lw * (1 - plan.weights_gpu) if streamed else 0
+        )
+        gpu += gpu_layers * kv_total * plan.kv_gpu + 2 * c.lm_params * 2
+        host = gpu_layers * lw * plan.weights_cpu + plan.cpu_layers * lw
+        host += gpu_layers * kv_total * (1 - plan.kv_gpu) + plan.cpu_layers * kv_total
+        return {"gpu": gpu, "host": host}
+
+    def _shortfall(self, plan: OffloadPlan) -> dict[str, float]:
+        need = self._needs(plan)
+        return {
+            "gpu": need["gpu"] - self.cluster.memory(self.gpu_name).free_bytes,
+            "host": need["host"] - self.cluster.memory(self.cpu_name).free_bytes,
+        }
+
+    def _allocate(self, plan: OffloadPlan) -> None:
+        need = self._needs(plan)
+        for tag, dev in (("gpu", self.gpu_name), ("host", self.cpu_name)):
+            pool = self.cluster.memory(dev)
+            try:
+                pool.allocate(f"offload.{tag}", int(need[tag]))
+            except OutOfMemory as e:
+                raise ValueError(
+                    f"policies.placement: the plan needs {int(need[tag])} bytes on {dev}, "
+                    f"{e.free_bytes} free"
+                ) from None
+
+    # ---- costs of one layer-step ----------------------------------------------------
+    def _work(self, plan: OffloadPlan, seqs: int, new: int, ctx: int) -> LayerWork:
+        c = self.costs
+        lw = c.layer_weight_bytes
+        host_b, ssd_b = (
+            lw * plan.weights_cpu,
+            lw * max(0.0, 1 - plan.weights_gpu - plan.weights_cpu),
+        )
+        wcopy = self.copies.h2d_s(host_b, plan.pinned, ssd_b)
+        lin = c.gpu_linear_s(seqs * new)
+        kv_host = 1.0 - plan.kv_gpu
+        gpu_att = c.gpu_attention_s(seqs, new, ctx)
+        if plan.attention_on_cpu and kv_host > 0:
+            share = min(1.0, self._attention_share())
+            cpu_att = c.cpu_attention_s(seqs, new, ctx) * kv_host
+            # q, k, v to the host and the attention output back, each a small copy
+            act = 2.0 * self.model.hidden * seqs * new
+            cpu_att += self.copies.h2d_s(3 * act, plan.pinned) + self.copies.d2h_s(act)
+            return LayerWork(wcopy, 0.0, lin * share + gpu_att * plan.kv_gpu, cpu_att,
+                             lin * (1 - share))  # fmt: skip
+        kv_bytes = seqs * ctx * c.kv_bytes_per_token_layer * kv_host
+        kv_copy = self.copies.h2d_s(kv_bytes, plan.pinned) if kv_bytes > 0 else 0.0
+        return LayerWork(wcopy, kv_copy, lin + gpu_att, 0.0, 0.0)
+
+    def _attention_share(self) -> float:
+        m = self.model
+        att = 2 * m.hidden * m.hidden + 2 * m.hidden * m.kv_heads * m.head_dim
+        return att / self.costs.layer_params
+
+    def _cpu_layer_s(self, plan: OffloadPlan, seqs: int, new: int, ctx: int) -> float:
+        return self.costs.cpu_linear_s(seqs * new) + self.costs.cpu_attention_s(seqs, new, ctx)
+
+    def _step(self, plan: OffloadPlan, c: Clocks, start: float, new: int, ctx: int,
+              lm_tokens: int) -> tuple[list[float], float]:  # fmt: skip
+        """Layer ends of one step from ``start`` (advancing ``c``) and the LM head time."""
+        m, p = self.model, self.params
+        micro, batches = self._micro(plan), plan.gpu_batches
+        gpu_layers = m.layers - plan.cpu_layers
+        ends = []
+        t = start
+        for layer in range(m.layers):
+            if layer < gpu_layers:
+                w = self._work(plan, micro, new, ctx)
+                if layer == gpu_layers - 1 and plan.cpu_layers:
+                    w = LayerWork(0.0, w.kv_copy_s, w.gpu_pre_s, w.cpu_attention_s, w.gpu_post_s)
+                t = run_layer(c, layer, batches, w, t, plan.overlap)
+                # new KV to host memory: its own D2H engine, off the critical path
+                c.d2h_s = max(c.d2h_s, t) + batches * self.copies.d2h_s(
+                    micro * new * self.costs.kv_bytes_per_token_layer * (1 - plan.kv_gpu)
+                )
+            else:
+                dt = self._cpu_layer_s(plan, p.batch, new, ctx)
+                c.cpu_busy_s += dt
+                t = max(t, c.cpu_s) + dt
+                c.cpu_s = t
+            ends.append(t)
+        if plan.cpu_layers == m.layers:
+            lm = self.costs.lm_head_cpu_s(lm_tokens)
+            c.cpu_busy_s += lm
+        else:
+            lm = self.costs.lm_head_gpu_s(lm_tokens)
+            c.gpu_busy_s += lm
+        return ends, lm
+
+    def _phases(self) -> list[tuple[str, int, int]]:
+        p = self.params
+        out = [("prefill", p.prompt_tokens, 0)] if p.prompt_tokens else []
+        out += [("decode", 1, p.prompt_tokens + i) for i in range(p.output_tokens)]
+        return out
+
+    def _first_copy_s(self, plan: OffloadPlan) -> float:
+        lw = self.costs.layer_weight_bytes
+        if plan.weights_gpu >= 1 or plan.cpu_layers == self.model.layers:
+            return 0.0
+        ssd = lw * max(0.0, 1 - plan.weights_gpu - plan.weights_cpu)
+        return self.copies.h2d_s(lw * plan.weights_cpu, plan.pinned, ssd)
+
+    def estimate_s(self, plan: OffloadPlan) -> float:
+        """The ``flexgen-analytic`` estimator a placement policy sees: per layer the
+        slowest of weight copy, GPU compute and CPU attention over the block (FlexGen's
+        own cost-model form, no pipeline fill), summed over layers and steps."""
+        micro, b = math.ceil(self.params.batch / plan.gpu_batches), plan.gpu_batches
+        total = 0.0
+        gpu_layers = self.model.layers - plan.cpu_layers
+        for _, new, ctx in self._phases():
+            w = self._work(plan, micro, new, ctx)
+            gpu = b * (w.gpu_pre_s + w.gpu_post_s)
+            per = max(w.next_weights_copy_s + b * w.kv_copy_s, gpu, b * w.cpu_attention_s)
+            if not plan.overlap:
+                per = w.next_weights_copy_s + gpu + b * (w.kv_copy_s + w.cpu_attention_s)
+            total += gpu_layers * per
+            total += plan.cpu_layers * self._cpu_layer_s(plan, self.params.batch, new, ctx)
+        return total
+
+    # ---- the run ------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the process that walks the steps layer by layer."""
+        self.sim.env.process(self._run())
+
+    def _run(self) -> Any:
+        env, plan, c = self.sim.env, self.plan, self.clocks
+        first = self._first_copy_s(plan)
+        c.h2d_s = c.weights_ready_s = first
+        c.h2d_busy_s += first
+        for index, (phase, new, ctx) in enumerate(self._phases()):
+            start = env.now
+            ends, lm = self._step(plan, c, start, new, ctx, self.params.batch)
+            for end in ends:
+                yield env.timeout(max(end - env.now, 0.0))
+            yield env.timeout(lm)
+            if c.d2h_s > env.now:  # the step's KV writes finish before the next step
+                yield env.timeout(c.d2h_s - env.now)
+            c.gpu_s = max(c.gpu_s, env.now)
+            c.cpu_s = max(c.cpu_s, env.now)
+            self.phase_s[phase] += env.now - start
+            if phase == "decode":
+                self.decode_steps.append(env.now - start)
+            self.steps_tbl.append(index, phase, start, env.now)
+        self.h2d_bytes = self._h2d_bytes()
+        self.done.succeed()
+
+    def _h2d_bytes(self) -> float:
+        plan, c, p = self.plan, self.costs, self.params
+        gpu_layers = self.model.layers - plan.cpu_layers
+        per_step = gpu_layers * c.layer_weight_bytes * (1 - plan.weights_gpu)
+        total = per_step * len(self._phases())
+        if not plan.attention_on_cpu:
+            for _, _, ctx in self._phases():
+                total += gpu_layers * p.batch * ctx * c.kv_bytes_per_token_layer * (1 - plan.kv_gpu)
+        return total
+
+    def check(self) -> None:
+        """Every step ran; time moved forward."""
+        if len(self.steps_tbl) != len(self._phases()):
+            raise InvariantViolation("offload: not every step ran")
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """Run metrics (:data:`METRICS`)."""
+        p, pl = self.params, self.plan
+        dec, pre = self.phase_s["decode"], self.phase_s["prefill"]
+        ssd = max(0.0, 1 - pl.weights_gpu - pl.weights_cpu)
+        c = self.clocks
+        span = max(end_s, 1e-12)
+        return {
+            "plan": (
+                f"w {pl.weights_gpu:.0%}/{pl.weights_cpu:.0%}/{ssd:.0%} cpu_layers "
+                f"{pl.cpu_layers} kv_gpu {pl.kv_gpu:.0%} "
+                f"att {'cpu' if pl.attention_on_cpu else 'gpu'}"
+                f" overlap {int(pl.overlap)} mb {pl.gpu_batches} pinned {int(pl.pinned)}"
+            ),
+            "ttft_s": pre,
+            "tbt_mean_s": dec / len(self.decode_steps) if self.decode_steps else 0.0,
+            "decode_tokens_per_s": p.batch * p.output_tokens / dec if dec > 0 else 0.0,
+            "prefill_tokens_per_s": p.batch * p.prompt_tokens / pre if pre > 0 else 0.0,
+            "throughput_tokens_per_s": p.batch * p.output_tokens / (pre + dec)
+            if pre + dec > 0 else 0.0,
+            "h2d_bytes": self.h2d_bytes,
+            "gpu_busy_frac": c.gpu_busy_s / span,
+            "cpu_busy_frac": c.cpu_busy_s / span,
+            "h2d_busy_frac": c.h2d_busy_s / span,
+            "cpu_bandwidth_GBps": self.cpu.bandwidth_Bps / 1e9,
+        }  # fmt: skip
