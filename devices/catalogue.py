@@ -30,6 +30,12 @@ from hetsim.devices.spec import (
 )
 from hetsim.simulator import registry
 
+
+def _yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` with libyaml's parser when present (same objects, ~10x faster)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 DATA_DIR = Path(__file__).resolve().parent
 DEVICE_FILE = DATA_DIR / "catalogue.yaml"
 LINK_FILE = DATA_DIR / "links.yaml"
@@ -253,7 +259,7 @@ def _fabric(node: _Node, name: str) -> CollectiveFabric:
 def _entries(path: Path, section: str) -> dict[str, _Node]:
     """The named entries of ``section`` in the YAML file at ``path``."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = _yaml_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise CatalogueError(f"{path.name}: not valid YAML: {exc}") from None
     if not isinstance(data, Mapping) or section not in data:

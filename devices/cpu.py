@@ -39,6 +39,12 @@ import yaml
 
 from hetsim.devices.spec import DeviceSpec
 
+
+def _yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` with libyaml's parser when present (same objects, ~10x faster)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 KERNEL_FILE = Path(__file__).resolve().parent / "cpu_kernels.yaml"
 NumaMode = Literal["interleave", "replicate"]
 
@@ -85,7 +91,7 @@ _FIELDS = {f.name for f in dataclasses.fields(CpuKernels)}
 
 @cache
 def _table() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(KERNEL_FILE.read_text())
+    data: dict[str, Any] = _yaml_load(KERNEL_FILE.read_text())
     return data
 
 

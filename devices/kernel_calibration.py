@@ -54,6 +54,12 @@ from hetsim.devices.kernels import (
 from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
 
+
+def _yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` with libyaml's parser when present (same objects, ~10x faster)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 SAMPLE_DIR = Path(__file__).resolve().parent / "data" / "vidur"
 SHARED_DIR = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "vidur-profiles"
 FP16 = Precision()
@@ -385,7 +391,7 @@ def write_kernels_yaml(fits: dict[str, DeviceFit], path: Path = KERNELS_FILE) ->
     every other section (``borrow:``) as they are."""
     text = path.read_text(encoding="utf-8")
     header = "".join(ln for ln in text.splitlines(keepends=True) if ln.startswith("#"))
-    raw = yaml.safe_load(text) or {}
+    raw = _yaml_load(text) or {}
     raw["fits"] = {d: fits_yaml(f) for d, f in fits.items()}
     raw["residuals"] = {d: residuals(f) for d, f in fits.items()}
     path.write_text(header + yaml.safe_dump(raw, sort_keys=False, width=100), encoding="utf-8")

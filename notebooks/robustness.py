@@ -120,6 +120,61 @@ HEADLINES: dict[str, Headline] = {
         "than symptom-level baselines (no numbers published)",
         oracles={"KAIOPS-style (oracle)": "kaiops"},
     ),
+    "cauchy": Headline(
+        doc="docs/serving.md",
+        by="policies.deployment",
+        system="Cauchy",
+        labels={
+            "Cauchy": "cauchy",
+            "Melange": "melange",
+            "colocated": "colocated",
+            "DistServe": "distserve",
+        },
+        metrics=(
+            Metric("goodput_tokens_per_usd", True, "goodput Tokens/USD"),
+            Metric("offered_tokens_per_usd", True, "steady-state Tokens/USD"),
+            Metric("tokens_per_usd", True, "run Tokens/USD"),
+            Metric("slo_attainment", True, "SLO attainment"),
+        ),
+        claim="Cauchy's heterogeneous combos raise Tokens/USD (up to +38.3%) over "
+        "homogeneous and heterogeneity-aware deployments",
+    ),
+    "distserve": Headline(
+        doc="docs/serving.md",
+        by="policies.deployment",
+        system="DistServe",
+        labels={
+            "DistServe": {"name": "distserve", "gpu_type": "a100-80gb"},
+            "colocated": {"name": "colocated", "gpu_type": "a100-80gb"},
+        },
+        metrics=(
+            Metric("goodput_rps", True, "goodput (req/s)"),
+            Metric("tpot_p90_s", False, "TPOT p90"),
+            Metric("goodput_tokens_per_usd", True, "goodput Tokens/USD"),
+        ),
+        claim="disaggregating prefill and decode removes prefill interference from TPOT "
+        "and raises goodput",
+    ),
+    "splitwise": Headline(
+        doc="docs/serving.md",
+        by="policies.deployment",
+        system="Splitwise",
+        labels={
+            "Splitwise": {
+                "name": "splitwise",
+                "prefill_type": "h100-sxm",
+                "decode_type": "a100-80gb",
+            },
+            "colocated": {"name": "colocated", "gpu_type": "a100-80gb"},
+        },
+        metrics=(
+            Metric("goodput_rps", True, "goodput (req/s)"),
+            Metric("tpot_p90_s", False, "TPOT p90"),
+            Metric("goodput_tokens_per_usd", True, "goodput Tokens/USD"),
+        ),
+        claim="splitting phases across GPU types (H100 prefill, A100 decode) raises goodput "
+        "per dollar",
+    ),
     "kale": Headline(
         doc="docs/elastic.md",
         by="policies.autoscaler",
@@ -200,6 +255,9 @@ SCENARIO_OF = {
     "muri-l": "muri",
     "kale": "kale",
     "kair": "kair",
+    "cauchy": "cauchy",
+    "distserve": "disaggregation",
+    "splitwise": "disaggregation",
 }
 
 

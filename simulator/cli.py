@@ -76,13 +76,48 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"{sc.name} (seed {sc.seed}): {result.wall_s:.2f} s wall")
         _print_summary(result.summary_row, sys.stdout)
+    for text in result.warnings:  # even with -q: they change what the figures mean
+        print(f"{args.file}: warning: {text}", file=sys.stderr)
     if args.out is not None:
         result.to_dir(args.out, sc.outputs.format, force=args.force)
-        print(f"results: {args.out}")
+        _say(args, f"results: {args.out}")
     if args.trace is not None:
         result.trace(args.trace)
-        print(f"trace: {args.trace} (open in https://ui.perfetto.dev)")
+        _say(args, f"trace: {args.trace} (open in https://ui.perfetto.dev)")
     return 0
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """Print ``text`` unless ``-q``."""
+    if not args.quiet:
+        print(text)
+
+
+SWEEP_SHOWN_ROWS = 20
+SWEEP_SHOWN_METRICS = 4
+
+
+def sweep_digest(table: Any, metrics: Sequence[str]) -> str:
+    """A short view of a sweep table: its swept columns and the first few metrics of
+    the workload, at most :data:`SWEEP_SHOWN_ROWS` rows (the full table is the file)."""
+    swept = list(table.attrs.get("swept", []))
+    shown = [c for c in metrics if c in table.columns][:SWEEP_SHOWN_METRICS]
+    extra = [c for c in ("seed", "overloaded", "error") if c in table.columns
+             and table[c].nunique(dropna=True) > 1 or (c == "error" and table[c].notna().any())]  # fmt: skip
+    cols = list(dict.fromkeys(["point", *swept, *extra, *shown]))
+    part = table[[c for c in cols if c in table.columns]].head(SWEEP_SHOWN_ROWS)
+    text = part.to_string(index=False, float_format=lambda v: f"{v:.4g}",
+                          formatters={c: _short for c in swept})  # fmt: skip
+    if len(table) > SWEEP_SHOWN_ROWS:
+        text += f"\n... {len(table) - SWEEP_SHOWN_ROWS} more rows"
+    return text
+
+
+def _short(value: Any) -> str:
+    from hetsim.plotting import value_label
+
+    text = value_label(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -110,8 +145,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     if not args.quiet:
-        shown = table.drop(columns=["traceback", "hetsim_version"], errors="ignore")
-        print(shown.to_string(index=False))
+        print(f"{sc.name}: {len(table)} points, {failed} failed")
+        print(sweep_digest(table, list(sc.workload_cls.metrics)))
+    if "overloaded" in table and table["overloaded"].fillna(False).astype(bool).any():
+        n = int(table["overloaded"].fillna(False).astype(bool).sum())
+        print(f"{args.file}: warning: {n} of {len(table)} points overloaded (served rate "
+              "well below offered, or a growing queue; see the overloaded, offered_per_s "
+              "and served_per_s columns): their latency and cost figures are not "
+              "steady-state figures", file=sys.stderr)  # fmt: skip
     if out:
         fmt = args.format or sc.outputs.format
         folder, files = Path(out), [f"sweep.{fmt}", "scenario.yaml"]
@@ -120,7 +161,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         atomic_write(folder / files[0], lambda tmp: write_frame(table, tmp, fmt))
         atomic_write_text(folder / files[1], yaml.safe_dump(sc.raw, sort_keys=False))
         finish_sweep_dir(folder, sweep_hash(sc), files)
-        print(f"results: {out}")
+        _say(args, f"results: {out} (the full table: {out}/{files[0]})")
     if failed:
         print(f"{failed} of {len(table)} runs failed (see the error column)", file=sys.stderr)
     return min(failed, 125)

@@ -8,6 +8,7 @@ the simulation and borrow its environment, random streams and recorder.
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappush
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,13 @@ class _Environment(simpy.Environment):
     def schedule(
         self, event: simpy.Event, priority: int = simpy.core.NORMAL, delay: float = 0
     ) -> None:
-        if delay and not self._now + delay <= MAX_TIME_S:  # also NaN
+        at = self._now + delay
+        if not at <= MAX_TIME_S:  # also NaN
             raise ClockLimit(f"an event at t={self._now:.6g} s + {delay:.6g} s "
                              f"{_waiter(event)}cannot be scheduled: past the latest "
                              f"simulated time, {MAX_TIME_S:g} s")  # fmt: skip
-        super().schedule(event, priority, delay)
+        # simpy.Environment.schedule, inlined (one call less on every event)
+        heappush(self._queue, (at, priority, next(self._eid), event))  # type: ignore[attr-defined]
 
 
 def _waiter(event: simpy.Event) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+if TYPE_CHECKING:  # pydantic loads with the scenario schema, not with the error types
+    from pydantic import ValidationError
 
 
 class ScenarioError(Exception):

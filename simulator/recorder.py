@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas loads when a run's tables are built, not at import
+    import pandas as pd
 
 
 class Table:
@@ -31,12 +33,13 @@ class Table:
 
     def append(self, *values: Any) -> None:
         """Append one row, values in column order."""
-        if len(values) != len(self._cols):
+        cols = self._cols
+        if len(values) != len(cols):
             raise ValueError(
                 f"table {self.name!r}: got {len(values)} values for columns {self.columns}"
             )
-        for col, v in zip(self._cols, values, strict=True):
-            col.append(v)
+        for k, v in enumerate(values):
+            cols[k].append(v)
 
     def add(self, **values: Any) -> None:
         """Append one row given by column name (slower than :meth:`append`)."""
@@ -54,6 +57,8 @@ class Table:
 
     def to_frame(self) -> pd.DataFrame:
         """The table as a DataFrame (columns in declaration order)."""
+        import pandas as pd
+
         return pd.DataFrame({c: v for c, v in zip(self.columns, self._cols, strict=True)})
 
 
@@ -139,6 +144,8 @@ class Recorder:
 
     def spans_frame(self) -> pd.DataFrame:
         """The spans as a DataFrame (start_s, end_s, track, name)."""
+        import pandas as pd
+
         s = self.spans
         return pd.DataFrame(
             {"start_s": s.start_s, "end_s": s.end_s, "track": s.track, "name": s.name}

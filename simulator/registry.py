@@ -15,7 +15,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -30,7 +30,16 @@ class UnknownName(KeyError):
         super().__init__(name)
 
     def __str__(self) -> str:
-        return f"unknown {self.kind} {self.name!r}; valid: {', '.join(self.valid) or '(none)'}"
+        hint = did_you_mean(self.name, self.valid)
+        return f"unknown {self.kind} {self.name!r};{hint} valid: {', '.join(self.valid) or '(none)'}"
+
+
+def did_you_mean(name: str, valid: list[str]) -> str:
+    """`` did you mean 'x'?`` for the closest valid name (difflib ratio >= 0.6), else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.6)
+    return f" did you mean {close[0]!r}?" if close else ""
 
 
 @dataclass(frozen=True)
@@ -89,12 +98,25 @@ def describe_params(obj: Any) -> dict[str, str]:
     return {}
 
 
+class Loader(Protocol):
+    """Fills a registry on demand (lazy discovery, :mod:`simulator.discovery`): ``load``
+    imports what registers one name (then, if it is still missing, everything);
+    ``load_all`` imports everything. Both are idempotent."""
+
+    def load(self, name: str) -> None:
+        """Make ``name`` registered if any discoverable module registers it."""
+
+    def load_all(self) -> None:
+        """Register everything discoverable."""
+
+
 class Registry(Generic[T]):
     """A named table of entries of one kind (device types, models, workloads, ...)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._entries: dict[str, Entry[T]] = {}
+        self.loader: Loader | None = None
 
     def add(
         self, name: str, obj: T, doc: str | None = None, params: dict[str, str] | None = None
@@ -124,22 +146,36 @@ class Registry(Generic[T]):
 
     def entry(self, name: str) -> Entry[T]:
         """The entry registered under ``name``; :class:`UnknownName` if none."""
-        try:
-            return self._entries[name]
-        except KeyError:
-            raise UnknownName(self.kind, name, self.names()) from None
+        entry = self._entries.get(name)
+        if entry is None and self.loader is not None:
+            self.loader.load(name)
+            entry = self._entries.get(name)
+        if entry is None:
+            raise UnknownName(self.kind, name, self.names())
+        return entry
 
     def names(self) -> list[str]:
-        """Registered names, sorted."""
+        """Registered names, sorted (every lazily discovered module is loaded first)."""
+        if self.loader is not None:
+            self.loader.load_all()
         return sorted(self._entries)
 
+    def registered(self, name: str) -> bool:
+        """Whether ``name`` is registered so far (no discovery: for idempotent
+        registration code)."""
+        return name in self._entries
+
     def __contains__(self, name: object) -> bool:
+        if name not in self._entries and self.loader is not None and isinstance(name, str):
+            self.loader.load(name)
         return name in self._entries
 
     def __iter__(self) -> Iterator[Entry[T]]:
-        return iter(self._entries[n] for n in self.names())
+        return iter([self._entries[n] for n in self.names()])
 
     def __len__(self) -> int:
+        if self.loader is not None:
+            self.loader.load_all()
         return len(self._entries)
 
 
@@ -148,12 +184,22 @@ class PolicyRegistry:
 
     def __init__(self) -> None:
         self._points: dict[str, Registry[Any]] = {}
+        self.loader_for: Callable[[str], Loader] | None = None
 
     def point(self, decision_point: str) -> Registry[Any]:
         """The registry of one decision point (created on first use)."""
         if decision_point not in self._points:
-            self._points[decision_point] = Registry(f"policy for {decision_point}")
+            reg: Registry[Any] = Registry(f"policy for {decision_point}")
+            if self.loader_for is not None:
+                reg.loader = self.loader_for(decision_point)
+            self._points[decision_point] = reg
         return self._points[decision_point]
+
+    def set_loader(self, loader_for: Callable[[str], Loader]) -> None:
+        """Lazy discovery: ``loader_for(decision_point)`` fills that point's registry."""
+        self.loader_for = loader_for
+        for point, reg in self._points.items():
+            reg.loader = loader_for(point)
 
     def register(self, decision_point: str, name: str) -> Callable[[T], T]:
         """Decorator: register a policy class for a decision point under a name."""
@@ -165,6 +211,8 @@ class PolicyRegistry:
 
     def decision_points(self) -> list[str]:
         """Every decision point that has at least one policy, sorted."""
+        if self.loader_for is not None:
+            self.loader_for("").load_all()
         return sorted(p for p, r in self._points.items() if len(r))
 
 

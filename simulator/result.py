@@ -26,6 +26,8 @@ class Result:
     recorder: Recorder
     metrics: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
+    #: one-line warnings about reading the figures (overload, mixed price providers)
+    warnings: list[str] = field(default_factory=list)
 
     @cached_property
     def tables(self) -> dict[str, pd.DataFrame]:

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import csv
+import math
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from hetsim.simulator.boundary import csv_field_limit
 from hetsim.simulator.engine import ClockLimit, InvariantViolation, Simulation
 from hetsim.simulator.errors import ScenarioError, TraceError
+from hetsim.simulator.overload import METRICS as OVERLOAD_METRICS
+from hetsim.simulator.overload import load_check
 from hetsim.simulator.result import Result
 from hetsim.simulator.scenario import Scenario, from_dict, load_scenario
 
 PROGRESS_TICKS = 200
+
+
+class RunWarning(UserWarning):
+    """A run's figures need care: it was overloaded, or its prices mix providers."""
 
 
 def as_scenario(
@@ -47,7 +57,7 @@ def run(
     over = dict(overrides or {})
     over.update({k.replace("__", "."): v for k, v in dunder_overrides.items()})
     sc = as_scenario(scenario, over, seed)
-    return simulate(sc, progress=progress)
+    return simulate(sc, progress=progress, warn=True)
 
 
 def run_nested(raw: dict[str, Any], base_dir: Path) -> Result:
@@ -90,8 +100,10 @@ def _one_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def simulate(sc: Scenario, *, progress: bool = False) -> Result:
-    """Simulate a validated scenario."""
+def simulate(sc: Scenario, *, progress: bool = False, warn: bool = False) -> Result:
+    """Simulate a validated scenario; ``warn``: issue the run's warnings (overload,
+    mixed price providers) as :class:`RunWarning` too (they are always in
+    ``Result.warnings``)."""
     t0 = time.perf_counter()
     sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
     workload = build(sc, sim)
@@ -111,18 +123,53 @@ def simulate(sc: Scenario, *, progress: bool = False) -> Result:
     if bar is not None:
         bar.close()
     end_s = sim.now
-    if workload.done.triggered:
+    finished = workload.done.triggered
+    if finished:
         workload.check()
+    else:  # until_s ended the run: what is in flight must still add up
+        workload.check_partial()
     sim.check_invariants()
     summary: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed}
     summary.update(workload.summary(end_s))
+    metrics = dict(type(workload).metrics)
+    notes = list(workload.run_warnings(end_s))
+    times = workload.request_times()
+    check = load_check(*times) if times is not None else None
+    if check is not None:
+        summary.update(check.summary())
+        metrics.update(OVERLOAD_METRICS)
+        if check.overloaded:
+            notes.insert(0, check.message())
+    _absent_if_not_finite(summary, finished)
+    if warn:
+        for text in notes:
+            warnings.warn(f"{sc.name}: {text}", RunWarning, stacklevel=4)
     return Result(
         scenario=sc.resolved(),
         summary_row=summary,
         recorder=sim.recorder,
-        metrics=dict(type(workload).metrics),
+        metrics=metrics,
         wall_s=time.perf_counter() - t0,
+        warnings=notes,
     )
+
+
+ABSENT = "absent_metrics"
+"""Summary column naming the metrics a run could not compute, with the reason."""
+
+
+def _absent_if_not_finite(summary: dict[str, Any], finished: bool) -> None:
+    """A metric that came out NaN or infinite is absent (None) with a reason in
+    :data:`ABSENT`, never a NaN in the table of a run that exited 0."""
+    reasons = []
+    for key, value in summary.items():
+        if isinstance(value, float | np.floating) and not math.isfinite(value):
+            cause = "until_s ended the run before it had a value" if not finished else (
+                "no data for it in this run")  # fmt: skip
+            reasons.append(f"{key}: not computable ({cause}; got {value})")
+            summary[key] = None
+    if reasons:
+        summary[ABSENT] = "; ".join(reasons)
 
 
 def _progress(sim: Simulation, horizon_s: float | None) -> Any:

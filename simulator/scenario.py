@@ -320,8 +320,8 @@ def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str,
         if isinstance(spec, str):
             name, params = spec, {}
         elif isinstance(spec, dict) and isinstance(spec.get("name"), str):
-            params = {k: v for k, v in spec.items() if k != "name"}
-            name = spec["name"]
+            params = {k: v for k, v in spec.items() if k not in ("name", "label")}
+            name = spec["name"]  # 'label' only names the choice in tables and plots
         else:
             raise ScenarioError(file, where, "must be a policy name or {name: ..., <params>}")
         try:

@@ -11,6 +11,7 @@ killed at any moment resumes by running only the points without a shard.
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import time
@@ -35,7 +36,7 @@ from hetsim.simulator.sweep_design import design_size, parse_sweep, points
 
 Executor = Literal["local", "dask"]
 SHARDS = "shards"
-PROVENANCE = ("run_key", "hetsim_version", "wall_s", "error", "traceback")
+PROVENANCE = ("run_key", "hetsim_version", "wall_s", "error", "traceback", "absent_metrics")
 IN_FLIGHT_PER_WORKER = 4
 READ_CHUNK = 256
 READ_THREADS = 4
@@ -112,8 +113,11 @@ def plan(sc: Scenario, max_points: int | None = DEFAULT_MAX_POINTS) -> list[Task
 
 
 def _cell(value: Any) -> Any:
-    """A swept value as a table cell (dicts and lists become their repr)."""
-    return value if isinstance(value, str | int | float | bool) else repr(value)
+    """A swept value as a table cell (dicts and lists become JSON text, keys sorted, so
+    the cell reads back with ``json.loads``)."""
+    if isinstance(value, str | int | float | bool):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def run_task(sc: Scenario, task: Task, shard_dir: str) -> Outcome:
@@ -234,7 +238,9 @@ def sweep(
         base = sc.with_overrides({}, keep_sweep=False)  # what workers need, without the design
         run(base, todo, str(shard_dir), workers, address, bar.update)
         bar.close()
-        return read_shards(shard_dir, [t.key for t in tasks])
+        table = read_shards(shard_dir, [t.key for t in tasks])
+        table.attrs["swept"] = list(parse_sweep(sc.sweep).parameters) if sc.sweep else []
+        return table
 
 
 def _run_local(

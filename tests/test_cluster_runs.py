@@ -253,8 +253,8 @@ def test_cuckoo_beats_edf_tiresias_muri_on_deadlines() -> None:
 @pytest.mark.slow
 def test_muri_interleaving_directions_on_philly_trace() -> None:
     # The scenario's 400 Philly-derived jobs at t=0 (docs/cluster.md, seed 1): Muri-L
-    # (Tiresias order + interleaving) vs Tiresias: lower mean JCT and makespan (measured
-    # 1.56x and 1.24x); Muri-S vs SRTF: shorter makespan (measured 1.21x), mean JCT within
+    # (Tiresias order + interleaving) vs Tiresias (event-driven): lower mean JCT and
+    # makespan (measured 1.61x and 1.22x; 1.56x and 1.24x with round-only Tiresias); Muri-S vs SRTF: shorter makespan (measured 1.21x), mean JCT within
     # 5% (measured 1.01x worse). Interleaving raises per-GPU throughput: most GPU time packed.
     sc = load_scenario(SCENARIOS / "muri.yaml")
 

@@ -1,6 +1,6 @@
 """Headlines as ranges: the report script's ratios and shares on hand-made tables, the
-doc-block replacement, and a tiny run of each cluster/elastic/observability robustness
-sweep (the full sweeps are scenarios, run by notebooks/robustness.py)."""
+doc-block replacement, and a tiny run of each issue-18 robustness sweep (cluster, elastic,
+observability, serving; the full sweeps are scenarios, run by notebooks/robustness.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from hetsim.simulator.scenario import load_scenario
 from hetsim.simulator.sweep_design import parse_sweep, points
 
 ROOT = Path(__file__).resolve().parent.parent
-ISSUE18 = ("cuckoo", "muri", "kale", "kair")
+ISSUE18 = ("cuckoo", "muri", "kale", "kair", "cauchy", "disaggregation")
 
 
 def report() -> ModuleType:
@@ -94,6 +94,8 @@ TINY = {
     "muri": {"workload.jobs.max_jobs": 12},
     "kale": {"workload.duration_s": 1800, "workload.rescale.mode": "partial"},
     "kair": {"workload.ranks": 32, "workload.iterations": 100, "workload.stragglers": {}},
+    "cauchy": {"workload.requests.num_requests": 40},
+    "disaggregation": {"workload.requests.num_requests": 40},
 }
 
 

@@ -1,13 +1,14 @@
 """Mechanisms: what the work is and how it runs physically, one module per workload kind.
 
-Importing this package imports every module in it (``simulator.discovery``), which
-registers every workload kind, and registers the model catalogue.
+Importing this package registers the model catalogue and makes the package a lazy
+source of workload kinds (``simulator.discovery``): a module is imported when a
+scenario names a workload kind it registers, or when a registry is listed.
 """
 
 import sys
 
-from hetsim.simulator.discovery import import_submodules
+from hetsim.simulator.discovery import lazy_package
 from hetsim.workloads.models.dense import register_models
 
 register_models()
-import_submodules(sys.modules[__name__])
+lazy_package(sys.modules[__name__])

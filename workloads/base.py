@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import simpy
 from pydantic import BaseModel, ConfigDict
 
@@ -67,5 +68,20 @@ class Workload(ABC):
         """A guess of the simulated end time, for progress bars (None if unknown)."""
         return None
 
+    def request_times(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Arrival and completion times of every request (NaN: not completed), for the
+        overload check of :mod:`simulator.overload`; None where requests do not arrive
+        from outside (a training step, a job trace replayed to the end)."""
+        return None
+
+    def run_warnings(self, end_s: float) -> list[str]:
+        """One-line warnings about how to read this run's figures (printed on stderr,
+        kept in :attr:`Result.warnings`); none by default."""
+        return []
+
     def check(self) -> None:  # noqa: B027 - optional hook
         """Check the workload's own invariants at the end of a run (raise on violation)."""
+
+    def check_partial(self) -> None:  # noqa: B027 - optional hook
+        """Check the invariants that hold at any moment, when ``until_s`` ends a run
+        before :attr:`done` (conservation with work in flight; raise on violation)."""

@@ -11,6 +11,12 @@ import yaml
 
 from hetsim.simulator import registry
 
+
+def _yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` with libyaml's parser when present (same objects, ~10x faster)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 BYTES_PER_PARAM = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
@@ -87,7 +93,7 @@ def parse_model(name: str, raw: dict[str, Any]) -> ModelSpec:
 def load_models() -> dict[str, ModelSpec]:
     """The shipped dense model catalogue (workloads/models/dense.yaml)."""
     text = resources.files("hetsim.workloads.models").joinpath("dense.yaml").read_text()
-    return {name: parse_model(name, raw) for name, raw in yaml.safe_load(text).items()}
+    return {name: parse_model(name, raw) for name, raw in _yaml_load(text).items()}
 
 
 def model_doc(spec: ModelSpec) -> str:
@@ -98,7 +104,7 @@ def model_doc(spec: ModelSpec) -> str:
 def register_models() -> None:
     """Register every shipped model in ``simulator.registry.models`` (idempotent)."""
     for name, spec in load_models().items():
-        if name not in registry.models:
+        if not registry.models.registered(name):
             registry.models.add(name, spec, doc=model_doc(spec), params={})
 
 

@@ -24,6 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, 
 from hetsim.workloads.paths import resolve_path
 
 
+def _yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` with libyaml's parser when present (same objects, ~10x faster)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 class MoEModel(BaseModel):
     """One MoE decoder: layer counts, expert shapes, attention size, routing function."""
 
@@ -158,7 +163,7 @@ def _mla(c: dict[str, Any], h: int, heads: int) -> tuple[int, int]:
 def load_moe_models() -> dict[str, MoEModel]:
     """The shipped MoE model catalogue (workloads/models/moe.yaml)."""
     text = resources.files("hetsim.workloads.models").joinpath("moe.yaml").read_text()
-    return {n: MoEModel(name=n, **raw) for n, raw in yaml.safe_load(text).items()}
+    return {n: MoEModel(name=n, **raw) for n, raw in _yaml_load(text).items()}
 
 
 _USER_MODELS: dict[str, MoEModel] = {}

@@ -1,8 +1,14 @@
-"""Costs of MoE work on one GPU + CPU + PCIe node, priced by the devices' rooflines.
+"""Costs of MoE work on one GPU + CPU + PCIe node.
 
-Every time here is :func:`devices.roofline.op_times_s` of an op's FLOPs and bytes on a
-device spec, or the topology's copy time over the GPU's PCIe link; nothing is a
-constant of a paper. Expert times are tabulated once for every token load a step can
+GPU work is priced kernel by kernel with the fitted kernel classes
+(:mod:`hetsim.devices.kernels`): a routed expert is a gate+up GEMM, SiLU-and-mul and a
+down GEMM on its tokens (weight-only int8/int4 formats by the expert's bits per weight);
+attention is one projection GEMM of the layer's attention weights, norms, residual adds
+and prefill or paged decode attention; the LM head is a GEMM on the sampling sequences.
+CPU work is priced by the CPU roofline or, with ``cpu_model``, the CPU kernel model;
+copies by the topology over the GPU's PCIe link. Nothing is a constant of a paper.
+The formulas below are the CPU roofline's (and the GPU's FLOP and byte counts).
+Expert times are tabulated once for every token load a step can
 produce (``0..max_tokens``), so the hot path indexes an array.
 
 Ops (``h`` hidden size, ``I`` expert FFN, ``n`` tokens, ``b`` bits per weight):
@@ -28,10 +34,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from hetsim.devices.cpu import CpuModel
+from hetsim.devices.kernels import (
+    attention_decode_time_s,
+    attention_prefill_time_s,
+    elementwise_time_s,
+    gemm_time_s,
+    kernel_fits,
+)
+from hetsim.devices.precision import Precision
 from hetsim.devices.roofline import op_time_s, op_times_s
 from hetsim.devices.spec import DeviceSpec
 from hetsim.workloads.models.moe import MoEModel
@@ -116,7 +131,12 @@ class MoECosts:
         loads = np.arange(max_tokens + 1, dtype=float)
         flops = model.expert_flops(1) * loads
         nbytes = self.expert_bytes + 4.0 * model.hidden * loads
-        self.gpu_expert_s = op_times_s(gpu, flops, nbytes, gpu_dtype)
+        self.fits = kernel_fits(gpu)
+        self.expert_precision = _weight_format(expert_bits, gpu_dtype)
+        self.dense_precision = _weight_format(dense_bits, gpu_dtype)
+        self.gpu_expert_s = np.asarray(
+            self._gpu_mlp_s(model.expert_ffn, loads, self.expert_precision), dtype=float
+        )
         self.cpu_model, self.cpu_format = cpu_model, cpu_format
         if cpu_model is None:
             self.cpu_expert_s = op_times_s(cpu, flops, nbytes, cpu_dtype)
@@ -147,6 +167,18 @@ class MoECosts:
     def _times(self, loads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return read_only(self.gpu_expert_s[loads]), read_only(self.cpu_expert_s[loads])
 
+    def _gpu_mlp_s(self, ffn: int, tokens: Any, precision: Precision) -> Any:
+        """A gated MLP (gate+up GEMM, SiLU-and-mul, down GEMM) on the GPU, kernel by kernel
+        (:mod:`hetsim.devices.kernels`), for ``tokens`` tokens (scalar or array)."""
+        h, f, g = self.model.hidden, self.fits.fits, self.gpu
+        t = np.asarray(tokens, dtype=float)
+        act = 3.0 * ffn * t * precision.activation_bytes
+        return (
+            gemm_time_s(g, f.gemm, t, 2 * ffn, h, precision)
+            + elementwise_time_s(g, f.elementwise, act, "activation")
+            + gemm_time_s(g, f.gemm, t, h, ffn, precision)
+        )
+
     def _ffn(self, spec: DeviceSpec, dtype: str, ffn: int, tokens: int) -> float:
         params = 3 * self.model.hidden * ffn
         if params == 0:
@@ -154,6 +186,8 @@ class MoECosts:
         nbytes = params * self.dense_bits / 8 + 4.0 * self.model.hidden * tokens
         if spec is self.cpu and self.cpu_model is not None:
             return self.cpu_model.matmul_time_s(params, tokens, nbytes, self.cpu_format)
+        if spec is self.gpu:
+            return float(self._gpu_mlp_s(ffn, tokens, self.dense_precision))
         return op_time_s(spec, 2.0 * params * tokens, nbytes, dtype)
 
     def _attention(
@@ -172,7 +206,34 @@ class MoECosts:
             return proj + self.cpu_model.stream_time_s(
                 kv, flops - 2.0 * m.attention_params * tokens
             )
+        if spec is self.gpu:
+            return self._gpu_attention_s(tokens, context, seqs)
         return op_time_s(spec, flops, nbytes, dtype)
+
+    def _gpu_attention_s(self, tokens: int, context: int, seqs: int) -> float:
+        """One layer's attention block on the GPU, kernel by kernel: the projections as
+        one GEMM of ``attention_params`` weights (hidden x attention_params / hidden),
+        two norms and two residual adds, and prefill (chunks of ``tokens / seqs`` new
+        tokens) or decode attention over the cached KV (query width = hidden; KV width
+        from the model's KV bytes per token, MLA latents included)."""
+        m, g, f, p = self.model, self.gpu, self.fits.fits, self.dense_precision
+        h, t = m.hidden, float(tokens)
+        kv_width = m.kv_bytes_per_token / (m.layers * 2 * 2)  # K and V elements per token
+        proj = float(gemm_time_s(g, f.gemm, t, m.attention_params / h, h, p))
+        a = p.activation_bytes
+        small = 2 * float(elementwise_time_s(g, f.elementwise, 2 * t * h * a, "norm"))
+        small += 2 * float(elementwise_time_s(g, f.elementwise, 3 * t * h * a, "add"))
+        q = t / seqs
+        if q > 1:
+            attn = float(attention_prefill_time_s(
+                g, f.attention_prefill, seqs * q * context, seqs * q * q, t, seqs * context,
+                1.0, kv_width / h, h, p,
+            ))  # fmt: skip
+        else:
+            attn = float(attention_decode_time_s(
+                g, f.attention_decode, seqs, seqs * (context + 1), 1.0, kv_width / h, h, p
+            ))  # fmt: skip
+        return proj + small + attn
 
     def step(self, tokens: int, context: int, seqs: int = 1) -> StepCosts:
         """Dense per-layer work of a step over ``tokens`` new tokens of ``seqs``
@@ -180,14 +241,26 @@ class MoECosts:
         m = self.model
         g, c = (self.gpu, self.gpu_dtype), (self.cpu, self.cpu_dtype)
         shared = m.shared_experts * m.shared_ffn
-        lm_params = m.vocab * m.hidden
         return StepCosts(
             attention_gpu_s=self._attention(*g, tokens, context, seqs),
             attention_cpu_s=self._attention(*c, tokens, context, seqs),
             shared_gpu_s=self._ffn(*g, shared, tokens),
             shared_cpu_s=self._ffn(*c, shared, tokens),
             dense_ffn_gpu_s=self._ffn(*g, m.dense_ffn, tokens),
-            lm_head_s=op_time_s(
-                self.gpu, 2.0 * lm_params, lm_params * self.dense_bits / 8, self.gpu_dtype
+            lm_head_s=float(
+                gemm_time_s(
+                    self.gpu, self.fits.fits.gemm, seqs, m.vocab, m.hidden, self.dense_precision
+                )
             ),
         )
+
+
+def _weight_format(bits: float, activations: str) -> Precision:
+    """The GPU weight format nearest to ``bits`` per weight (16+: the activations' format;
+    8: int8 weight-only; 4 or fewer: int4 weight-only), activations and KV in
+    ``activations`` (fp16 where that is not an activation format)."""
+    act = activations if activations in ("fp16", "bf16", "fp32") else "fp16"
+    if bits >= 12:
+        return Precision(act, act, act)  # type: ignore[arg-type]
+    fmt = "int8" if bits > 5 else "int4"
+    return Precision(fmt, act, act)  # type: ignore[arg-type]

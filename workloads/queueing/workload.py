@@ -170,6 +170,7 @@ class QueueingWorkload(Workload):
                 self._idle.push(srv.index)
         self._completed = 0
         self._arrived = 0
+        self._next = 0  # the request whose arrival is scheduled
         self._rows = sim.recorder.table("requests", REQUEST_COLUMNS)
         self.setup_s = 0.0
 
@@ -206,13 +207,17 @@ class QueueingWorkload(Workload):
 
     # ---- arrivals and dispatch ---------------------------------------------------
     def _schedule_arrival(self, i: int) -> None:
-        delay = max(0.0, self._arrival[i] - self.sim.env.now)
-        ev = self.sim.env.timeout(delay)
-        ev.callbacks.append(lambda _e: self._arrive(i))
+        # arrivals are scheduled one at a time, in order: the pending one is _next
+        env = self.sim.env
+        self._next = i
+        env.timeout(max(0.0, self._arrival[i] - env.now)).callbacks.append(self._on_arrival)
+
+    def _on_arrival(self, _ev: object) -> None:
+        self._arrive(self._next)
 
     def _arrive(self, i: int) -> None:
         self._arrived += 1
-        if i + 1 < len(self.batch):
+        if i + 1 < len(self._arrival):
             self._schedule_arrival(i + 1)
         if not self.dispatch.central_queue:
             self._send(i, self.dispatch.choose(self._view(i, self.servers)))
@@ -280,6 +285,14 @@ class QueueingWorkload(Workload):
     def horizon_s(self) -> float | None:
         """Last arrival time (the run ends shortly after)."""
         return float(self.batch.arrival_s[-1]) if len(self.batch) else None
+
+    def request_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """Arrival and end times of every completed request, warm-up included (a run
+        cut by ``until_s`` leaves the rest out: NaN end times)."""
+        rows = self._rows
+        end = np.full(len(self.batch), np.nan)
+        end[rows.column("request")] = rows.column("end_s")
+        return np.asarray(self.batch.arrival_s, dtype=float), end
 
     def check(self) -> None:
         """Every request completes exactly once, and only after it arrived."""

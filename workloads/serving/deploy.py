@@ -174,6 +174,40 @@ def candidate_configs(
     return out
 
 
+def config_problem(
+    model: ModelSpec,
+    precision: Precision,
+    gpus: dict[str, tuple[DeviceSpec, int, int]],
+    tp_options: list[int],
+    fabrics: dict[str, str],
+    mem_fraction: float,
+    gpu_type: str,
+    tp: int,
+    overheads: EngineOverheads | None = None,
+) -> str:
+    """Why (``gpu_type``, ``tp``) is not a config :func:`candidate_configs` offers: no
+    such GPU in the cluster, a TP degree not in ``tp_options`` or above the GPU count,
+    or the check that failed (precision, head split, weights and KV past memory)."""
+    if gpu_type not in gpus:
+        return f"no {gpu_type} in the cluster (it has: {', '.join(sorted(gpus)) or 'none'})"
+    spec, count, memory = gpus[gpu_type]
+    if tp not in tp_options:
+        return f"tp={tp} is not in tp_options {sorted(tp_options)}"
+    if tp > count:
+        return f"tp={tp} needs {tp} {gpu_type} GPUs; the cluster has {count}"
+    try:
+        precision.check(spec)
+        cost = IterationCost(
+            model, spec, tp, precision, tp_fabric(spec, fabrics) if tp > 1 else None,
+            overheads or EngineOverheads(),
+        )  # fmt: skip
+        cost.transformer  # noqa: B018 (a TP degree the heads do not split raises here)
+        cost.kv_capacity_tokens(memory, mem_fraction)
+    except ValueError as e:
+        return str(e)
+    return "it was not offered"
+
+
 def place(
     specs: tuple[InstanceSpec, ...], free: dict[str, dict[str, list[str]]]
 ) -> list[list[str]]:

@@ -45,6 +45,7 @@ METRICS: dict[str, str] = {
     "instances of GPUs x $/GPU-hour)",
     "instance_hours": "sum over instances of provisioned hours",
     "tokens_per_usd": "tokens served (output, or prompt + output if tokens = total) / cost_usd",
+    "usd_per_million_tokens": "1e6 x cost_usd / tokens served (tokens as in tokens_per_usd)",
     "goodput_tokens_per_usd": "tokens of SLO-meeting requests / cost_usd",
     "offered_tokens_per_usd": "tokens of every request / cost accrued between the first and "
     "the last arrival (instance lifetimes clipped to that window; excludes the drain tail "

@@ -114,7 +114,7 @@ def mixtral_spec(name: str = "mixtral-8x7b") -> MoEServingSpec:
 def register_moe_serving_models() -> None:
     """Add the serving MoE specs to ``simulator.registry.models`` (idempotent)."""
     for name in _EXTRA:
-        if name not in registry.models:
+        if not registry.models.registered(name):
             spec = mixtral_spec(name)
             doc = (
                 f"{spec.display_name}: {spec.params / 1e9:.1f}B params "

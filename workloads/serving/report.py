@@ -191,6 +191,7 @@ def run_summary(
         "instance_hours": sum(b - a for a, b in (lifetime_s(s, end_s) for s in w.instances))
         / 3600.0,
         "tokens_per_usd": float(per_req.sum()) / cost if cost > 0 else 0.0,
+        "usd_per_million_tokens": 1e6 * cost / float(per_req.sum()) if per_req.sum() > 0 else 0.0,
         "goodput_tokens_per_usd": float(per_req[ok].sum()) / cost if cost > 0 else 0.0,
         "offered_tokens_per_usd": _offered_tokens_per_usd(w, per_req),
         "gpus": scaler.gpus_peak,

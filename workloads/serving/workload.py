@@ -32,6 +32,7 @@ from hetsim.workloads.serving.deploy import (
     Slo,
     bucket_key,
     candidate_configs,
+    config_problem,
     gpu_price,
     place,
 )
@@ -158,7 +159,12 @@ class ServingWorkload(Workload):
         specs = tuple(self.policies["deployment"].deploy(view))
         for s in specs:
             if (s.gpu_type, s.tp) not in self.configs:
-                raise ValueError(f"deployment: {s.gpu_type} with tp={s.tp} is not a valid config")
+                why = config_problem(
+                    self.model, p.precision(), self.gpu_types, p.tp_options, p.tp_fabrics,
+                    p.mem_fraction, s.gpu_type, s.tp, p.overheads(),
+                )  # fmt: skip
+                raise ValueError(f"deployment: {s.gpu_type} with tp={s.tp} is not a valid "
+                                 f"config: {why}")  # fmt: skip
         self.placement = place(specs, self._free)
         self.instances = []
         self.plans: list[dict[int, float]] = []  # per instance: bucket key -> planned req/s
@@ -334,6 +340,27 @@ class ServingWorkload(Workload):
         ]  # fmt: skip
         if held:
             raise InvariantViolation(f"instances {held} still hold KV blocks at the end")
+
+    def request_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """Arrival and finish times of every request (NaN: not finished)."""
+        return self.times.arrival_s, self.times.finish_s
+
+    def run_warnings(self, end_s: float) -> list[str]:
+        """A warning when the ``catalogue`` preset prices the GPUs this run used at
+        different providers' rates (the catalogue's default price of each type comes
+        from whichever provider listed it): cost ratios then compare providers too."""
+        if self.params.price_preset != "catalogue":
+            return []
+        specs = {i.cost.spec.name: i.cost.spec for i in self.instances}
+        used = sorted(specs)
+        providers = {t: specs[t].price("default").provider for t in used}
+        firms = {text.split()[0] if text.split() else text for text in providers.values()}
+        if len(firms) < 2:
+            return []
+        listed = ", ".join(f"{t}: {providers[t].split()[0]}" for t in used)
+        return [f"price_preset catalogue mixes providers ({listed}); cost figures compare "
+                "providers as well as GPUs: set workload.price_preset to one provider's "
+                "preset (aws-ondemand, runpod) to compare GPUs alone"]  # fmt: skip
 
     def price_per_gpu_hour(self, gpu_type: str) -> float:
         """$/GPU-hour of ``gpu_type`` under the run's preset."""

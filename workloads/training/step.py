@@ -1,0 +1,571 @@
+"""A training step as Megatron-LM and torchtitan run it (workload kind ``training-parallel``).
+
+One pipeline replica is simulated in detail; its data-parallel peers are identical and
+appear only as the members of its collectives (scale by symmetry), so a 16,384-GPU step
+costs what its ``pp`` stages cost. Per stage:
+
+1. **Pipeline schedule** (decision ``training.schedule``: 1F1B, interleaved, GPipe):
+   forward/backward units of ``m`` micro-batches, list-scheduled with activation sends
+   between stages (:mod:`hetsim.workloads.training.pipeline_sim`). A unit's time is its
+   layers' kernels (:mod:`hetsim.workloads.training.step_cost`: GEMMs, attention,
+   elementwise, exposed TP and CP communication, recomputation), plus the embedding on
+   the first virtual stage and the LM head and loss on the last.
+2. **ZeRO-3 / FSDP** (``zero: 3``): inside every unit a compute stream and a
+   communication stream: each layer's parameters are all-gathered before its forward and
+   again before its backward (``fsdp_prefetch`` layers ahead), its gradients
+   reduce-scattered after its backward, in issue order on one stream; the unit ends when
+   both streams are done. Exposed communication is what that simulation leaves, not an
+   assumed fraction.
+3. **Data-parallel gradient reduction** (``zero`` 0, 1, 2): after the last micro-batch's
+   backward of each model chunk, gradients become ready layer by layer; they are packed
+   into buckets of ``bucket_params`` parameters in the order they become ready and each
+   bucket is all-reduced (ZeRO 0) or reduce-scattered (ZeRO 1/2) on the communication
+   stream as soon as it is full and the stream is free (``overlap_grad_reduce``), or all
+   after the backward (without). The exposed part is the tail past the stage's last unit.
+4. **Optimizer**: AdamW over the local shard, memory-bound: per parameter it reads the
+   gradient, fp32 master weight, momentum and variance and writes the last three and the
+   16-bit weight (:data:`ADAM_BYTES_PER_PARAM` plus the gradient's bytes), at the
+   elementwise kernel class's ``add`` efficiency. ZeRO 1/2 then all-gather the updated
+   16-bit parameters over the DP group; with ``overlap_param_gather`` only the part longer
+   than the next step's first forward unit is exposed.
+
+Iteration time = the slowest stage's (schedule end + exposed DP tail) + optimizer + exposed
+parameter gather + ``step_overhead_s``. Model FLOPs follow Megatron-LM's formula
+(:func:`~hetsim.workloads.training.step_cost.megatron_flops_per_token`); MFU divides them by
+the peak of the GEMMs' math format; HFU adds the recomputed forward (4/3 of the model FLOPs
+under full recomputation, Megatron's convention).
+
+Memory per rank, by category: 16-bit parameters (2 B), gradients (``grad_bytes_per_param``),
+optimizer states (12 B: fp32 master, momentum, variance), each divided by the DP degree as
+ZeRO stage 1 (optimizer), 2 (+ gradients) and 3 (+ parameters) shard them; activations of
+the micro-batches in flight (from the schedule's order); buffers (fp32 logits and their
+gradient on the last stage, gathered FSDP layers, DP buckets). A stage whose total exceeds
+the device's memory makes ``oom = 1`` and ``oom_detail`` names the stage and its largest
+categories.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt, model_validator
+
+from hetsim.devices.catalogue import fabric_spec
+from hetsim.devices.cluster import Cluster
+from hetsim.devices.kernels import elementwise_time_s, kernel_fits
+from hetsim.devices.precision import Precision
+from hetsim.simulator.engine import Simulation
+from hetsim.simulator.registry import workloads
+from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.models.dense import ModelSpec
+from hetsim.workloads.training.parallel_comm import Fabrics, Layout
+from hetsim.workloads.training.pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
+from hetsim.workloads.training.step_cost import (
+    DenseModel,
+    MicroBatchCost,
+    StepKnobs,
+    megatron_flops_per_token,
+)
+from hetsim.workloads.training.view import PipelineView, Schedule, Unit
+
+#: AdamW bytes per parameter besides the gradient: read fp32 master, momentum, variance
+#: (12), write them (12) and the 16-bit weight (2).
+ADAM_BYTES_PER_PARAM = 26.0
+#: fp32 master weight, momentum and variance per parameter.
+OPTIMIZER_STATE_BYTES = 12
+#: 16-bit parameter bytes.
+PARAM_BYTES = 2
+
+UNIT_COLUMNS = ("stage", "kind", "micro", "chunk", "start_s", "end_s")
+
+
+class ModelParams(BaseModel):
+    """An inline dense transformer (``model:`` may also name a catalogue model)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = "custom"
+    layers: PositiveInt
+    hidden: PositiveInt
+    heads: PositiveInt
+    kv_heads: PositiveInt | None = None
+    ffn: PositiveInt
+    vocab: PositiveInt
+    gated_mlp: bool = True
+    tied_embeddings: bool = False
+
+    @model_validator(mode="after")
+    def _shape(self) -> ModelParams:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}")
+        kvh = self.kv_heads or self.heads
+        if self.heads % kvh:
+            raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kvh}")
+        return self
+
+
+class ParallelTrainingParams(WorkloadParams):
+    """The ``workload:`` block of a ``training-parallel`` scenario."""
+
+    kind: Literal["training-parallel"] = "training-parallel"
+    model: str | ModelParams = Field(
+        "llama-3-8b", description="catalogue model name, or an inline model"
+    )
+    device: str | None = None
+    tp: PositiveInt = 1
+    cp: PositiveInt = 1
+    pp: PositiveInt = 1
+    dp: PositiveInt = Field(1, description="data-parallel degree (FSDP shards included)")
+    gpus_per_node: PositiveInt = 8
+    micro_batch: PositiveInt = 1
+    seq_len: PositiveInt = 2048
+    global_batch: PositiveInt = Field(8, description="sequences per optimizer step")
+    precision: Literal["bf16", "fp16", "fp8"] = Field(
+        "bf16", description="GEMM format (fp8: FP8 linears, attention stays bf16)"
+    )
+    sequence_parallel: bool = True
+    recompute: Literal["none", "selective", "full"] = "none"
+    tp_comm_overlap: bool = False
+    tp_overlap_chunks: PositiveInt = 4
+    zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage; 3 is FSDP FULL_SHARD")
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    bucket_params: PositiveInt = Field(40_000_000, description="Megatron-LM's DDP default")
+    fsdp_prefetch: PositiveInt = 1
+    grad_bytes_per_param: Literal[2, 4] = 2
+    intra_fabric: str = "h100-nvswitch"
+    inter_fabric: str = "h100-ib-ndr-multinode"
+    node_nic_Bps: float | None = Field(
+        None, gt=0, description="NIC bandwidth per node (default: the inter fabric's)"
+    )
+    attn_bwd_flops_ratio: float = Field(2.5, gt=0, description="reconstruction, step_cost")
+    attn_bwd_relative_efficiency: float = Field(
+        0.86, gt=0, le=1.5, description="reconstruction, step_cost"
+    )
+    dropout: bool = Field(False, description="dropout masks stored (GPT-style training)")
+    step_overhead_s: NonNegativeFloat = Field(
+        0.0, description="per-step host work (data loading, logging); named, default none"
+    )
+
+    @model_validator(mode="after")
+    def _batch(self) -> ParallelTrainingParams:
+        per = self.dp * self.micro_batch
+        if self.global_batch % per:
+            raise ValueError(
+                f"global_batch {self.global_batch} is not a multiple of dp x micro_batch = {per}"
+            )
+        if self.seq_len % self.cp:
+            raise ValueError(f"seq_len {self.seq_len} is not a multiple of cp {self.cp}")
+        return self
+
+
+def dense_model(model: str | ModelParams) -> DenseModel:
+    """The :class:`DenseModel` of a catalogue name or an inline model."""
+    if isinstance(model, ModelParams):
+        return DenseModel(model.name, model.layers, model.hidden, model.heads,
+                          model.kv_heads or model.heads, model.ffn, model.vocab,
+                          model.gated_mlp, model.tied_embeddings)  # fmt: skip
+    from hetsim.simulator import registry
+
+    if model not in registry.models:
+        raise ValueError(f"model: unknown {model!r}; valid: {', '.join(registry.models.names())}")
+    spec: ModelSpec = registry.models.get(model)
+    gated = bool(getattr(spec, "gated_mlp", True))
+    return DenseModel(spec.name, spec.layers, spec.hidden, spec.heads, spec.kv_heads,
+                      spec.ffn, spec.vocab, gated)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Peak bytes of one stage's rank, by category."""
+
+    params: float
+    grads: float
+    optimizer: float
+    activations: float
+    buffers: float
+
+    @property
+    def total(self) -> float:
+        """All categories together."""
+        return self.params + self.grads + self.optimizer + self.activations + self.buffers
+
+
+def layer_split(layers: int, stages: int) -> list[int]:
+    """Layers of each of ``stages`` virtual pipeline stages: ``layers // stages`` each and
+    the remainder one apiece on the middle stages (first and last hold the embedding and
+    the LM head and loss, as Megatron-LM's ``account_for_embedding/loss_in_pipeline_split``
+    and Megatron-DeepSpeed's BLOOM split place them); an even split when it divides."""
+    base, rem = divmod(layers, stages)
+    if layers < stages:
+        raise ValueError(f"model layers {layers} fewer than {stages} pipeline stages x chunks")
+    counts = [base] * stages
+    order = list(range(1, stages - 1)) + [0, stages - 1] if stages > 2 else list(range(stages))
+    for i in order[:rem]:
+        counts[i] += 1
+    return counts
+
+
+def fsdp_pass(
+    layers: int, compute_s: float, gather_s: float, reduce_s: float, prefetch: int,
+    extra_gather_s: float = 0.0,
+) -> tuple[float, float]:  # fmt: skip
+    """(duration, exposed communication) of ``layers`` layers under FSDP: a compute
+    stream and one communication stream in issue order. Layer ``j``'s all-gather is issued
+    when layer ``j - prefetch`` starts (the first ``prefetch`` at once); its compute waits
+    for it; its reduce-scatter (``reduce_s > 0``, backward) is issued when its compute ends.
+    ``extra_gather_s`` is added to the first gather (embedding or head parameters)."""
+    if layers <= 0:
+        return 0.0, 0.0
+    comm_free = 0.0
+    gathered = [0.0] * layers
+
+    def issue(j: int, t: float) -> None:
+        nonlocal comm_free
+        begin = max(comm_free, t)
+        comm_free = begin + gather_s + (extra_gather_s if j == 0 else 0.0)
+        gathered[j] = comm_free
+
+    for j in range(min(prefetch, layers)):
+        issue(j, 0.0)
+    free = 0.0
+    for j in range(layers):
+        begin = max(free, gathered[j])
+        if j + prefetch < layers:
+            issue(j + prefetch, begin)
+        free = begin + compute_s
+        if reduce_s > 0:
+            comm_free = max(comm_free, free) + reduce_s
+    end = max(free, comm_free)
+    return end, end - layers * compute_s
+
+
+def bucket_tail(
+    ready_s: list[float], grads: list[float], bucket: float, comm_s: Any, start_s: float | None
+) -> float:
+    """End of the last bucket's reduction: gradients of ``grads[i]`` parameters become
+    ready at ``ready_s[i]`` (ascending); buckets close when they hold ``bucket``
+    parameters (or at the last gradient) and are reduced in order on one stream,
+    ``comm_s(params)`` each, starting no earlier than ``start_s`` when given (no
+    overlap) or their ready time."""
+    free, held, t_end = 0.0, 0.0, 0.0
+    n = len(grads)
+    for i in range(n):
+        held += grads[i]
+        if held >= bucket or i == n - 1:
+            ready = ready_s[i] if start_s is None else start_s
+            free = max(free, ready) + comm_s(held)
+            held = 0.0
+            t_end = free
+    return t_end
+
+
+@workloads.register("training-parallel")
+class ParallelTrainingWorkload(Workload):
+    """One optimizer step of TP x CP x PP x DP (ZeRO/FSDP) training (module doc)."""
+
+    Params = ParallelTrainingParams
+    domain = "training"
+    decision_points: ClassVar[dict[str, str]] = {"schedule": "1f1b"}
+    metrics: ClassVar[dict[str, str]] = {
+        "iteration_s": "seconds of one optimizer step (slowest stage + DP tail + optimizer)",
+        "tokens_per_s_per_gpu": "global batch tokens / iteration_s / world size",
+        "model_tflops_per_gpu": "Megatron-formula model FLOPs / iteration_s / GPUs / 1e12",
+        "mfu": "model FLOPs per GPU per second / peak of the GEMM format",
+        "hfu": "as mfu with the recomputed forward counted (4/3 under full recompute)",
+        "compute_s": "critical stage: kernel time of its units (fwd + bwd, no recompute)",
+        "recompute_s": "critical stage: recomputed forward time",
+        "tp_exposed_s": "critical stage: exposed tensor-parallel communication",
+        "cp_exposed_s": "critical stage: exposed ring KV exchange",
+        "fsdp_exposed_s": "critical stage: exposed FSDP all-gather/reduce-scatter",
+        "pp_bubble_s": "critical stage: idle time in the schedule (bubble and p2p waits)",
+        "dp_exposed_s": "critical stage: gradient reduction past its last unit",
+        "optimizer_s": "AdamW over the local shard",
+        "param_gather_exposed_s": "ZeRO 1/2 parameter all-gather not hidden by the next step",
+        "bubble": "mean over stages of 1 - busy / schedule makespan",
+        "p2p_bytes": "activation and gradient bytes sent between stages per step, all stages of one "
+        "pipeline replica (per TP rank): 2 m (p v - 1) sends",
+        "tp_bytes_per_layer": "TP collective buffer bytes per layer per micro-batch (fwd+bwd)",
+        "micro_batches": "micro-batches per step per pipeline",
+        "world": "GPUs: tp x cp x pp x dp",
+        "peak_bytes": "largest, over stages, of the rank's peak memory",
+        "params_bytes": "that stage's 16-bit parameters",
+        "grads_bytes": "that stage's gradients",
+        "optimizer_bytes": "that stage's optimizer states",
+        "activations_bytes": "that stage's activations of micro-batches in flight",
+        "buffers_bytes": "that stage's logits, gathered FSDP layers and DP buckets",
+        "oom": "1 if some stage's peak exceeds the device memory",
+        "oom_detail": "the stage over memory and its largest categories ('' when none)",
+    }
+
+    def __init__(self, sim: Simulation, cluster: Cluster, params: ParallelTrainingParams,
+                 policies: dict[str, Any], base_dir: Path) -> None:  # fmt: skip
+        super().__init__(sim, cluster, params, policies, base_dir)
+        p = params
+        name = cluster.accelerator(p.device, "device")
+        self.spec = cluster.device(name).spec
+        self.capacity = float(cluster.memory(name).capacity_bytes)
+        self.model = dense_model(p.model)
+        if self.model.heads % p.tp:
+            raise ValueError(f"tp: {p.tp} does not divide the model's {self.model.heads} heads")
+        self.layout = Layout(p.tp, p.cp, p.dp, p.pp, p.gpus_per_node)
+        inter = fabric_spec(p.inter_fabric)
+        self.fabrics = Fabrics(fabric_spec(p.intra_fabric), inter,
+                               p.node_nic_Bps or inter.bandwidth_Bps, p.gpus_per_node)  # fmt: skip
+        fmt = p.precision
+        self.precision = Precision(fmt, fmt, "bf16" if fmt == "fp8" else fmt)
+        self.precision.check(self.spec)
+        knobs = StepKnobs(p.micro_batch, p.seq_len, p.sequence_parallel, p.recompute,
+                          p.tp_comm_overlap, p.tp_overlap_chunks, p.attn_bwd_flops_ratio,
+                          p.attn_bwd_relative_efficiency, p.dropout)  # fmt: skip
+        self.cost = MicroBatchCost(self.spec, self.model, self.layout, self.fabrics, knobs,
+                                   self.precision)  # fmt: skip
+        self.m = p.global_batch // (p.dp * p.micro_batch)
+        view = PipelineView(p.pp, self.m)
+        self.sched: Schedule = policies["schedule"].schedule(view)
+        if self.sched.slices != 1:
+            raise ValueError("training-parallel runs unsliced schedules (1f1b, interleaved, "
+                             "gpipe); sliced ones run in the training-pipeline kind")  # fmt: skip
+        self.layers_of = layer_split(self.model.layers, p.pp * self.sched.chunks)
+        self.rows = sim.recorder.table("units", UNIT_COLUMNS)
+        self._price_units()
+
+    # ---- unit times ---------------------------------------------------------------------
+    def _layer_param_bytes(self) -> float:
+        return self.model.params_per_layer / self.layout.tp * PARAM_BYTES
+
+    def _gather_s(self, nbytes: float) -> float:
+        return self.fabrics.time_s("all_gather", self.layout, "dp", nbytes)
+
+    def _price_units(self) -> None:
+        """Per (kind, first/middle/last virtual stage): seconds and its parts."""
+        c, p = self.cost, self.params
+        lay = c.layer
+        f_comp = lay["fwd_gemm"] + lay["fwd_attention"] + lay["fwd_elementwise"]
+        b_comp = lay["bwd_gemm"] + lay["bwd_attention"] + lay["bwd_elementwise"]
+        rec = c.layer_recompute_s()
+        self.parts_f = {"compute": f_comp, "tp": lay["fwd_tp"], "cp": lay["fwd_cp"]}
+        self.parts_b = {"compute": b_comp, "tp": lay["bwd_tp"], "cp": lay["bwd_cp"],
+                        "recompute": rec}  # fmt: skip
+        self.layer_f, self.layer_b = c.layer_fwd_s(), c.layer_bwd_s()
+        last = self.sched.chunks * p.pp - 1
+        vh = self.model.vocab * self.model.hidden / self.layout.tp * PARAM_BYTES
+        self.unit: dict[tuple[str, int], tuple[float, float]] = {}  # -> (seconds, fsdp exposed)
+        for k in range(last + 1):
+            edge_f = (c.embedding[0] if k == 0 else 0.0) + (c.head[0] if k == last else 0.0)
+            edge_b = (c.embedding[1] if k == 0 else 0.0) + (c.head[1] if k == last else 0.0)
+            extra = (vh if k == 0 else 0.0) + (vh if k == last else 0.0)
+            for kind, per_layer, edge in (("F", self.layer_f, edge_f), ("B", self.layer_b, edge_b)):
+                if p.zero == 3 and p.dp > 1:
+                    ag = self._gather_s(self._layer_param_bytes())
+                    rs = 0.0
+                    if kind == "B":
+                        rs = self.fabrics.time_s("reduce_scatter", self.layout, "dp",
+                                                 self._layer_param_bytes())  # fmt: skip
+                    dur, exposed = fsdp_pass(self.layers_of[k], per_layer, ag, rs, p.fsdp_prefetch,
+                                             self._gather_s(extra) if extra else 0.0)  # fmt: skip
+                    self.unit[(kind, k)] = (dur + edge, exposed)
+                else:
+                    self.unit[(kind, k)] = (self.layers_of[k] * per_layer + edge, 0.0)
+        tokens = c.tokens
+        sp = self.layout.tp if p.sequence_parallel else 1
+        self.p2p_bytes_unit = tokens * self.model.hidden * self.precision.activation_bytes / sp
+        self.p2p_s = self.fabrics.p2p_s(self.layout, self.p2p_bytes_unit)
+
+    def _virtual(self, d: int, u: Unit) -> int:
+        return u.chunk * self.params.pp + d
+
+    def _time(self, d: int, u: Unit) -> float:
+        return self.unit[(u.kind, self._virtual(d, u))][0]
+
+    # ---- the step -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Run the schedule, the DP tails and the optimizer; finish at the step's end."""
+        p = self.params
+        self.starts, self.ends = run_schedule(self.sched, p.pp, self._time, self.p2p_s)
+        for d, order in enumerate(self.sched.order):
+            for u, a, b in zip(order, self.starts[d], self.ends[d], strict=True):
+                self.rows.append(d, u.kind, u.micro, u.chunk, a, b)
+        self.stage_end = [max(e) for e in self.ends]
+        self.dp_end = [self._dp_tail(d) for d in range(p.pp)]
+        self.opt_s = max(self._optimizer_s(d) for d in range(p.pp))
+        self.gather_exposed = max(self._param_gather_exposed(d) for d in range(p.pp))
+        self.iteration_s = (max(self.dp_end) + self.opt_s + self.gather_exposed
+                            + p.step_overhead_s)  # fmt: skip
+        self.memory = [self._memory(d) for d in range(p.pp)]
+        self.sim.env.process(self._finish())
+
+    def _finish(self) -> Any:
+        yield self.sim.env.timeout(self.iteration_s)
+        self.done.succeed()
+
+    def stage_params(self, d: int) -> float:
+        """Parameters one rank of stage ``d`` holds (its layers, embedding, head)."""
+        md, lay = self.model, self.layout
+        layers = sum(self.layers_of[c * lay.pp + d] for c in range(self.sched.chunks))
+        n = layers * md.params_per_layer / lay.tp
+        vh = md.vocab * md.hidden / lay.tp
+        if d == 0:
+            n += vh
+        if d == lay.pp - 1 and not md.tied_embeddings:
+            n += vh
+        return n
+
+    def _dp_comm_s(self, params: float) -> float:
+        nbytes = params * self.params.grad_bytes_per_param
+        op = "all_reduce" if self.params.zero == 0 else "reduce_scatter"
+        return self.fabrics.time_s(op, self.layout, "dp", nbytes)
+
+    def _dp_tail(self, d: int) -> float:
+        """When stage ``d``'s gradients are reduced over DP (module doc, item 3)."""
+        p = self.params
+        end = self.stage_end[d]
+        if p.dp <= 1 or p.zero == 3:
+            return end
+        order, starts, ends = self.sched.order[d], self.starts[d], self.ends[d]
+        last_b: dict[int, tuple[float, float]] = {}
+        for u, a, b in zip(order, starts, ends, strict=True):
+            if u.kind == "B":
+                last_b[u.chunk] = (a, b)
+        per_layer = self.model.params_per_layer / self.layout.tp
+        ready: list[tuple[float, float]] = []
+        for chunk, (a, b) in last_b.items():
+            k = self.layers_of[chunk * p.pp + d]
+            step = (b - a) / k
+            ready += [(a + (i + 1) * step, per_layer) for i in range(k)]
+        rest = self.stage_params(d) - sum(g for _, g in ready)
+        if rest > 0:  # embedding / head gradients, ready with the stage's last unit
+            ready.append((self.stage_end[d], rest))
+        ready.sort()
+        times, grads = [r[0] for r in ready], [r[1] for r in ready]
+        bucket = float(p.bucket_params) / self.layout.tp
+        start = None if p.overlap_grad_reduce else end
+        return max(end, bucket_tail(times, grads, bucket, self._dp_comm_s, start))
+
+    def _shard(self) -> int:
+        return self.params.dp if self.params.zero >= 1 else 1
+
+    def _optimizer_s(self, d: int) -> float:
+        """AdamW over the local shard, memory-bound (module doc, item 4)."""
+        n = self.stage_params(d) / self._shard()
+        nbytes = n * (ADAM_BYTES_PER_PARAM + self.params.grad_bytes_per_param)
+        fit = kernel_fits(self.spec).fits.elementwise
+        return float(elementwise_time_s(self.spec, fit, nbytes, "add"))
+
+    def _param_gather_exposed(self, d: int) -> float:
+        p = self.params
+        if p.zero not in (1, 2) or p.dp <= 1:
+            return 0.0
+        ag = self._gather_s(self.stage_params(d) * PARAM_BYTES)
+        if not p.overlap_param_gather:
+            return ag
+        first = self.unit[("F", d)][0]
+        return max(0.0, ag - first)
+
+    # ---- memory -------------------------------------------------------------------------
+    def _memory(self, d: int) -> StageMemory:
+        p, c = self.params, self.cost
+        n = self.stage_params(d)
+        dp = p.dp
+        params = n * PARAM_BYTES / (dp if p.zero == 3 else 1)
+        grads = n * p.grad_bytes_per_param / (dp if p.zero >= 2 else 1)
+        opt = n * OPTIMIZER_STATE_BYTES / (dp if p.zero >= 1 else 1)
+        per_layer = c.layer_activation_bytes()
+        acts = peak_in_flight(
+            self.sched.order[d], lambda u: self.layers_of[self._virtual(d, u)] * per_layer
+        )
+        acts += c.layer_working_bytes()
+        buffers = 0.0
+        if d == p.pp - 1:
+            buffers += c.logits_bytes()
+        if p.zero == 3 and dp > 1:
+            buffers += (p.fsdp_prefetch + 1) * self._layer_param_bytes() * 2
+        elif dp > 1:
+            buffers += 2 * float(p.bucket_params) / self.layout.tp * p.grad_bytes_per_param
+        return StageMemory(params, grads, opt, acts, buffers)
+
+    # ---- outputs ------------------------------------------------------------------------
+    def _critical(self) -> int:
+        return max(range(self.params.pp), key=lambda d: self.dp_end[d])
+
+    def breakdown(self) -> dict[str, float]:
+        """Seconds of the critical stage's step by category; they sum to iteration_s."""
+        d = self._critical()
+        parts = dict.fromkeys(("compute", "recompute", "tp", "cp", "fsdp"), 0.0)
+        busy = 0.0
+        for u in self.sched.order[d]:
+            dur, exposed = self.unit[(u.kind, self._virtual(d, u))]
+            busy += dur
+            per = self.parts_f if u.kind == "F" else self.parts_b
+            k = self.layers_of[self._virtual(d, u)]
+            for key, val in per.items():
+                parts[key] += k * val
+            parts["fsdp"] += exposed
+            parts["compute"] += dur - exposed - k * sum(per.values())
+        parts["pp_bubble"] = self.stage_end[d] - busy
+        parts["dp"] = self.dp_end[d] - self.stage_end[d]
+        parts["optimizer"] = self.opt_s
+        parts["param_gather"] = self.gather_exposed
+        parts["overhead"] = self.params.step_overhead_s
+        parts["sync_wait"] = self.iteration_s - sum(parts.values())
+        return parts
+
+    def summary(self, end_s: float) -> dict[str, float | int | str]:
+        """See :attr:`metrics`."""
+        p, lay = self.params, self.layout
+        it = self.iteration_s
+        tokens = p.global_batch * p.seq_len
+        world = lay.world
+        flops = megatron_flops_per_token(self.model, p.seq_len) * tokens
+        peak = self.spec.peak(self.precision.math_dtype())
+        mfu = flops / world / it / peak
+        hfu = mfu * (4.0 / 3.0 if p.recompute == "full" else 1.0)
+        parts = self.breakdown()
+        worst = max(range(p.pp), key=lambda d: self.memory[d].total)
+        mem = self.memory[worst]
+        oom_detail = ""
+        over = [d for d in range(p.pp) if self.memory[d].total > self.capacity]
+        if over:
+            d = over[0]
+            m = self.memory[d]
+            cats = sorted(((v, k) for k, v in vars(m).items()), reverse=True)
+            top = ", ".join(f"{k} {v / 2**30:.1f} GiB" for v, k in cats[:3])
+            oom_detail = (f"stage {d} needs {m.total / 2**30:.1f} GiB of "
+                          f"{self.capacity / 2**30:.1f} GiB ({top})")  # fmt: skip
+        virtual = p.pp * self.sched.chunks
+        p2p_units = 2 * self.m * (virtual - 1) if p.pp > 1 else 0
+        return {
+            "iteration_s": it,
+            "tokens_per_s_per_gpu": tokens / it / world,
+            "model_tflops_per_gpu": flops / world / it / 1e12,
+            "mfu": mfu,
+            "hfu": hfu,
+            "compute_s": parts["compute"],
+            "recompute_s": parts["recompute"],
+            "tp_exposed_s": parts["tp"],
+            "cp_exposed_s": parts["cp"],
+            "fsdp_exposed_s": parts["fsdp"],
+            "pp_bubble_s": parts["pp_bubble"],
+            "dp_exposed_s": parts["dp"],
+            "optimizer_s": parts["optimizer"],
+            "param_gather_exposed_s": parts["param_gather"],
+            "bubble": float(bubble_fraction(self.starts, self.ends).mean()),
+            "p2p_bytes": p2p_units * self.p2p_bytes_unit,
+            "tp_bytes_per_layer": 4 * self.cost.tokens * self.model.hidden
+            * self.precision.activation_bytes if lay.tp > 1 else 0.0,
+            "micro_batches": self.m,
+            "world": world,
+            "peak_bytes": mem.total,
+            "params_bytes": mem.params,
+            "grads_bytes": mem.grads,
+            "optimizer_bytes": mem.optimizer,
+            "activations_bytes": mem.activations,
+            "buffers_bytes": mem.buffers,
+            "oom": int(bool(over)),
+            "oom_detail": oom_detail,
+        }  # fmt: skip
+
+    def horizon_s(self) -> float | None:
+        """The step's length once priced."""
+        return getattr(self, "iteration_s", None)
