@@ -6,11 +6,12 @@ fitted by :mod:`hetsim.devices.kernel_calibration` to measured kernel times):
 * **GEMM** ``(m x k) @ (k x n)``: ``2mnk`` FLOPs at the tensor-core peak of its math
   format, bytes ``m k a + k n w + m n a`` (activation and weight bytes per element) at
   the HBM bandwidth. The compute efficiency rises with the FLOPs and the memory
-  efficiency with the bytes (Hill curves, :class:`~hetsim.devices.spec.EfficiencyCurve`),
-  (the memory efficiency evaluated at the matrices' fp16 size: a kernel's parallelism
-  follows their shape, not their format), and the two roofs combine smoothly, ``(t_c^p + t_m^p + t_d^p)^(1/p)`` with a fitted
-  sharpness ``p`` (``p -> inf`` is the plain roofline's max), so a GEMM with small ``m``
-  becomes a bandwidth-bound GEMV and the ridge is not too optimistic. ``t_d`` is the
+  efficiency with the matrices' size (Hill curves,
+  :class:`~hetsim.devices.spec.EfficiencyCurve`; the size is counted at fp16 whatever the
+  format: a kernel's parallelism follows the shape, not the element format), and the two
+  roofs combine smoothly, ``(t_c^p + t_m^p + t_d^p)^(1/p)`` with a fitted sharpness ``p``
+  (``p -> inf`` is the plain roofline's max), so a GEMM with small ``m`` becomes a
+  bandwidth-bound GEMV and the ridge is not too optimistic. ``t_d`` is the
   dequantisation roof of weight-only formats (:mod:`hetsim.devices.precision`).
 * **attention prefill** (flash-style, causal): ``4 heads d (sum q c + s sum q^2)`` FLOPs
   for chunks of ``q`` new tokens on ``c`` cached ones, where ``s`` is the fitted work per

@@ -20,26 +20,29 @@ if TYPE_CHECKING:  # pandas loads when a run's tables are built, not at import
 
 
 class Table:
-    """A table whose rows are appended one at a time and stored column-wise."""
+    """A table whose rows are appended one at a time.
 
-    __slots__ = ("_cols", "columns", "name")
+    Rows are stored back to back in one flat list (appending a row is one
+    ``list.extend``); column ``k`` is the slice ``flat[k::width]``, taken when the run
+    reads the table."""
+
+    __slots__ = ("_flat", "_width", "columns", "name")
 
     def __init__(self, name: str, columns: Sequence[str]) -> None:
         if len(set(columns)) != len(columns):
             raise ValueError(f"table {name!r}: duplicate column names in {list(columns)}")
         self.name = name
         self.columns = tuple(columns)
-        self._cols: list[list[Any]] = [[] for _ in self.columns]
+        self._width = len(self.columns)
+        self._flat: list[Any] = []
 
     def append(self, *values: Any) -> None:
         """Append one row, values in column order."""
-        cols = self._cols
-        if len(values) != len(cols):
+        if len(values) != self._width:
             raise ValueError(
                 f"table {self.name!r}: got {len(values)} values for columns {self.columns}"
             )
-        for k, v in enumerate(values):
-            cols[k].append(v)
+        self._flat.extend(values)
 
     def add(self, **values: Any) -> None:
         """Append one row given by column name (slower than :meth:`append`)."""
@@ -49,17 +52,20 @@ class Table:
         self.append(*(values[c] for c in self.columns))
 
     def __len__(self) -> int:
-        return len(self._cols[0]) if self._cols else 0
+        return len(self._flat) // self._width if self._width else 0
+
+    def _values(self, k: int) -> list[Any]:
+        return self._flat[k :: self._width]
 
     def column(self, name: str) -> np.ndarray:
         """One column as a numpy array (no DataFrame built)."""
-        return np.asarray(self._cols[self.columns.index(name)])
+        return np.asarray(self._values(self.columns.index(name)))
 
     def to_frame(self) -> pd.DataFrame:
         """The table as a DataFrame (columns in declaration order)."""
         import pandas as pd
 
-        return pd.DataFrame({c: v for c, v in zip(self.columns, self._cols, strict=True)})
+        return pd.DataFrame({c: self._values(k) for k, c in enumerate(self.columns)})
 
 
 @dataclass(frozen=True)
