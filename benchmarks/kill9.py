@@ -4,8 +4,8 @@ Run trials: the quickstart scenario writes into an absent folder, into its own e
 results, or (``--force``) beside a user's file; SIGKILL lands at a uniformly random
 moment of the process's life (start-up included). After each kill the folder must be
 absent or complete (its marker lists every file, each present; the summary readable),
-the earlier results intact if the new ones did not land, the user's file untouched;
-the next run must clean the dead writer's temporaries.
+the earlier results intact if the new ones did not land, the user's file untouched, a
+landed summary equal to the rerun's; the rerun must clean the dead writer's temporaries.
 
 Sweep trials: a 12-point sweep is killed at a random moment and resumed with
 ``--resume``; the resumed table must equal an uninterrupted sweep's (wall times
@@ -75,7 +75,6 @@ def run_trials(trials: int, rng: random.Random, scratch: Path) -> int:
     t0 = time.perf_counter()
     _run([*scenario, "--out", str(scratch / "reference")])
     life_s = time.perf_counter() - t0
-    reference = (scratch / "reference" / "summary.csv").read_text()
     failures = 0
     for trial in range(trials):
         case = ("absent", "own", "force")[trial % 3]
@@ -99,10 +98,10 @@ def run_trials(trials: int, rng: random.Random, scratch: Path) -> int:
                 problems.append("user file changed")
             if (out / MARKER).exists() and not complete(out):
                 problems.append("marker lists missing files")
-        if out.exists() and complete(out) and (out / "summary.csv").read_text() != reference:
-            got = (out / "summary.csv").read_text().splitlines()[-1][:100]
-            problems.append(f"summary differs from the reference: {got!r}")
+        landed = (out / "summary.csv").read_text() if out.exists() and complete(out) else None
         again = _run([*scenario, "--out", str(out), *extra], check=False)
+        if landed is not None and landed != (out / "summary.csv").read_text():
+            problems.append("the killed run's summary differs from the rerun's")
         leftovers = [p.name for p in scratch.iterdir() if p.name.startswith(f".run{trial}.")]
         if again.returncode != 0:
             problems.append(f"rerun failed: {again.stderr.strip()[:120]}")
@@ -161,12 +160,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", choices=["run", "sweep"], help="one kind of trial")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(prefix="hetsim-kill9-") as tmp:
         scratch = Path(tmp)
-        run_failures = run_trials(args.trials, rng, scratch)
-        sweep_failures = sweep_trials(args.trials, rng, scratch)
+        run_failures = run_trials(args.trials, rng, scratch) if args.only != "sweep" else 0
+        sweep_failures = sweep_trials(args.trials, rng, scratch) if args.only != "run" else 0
     print(f"run: {args.trials - run_failures} of {args.trials} trials ok; "
           f"sweep: {args.trials - sweep_failures} of {args.trials} trials ok")  # fmt: skip
     return 1 if run_failures or sweep_failures else 0

@@ -7,6 +7,9 @@
    Chameleon's speed-up over full recompute; profiling overhead against profiling every step.
 3. ``scenarios/slimpipe.yaml`` sweep: per-stage peak activations, bubble, OOM and MFU per
    schedule and context; SlimPipe's MFU ratio over the best baseline that fits.
+4. Scale: one step of a 16,384-GPU Llama-3-405B-like 3D-parallel run (TP 8, PP 16,
+   DP 128, interleaved 1F1B) in ``training-parallel``; prints the wall time (target:
+   under 10 s) and the step's breakdown, tokens/s/GPU and MFU.
 Usage: ``python benchmarks/training.py [--iterations N] [--skip-sweeps]``.
 """
 
@@ -23,6 +26,16 @@ import hetsim
 ROOT = Path(__file__).resolve().parent.parent
 CH = ROOT / "scenarios" / "chameleon.yaml"
 SP = ROOT / "scenarios" / "slimpipe.yaml"
+LLAMA = ROOT / "scenarios" / "llama3-train.yaml"
+L405 = {
+    "name": "llama-3.1-405b",
+    "layers": 128,
+    "hidden": 16384,
+    "heads": 128,
+    "kv_heads": 8,
+    "ffn": 53248,
+    "vocab": 128256,
+}  # 126 layers in the release; 128 divide into 16 x 2
 
 
 def speed(iterations: int) -> None:
@@ -87,6 +100,26 @@ def slimpipe() -> None:
     print(pd.DataFrame(rows).round(3).to_string(index=False))
 
 
+def scale() -> None:
+    """Wall time of one 16,384-GPU 3D-parallel step (scale by symmetry)."""
+    over = {
+        "workload.model": L405, "workload.tp": 8, "workload.pp": 16, "workload.dp": 128,
+        "workload.seq_len": 8192, "workload.micro_batch": 1, "workload.global_batch": 2048,
+        "workload.zero": 1, "workload.recompute": "full", "workload.tp_comm_overlap": True,
+        "workload.precision": "bf16", "policies.schedule": {"name": "interleaved", "chunks": 2},
+    }  # fmt: skip
+    t0 = time.perf_counter()
+    res = hetsim.run(LLAMA, overrides=over)
+    wall = time.perf_counter() - t0
+    s = res.summary.iloc[0]
+    print(f"scale: {int(s.world):,} GPUs (TP 8 x PP 16 x DP 128, {int(s.micro_batches)} "
+          f"micro-batches, interleaved x2) simulated in {wall:.2f} s wall")  # fmt: skip
+    keys = ["iteration_s", "compute_s", "tp_exposed_s", "pp_bubble_s", "dp_exposed_s",
+            "optimizer_s", "param_gather_exposed_s", "tokens_per_s_per_gpu", "mfu",
+            "peak_bytes", "oom"]  # fmt: skip
+    print("  " + ", ".join(f"{k} {s[k]:.4g}" for k in keys))
+
+
 def main() -> None:
     """Parse arguments and print every figure."""
     ap = argparse.ArgumentParser()
@@ -94,6 +127,7 @@ def main() -> None:
     ap.add_argument("--skip-sweeps", action="store_true")
     args = ap.parse_args()
     speed(args.iterations)
+    scale()
     if not args.skip_sweeps:
         chameleon()
         slimpipe()

@@ -35,7 +35,7 @@ class DeviceConfig(_Strict):
     """Devices of one kind on a node: a catalogue type, a count and optional overrides."""
 
     type: str
-    count: int = Field(1, gt=0, le=MAX_DEVICES)
+    count: int = Field(default=1, gt=0, le=MAX_DEVICES)
     memory_bytes: PositiveInt | None = None
     streams: PositiveInt = 1
 
@@ -43,8 +43,9 @@ class DeviceConfig(_Strict):
     @classmethod
     def _known_type(cls, v: str) -> str:
         if v not in SWITCH_TYPES and v not in registry.device_types:
-            valid = ", ".join(registry.device_types.names() + list(SWITCH_TYPES))
-            raise ValueError(f"unknown device type {v!r}; valid: {valid}")
+            names = registry.device_types.names() + list(SWITCH_TYPES)
+            hint = registry.did_you_mean(v, names)
+            raise ValueError(f"unknown device type {v!r};{hint} valid: {', '.join(names)}")
         return v
 
 

@@ -280,26 +280,39 @@ def label_rows(table: pd.DataFrame, spec: Headline) -> pd.Series:
 
 def ratios(table: pd.DataFrame, spec: Headline) -> pd.DataFrame:
     """One row per point (every swept column but ``by``) and metric: the system's ratio
-    against each baseline and the best baseline, > 1 where the system is better."""
-    ok = table[table["error"].isna()] if "error" in table else table
-    ok = ok.assign(_label=label_rows(ok, spec))
-    ok = ok[ok["_label"].notna()]
-    keys = [c for c in ok.columns if c not in NOT_SWEPT | {spec.by, "_label"}
+    against each baseline and the best baseline, > 1 where the system is better. A run
+    that failed (e.g. a deployment that cannot fit the load) gives no ratio; it is
+    flagged in ``failed:<label>`` (``failed:system`` for the paper's system)."""
+    err = table["error"].notna() if "error" in table else pd.Series(False, index=table.index)
+    lab = table.assign(_label=label_rows(table, spec), _failed=err)
+    lab = lab[lab["_label"].notna()]
+    keys = [c for c in lab.columns if c not in NOT_SWEPT | {spec.by, "_label", "_failed"}
             and c in swept_columns(table)]  # fmt: skip
-    baselines = [lab for lab in spec.labels if lab != spec.system]
+    baselines = [b for b in spec.labels if b != spec.system]
     rows = []
-    for point, grp in ok.groupby(keys, dropna=False, sort=True) if keys else [((), ok)]:
-        by_label = {r["_label"]: r for _, r in grp.iterrows()}
-        if spec.system not in by_label or not any(b in by_label for b in baselines):
+    for point, grp in lab.groupby(keys, dropna=False, sort=True) if keys else [((), lab)]:
+        ran = {r["_label"]: r for _, r in grp[~grp["_failed"]].iterrows()}
+        failed = set(grp[grp["_failed"]]["_label"])
+        if spec.system not in ran and spec.system not in failed:
             continue
         setting = dict(zip(keys, point if isinstance(point, tuple) else (point,), strict=True))
         for m in spec.metrics:
-            sys_v = float(by_label[spec.system][m.column])
-            base = {b: float(by_label[b][m.column]) for b in baselines if b in by_label}
-            best = max(base.values()) if m.higher_is_better else min(base.values())
-            row = {**setting, "metric": m.name}
-            for b, v in [*base.items(), ("best baseline", best)]:
-                row[b] = _oriented(sys_v, v, m.higher_is_better)
+            row: dict[str, Any] = {**setting, "metric": m.name}
+            if spec.system in failed:
+                row["failed:system"] = 1
+                rows.append(row)
+                continue
+            sys_v = float(ran[spec.system][m.column])
+            base = {b: float(ran[b][m.column]) for b in baselines if b in ran}
+            for b in baselines:
+                if b in failed:
+                    row[f"failed:{b}"] = 1
+            if base:
+                best = max(base.values()) if m.higher_is_better else min(base.values())
+                for b, v in [*base.items(), ("best baseline", best)]:
+                    row[b] = _oriented(sys_v, v, m.higher_is_better)
+            elif any(b in failed for b in baselines):
+                row["failed:best baseline"] = 1  # every baseline failed, the system ran
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -325,15 +338,23 @@ def _fmt(x: float) -> str:
     return ("inf" if x > 0 else "-inf") if np.isinf(x) else f"{x:.3g}"
 
 
-def _share(v: np.ndarray) -> str:
-    """Share of ratios > 1 among the untied points (a tie: both values 0, ratio nan),
-    with counts: ``0.67 (6/9, 3 ties)``."""
+def _share(v: np.ndarray, base_failed: int = 0, sys_failed: int = 0) -> str:
+    """Share of ratios > 1 among the points where both ran and did not tie (a tie: both
+    values 0, ratio nan), with counts: ``0.67 (6/9, 3 ties, 2 baseline failed)``."""
     ties = int(np.isnan(v).sum())
     w = v[~np.isnan(v)]
+    counts = ((ties, "ties"), (base_failed, "baseline failed"), (sys_failed, "system failed"))
+    tail = "".join(f", {n} {what}" for n, what in counts if n)
     if len(w) == 0:
-        return f"- (0/0, {ties} ties)"
-    tail = f", {ties} ties" if ties else ""
+        return f"- (0/0{tail})"
     return f"{np.mean(w > 1):.2f} ({int(np.sum(w > 1))}/{len(w)}{tail})"
+
+
+def _flag(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A 0/1 flag column as booleans (all False when absent)."""
+    if column not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame[column].fillna(0).astype(bool)
 
 
 def _median(v: np.ndarray) -> float:
@@ -362,10 +383,13 @@ def render(name: str, spec: Headline, table: pd.DataFrame, command: str) -> str:
         for c in comps:
             if sub.empty or c not in sub:
                 continue
-            v = sub[c].to_numpy(dtype=float)
+            bad_b = _flag(sub, f"failed:{c}")
+            bad_s = _flag(sub, "failed:system")
+            v = sub[c][~bad_b & ~bad_s].to_numpy(dtype=float)
             w = v[~np.isnan(v)]
             lo, hi = (_fmt(w.min()), _fmt(w.max())) if len(w) else ("-", "-")
-            lines.append(f"| {m.name} | {c} | {lo} | {_fmt(_median(v))} | {hi} | {_share(v)} |")
+            share = _share(v, int(bad_b.sum()), int(bad_s.sum()))
+            lines.append(f"| {m.name} | {c} | {lo} | {_fmt(_median(v))} | {hi} | {share} |")
     if not r.empty:
         lines += ["", f"Share of points where {spec.system} beats the best baseline, by "
                   "swept value (median ratio in brackets):", "",

@@ -54,7 +54,7 @@ class SafeLoader(yaml.SafeLoader):
                 mark = self.peek_event().start_mark
                 raise InputRefused(problem=f"nested more than {MAX_DEPTH} levels deep",
                                    problem_mark=mark)  # fmt: skip
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
@@ -63,7 +63,7 @@ class SafeLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             try:
                 duplicate = key in seen
                 seen.add(key)
@@ -72,7 +72,7 @@ class SafeLoader(yaml.SafeLoader):
             if duplicate:
                 raise InputRefused(problem=f"duplicate key {key!r}",
                                    problem_mark=key_node.start_mark)  # fmt: skip
-        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+        return super().construct_mapping(node, deep=deep)
 
 
 def _construct_int(loader: SafeLoader, node: Node) -> Any:

@@ -100,10 +100,14 @@ SWEEP_SHOWN_METRICS = 4
 def sweep_digest(table: Any, metrics: Sequence[str]) -> str:
     """A short view of a sweep table: its swept columns and the first few metrics of
     the workload, at most :data:`SWEEP_SHOWN_ROWS` rows (the full table is the file)."""
+    import pandas as pd
+
     swept = list(table.attrs.get("swept", []))
-    shown = [c for c in metrics if c in table.columns][:SWEEP_SHOWN_METRICS]
-    extra = [c for c in ("seed", "overloaded", "error") if c in table.columns
-             and table[c].nunique(dropna=True) > 1 or (c == "error" and table[c].notna().any())]  # fmt: skip
+    varying = [c for c in table.columns if c in metrics and c != "overloaded"
+               and pd.api.types.is_numeric_dtype(table[c]) and table[c].nunique() > 1]  # fmt: skip
+    shown = varying[:SWEEP_SHOWN_METRICS]
+    extra = [c for c in ("seed", "overloaded") if c in table and table[c].nunique() > 1]
+    extra += ["error"] if "error" in table and table["error"].notna().any() else []
     cols = list(dict.fromkeys(["point", *swept, *extra, *shown]))
     part = table[[c for c in cols if c in table.columns]].head(SWEEP_SHOWN_ROWS)
     text = part.to_string(index=False, float_format=lambda v: f"{v:.4g}",
@@ -146,13 +150,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     if not args.quiet:
         print(f"{sc.name}: {len(table)} points, {failed} failed")
-        print(sweep_digest(table, list(sc.workload_cls.metrics)))
+        print(sweep_digest(table, [*sc.workload_cls.metrics, "overloaded"]))
     if "overloaded" in table and table["overloaded"].fillna(False).astype(bool).any():
         n = int(table["overloaded"].fillna(False).astype(bool).sum())
-        print(f"{args.file}: warning: {n} of {len(table)} points overloaded (served rate "
-              "well below offered, or a growing queue; see the overloaded, offered_per_s "
-              "and served_per_s columns): their latency and cost figures are not "
-              "steady-state figures", file=sys.stderr)  # fmt: skip
+        print(f"{args.file}: warning: {n} of {len(table)} points overloaded (served_per_s "
+              "more than 10% below offered_per_s: a growing queue); their latency and cost "
+              "figures are not steady-state figures", file=sys.stderr)  # fmt: skip
     if out:
         fmt = args.format or sc.outputs.format
         folder, files = Path(out), [f"sweep.{fmt}", "scenario.yaml"]
@@ -210,11 +213,40 @@ def cmd_list(args: argparse.Namespace) -> int:
     kinds = [args.kind] if args.kind else list(LIST_KINDS)
     for kind in kinds:
         print(f"{kind}:")
+        if args.kind in ("workloads", "policies"):
+            _list_with_fields(kind)
+            continue
         for name, doc, params in _entries(kind):
             print(f"  {name:<28} {doc}")
             if params and args.kind:
                 print(f"  {'':<28}   params: {params}")
     return 0
+
+
+def _first_paragraph(obj: Any) -> str:
+    """An object's docstring up to its first blank line, as one line (never cut)."""
+    text = (getattr(obj, "__doc__", None) or "").strip().split("\n\n")[0]
+    return " ".join(text.split())
+
+
+def _list_with_fields(kind: str) -> None:
+    """Workloads or policies: each with its whole summary paragraph, then every field
+    with type, default, unit and doc (:mod:`simulator.reference`)."""
+    import textwrap
+
+    from hetsim.simulator.reference import field_rows, format_rows
+
+    if kind == "workloads":
+        entries = [(e.name, e.obj) for e in registry.workloads]
+    else:
+        entries = [(f"{point}/{e.name}", e.obj) for point in registry.policies.decision_points()
+                   for e in registry.policies.point(point)]  # fmt: skip
+    for name, obj in entries:
+        print(f"  {name}")
+        for line in textwrap.wrap(_first_paragraph(obj), 88):
+            print(f"      {line}")
+        for line in format_rows(field_rows(obj), indent="    "):
+            print(line)
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
@@ -299,10 +331,20 @@ def build_parser() -> argparse.ArgumentParser:
     def budget_args(p: argparse.ArgumentParser, memory_gib: float | None, cpu_s: float | None,
                     what: str) -> None:  # fmt: skip
         shown = "none" if memory_gib is None else f"{memory_gib:.3g}"
-        p.add_argument("--max-memory-gib", type=float, default=memory_gib, metavar="GIB",
-                       help=f"refuse {what} past this much more memory (default {shown})")
-        p.add_argument("--max-cpu-s", type=float, default=cpu_s, metavar="S",
-                       help=f"refuse {what} past this much CPU time (default {cpu_s or 'none'})")
+        p.add_argument(
+            "--max-memory-gib",
+            type=float,
+            default=memory_gib,
+            metavar="GIB",
+            help=f"refuse {what} past this much more memory (default {shown})",
+        )
+        p.add_argument(
+            "--max-cpu-s",
+            type=float,
+            default=cpu_s,
+            metavar="S",
+            help=f"refuse {what} past this much CPU time (default {cpu_s or 'none'})",
+        )
 
     p_run = sub.add_parser("run", help="run one scenario")
     scenario_args(p_run)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from hetsim.simulator import registry
+from hetsim.simulator.overload import METRICS as OVERLOAD_METRICS
 from hetsim.simulator.plugins import load_plugins
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
@@ -24,6 +25,12 @@ def metrics_page() -> str:
         "`python -m hetsim.simulator.docs` from the workloads' `metrics` tables; do not edit",
         "by hand.",
         "Every summary also carries `scenario` (the scenario's name) and `seed`.",
+        "",
+        "## Load check (every workload whose requests arrive from outside)",
+        "",
+        "| metric | definition |",
+        "|---|---|",
+        *(f"| `{m}` | {text} |" for m, text in OVERLOAD_METRICS.items()),
     ]
     for entry in registry.workloads:
         lines += ["", f"## `{entry.name}`", "", entry.doc, ""]

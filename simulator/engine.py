@@ -46,7 +46,7 @@ class _Environment(simpy.Environment):
                              f"{_waiter(event)}cannot be scheduled: past the latest "
                              f"simulated time, {MAX_TIME_S:g} s")  # fmt: skip
         # simpy.Environment.schedule, inlined (one call less on every event)
-        heappush(self._queue, (at, priority, next(self._eid), event))  # type: ignore[attr-defined]
+        heappush(self._queue, (at, priority, next(self._eid), event))  # type: ignore[misc]
 
 
 def _waiter(event: simpy.Event) -> str:

@@ -14,8 +14,8 @@ class ScenarioError(Exception):
 
     def __init__(self, file: str, field: str, message: str) -> None:
         self.file = file
-        self.field = field
-        self.message = message
+        self.field = _short(field)
+        self.message = _short(message)
         super().__init__(str(self))
 
     def __str__(self) -> str:
@@ -90,6 +90,16 @@ class TraceError(ValueError):
     def __init__(self, path: object, line: int, column: str, message: str) -> None:
         self.path = str(path)
         self.line = line
-        self.column = column
-        self.message = message
-        super().__init__(f"{self.path}:{line}: column {column}: {message}")
+        self.column = _short(column)
+        self.message = _short(message)
+        super().__init__(f"{self.path}:{line}: column {self.column}: {self.message}")
+
+
+MAX_MESSAGE_CHARS = 500
+
+
+def _short(text: str) -> str:
+    """``text`` on one line, cut to :data:`MAX_MESSAGE_CHARS` (a hostile value can be
+    megabytes long)."""
+    flat = " ".join(str(text).split("\n"))
+    return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 3] + "..."

@@ -127,7 +127,11 @@ def test_registry_lookup_and_unknown_name() -> None:
     assert reg.entry("b-widget").doc == "A second widget."
     with pytest.raises(UnknownName) as err:
         reg.get("c-widget")
-    assert str(err.value) == "unknown widget 'c-widget'; valid: a-widget, b-widget"
+    assert str(err.value) == ("unknown widget 'c-widget'; did you mean 'b-widget'? valid: "
+                              "a-widget, b-widget")  # fmt: skip
+    with pytest.raises(UnknownName) as err:
+        reg.get("zzz")
+    assert str(err.value) == "unknown widget 'zzz'; valid: a-widget, b-widget"  # nothing close
     with pytest.raises(ValueError, match="twice"):
         reg.add("a-widget", str)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hetsim.simulator.cli import main
 from hetsim.simulator.errors import TraceError
@@ -257,3 +258,64 @@ def test_validate_builds_within_a_budget(
     assert main(["validate", str(path), "--max-memory-gib", "0.25"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"{path}: building it needs more than its 0.25 GiB memory budget"), err
+
+
+# ---- invariants on every run -------------------------------------------------------------
+def test_until_s_runs_are_checked_and_uncomputable_metrics_are_absent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run cut by until_s before any request finished: the partial conservation check
+    runs, and metrics with no value are absent with a reason, never NaN with exit 0."""
+    import math
+
+    import hetsim
+    from hetsim.simulator.scenario import from_dict
+    from hetsim.workloads.queueing.workload import QueueingWorkload
+
+    raw = yaml.safe_load(TINY)
+    raw["until_s"] = 1e-9  # before the first arrival
+    seen: list[str] = []
+    original = QueueingWorkload.check_partial
+
+    def spy(self: QueueingWorkload) -> None:
+        seen.append("partial")
+        original(self)
+
+    QueueingWorkload.check_partial = spy  # type: ignore[method-assign]
+    try:
+        result = hetsim.run(from_dict(raw))
+    finally:
+        QueueingWorkload.check_partial = original  # type: ignore[method-assign]
+    assert seen == ["partial"]
+    row = result.summary_row
+    assert row["requests"] == 0
+    for key, value in row.items():
+        assert not (isinstance(value, float) and not math.isfinite(value)), key
+    absent = row.get("absent_metrics", "")
+    for key, value in row.items():
+        if value is None:
+            assert f"{key}: not computable (until_s ended the run" in absent
+
+
+def test_partial_conservation_names_the_request() -> None:
+    """A completion recorded before its arrival is named by the partial check."""
+    import hetsim
+    from hetsim.simulator.engine import InvariantViolation
+    from hetsim.simulator.scenario import from_dict
+    from hetsim.workloads.queueing.workload import QueueingWorkload
+
+    raw = yaml.safe_load(TINY)
+    raw["until_s"] = 5.0
+    original = QueueingWorkload.check_partial
+
+    def corrupt(self: QueueingWorkload) -> None:
+        cells = {"request": 0, "server": 0, "arrival_s": 1.0}
+        self._rows.append(*[cells.get(c, 0.0) for c in self._rows.columns])
+        original(self)
+
+    QueueingWorkload.check_partial = corrupt  # type: ignore[method-assign]
+    try:
+        with pytest.raises(InvariantViolation, match="completed before it arrived"):
+            hetsim.run(from_dict(raw))
+    finally:
+        QueueingWorkload.check_partial = original  # type: ignore[method-assign]

@@ -64,7 +64,7 @@ class NodeGroup(NodeCapacity):
 
     gpu_type: str
     nodes: int = Field(gt=0, le=MAX_NODES)
-    gpus_per_node: int = Field(8, gt=0, le=MAX_GPUS_PER_NODE)
+    gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS_PER_NODE)
 
 
 class AlibabaInventory(NodeCapacity):
@@ -80,7 +80,7 @@ class SyntheticJobs(_Strict):
     """Poisson arrivals; GPU counts, models and lognormal solo durations as documented."""
 
     kind: Literal["synthetic"] = "synthetic"
-    num_jobs: int = Field(200, gt=0, le=MAX_JOBS)
+    num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS)
     arrival_rate_per_s: PositiveFloat = 0.01
     gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
         default_factory=lambda: [(c, float(w)) for c, w in sorted(PHILLY_GPU_COUNTS.items())],
@@ -97,7 +97,7 @@ class MuriTraceJobs(_Strict):
 
     kind: Literal["muri_trace"] = "muri_trace"
     path: str
-    max_jobs: int | None = Field(None, gt=0, le=MAX_JOBS)
+    max_jobs: int | None = Field(default=None, gt=0, le=MAX_JOBS)
     submit_at_zero: bool = Field(False, description="all jobs at t=0, as Muri's *_pr traces")
     skip_bad_rows: bool = False
 
@@ -108,7 +108,7 @@ class AlibabaJobs(_Strict):
     kind: Literal["alibaba2023"] = "alibaba2023"
     trace_dir: str
     file: str = "openb_pod_list_default.csv"
-    max_jobs: int | None = Field(None, gt=0, le=MAX_JOBS)
+    max_jobs: int | None = Field(default=None, gt=0, le=MAX_JOBS)
     skip_bad_rows: bool = False
 
 
@@ -122,7 +122,7 @@ class PhillyJobs(_Strict):
         description="one-column 'runtime' CSV (s); default: every 200th row of Philly's "
         "sorted runtime file (416 rows, CC-BY 4.0)",
     )
-    num_jobs: int = Field(200, gt=0, le=MAX_JOBS)
+    num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS)
     arrival_rate_per_s: PositiveFloat = 0.01
     min_runtime_s: PositiveFloat = Field(1.0, description="shorter runs (0 s) are not drawn")
     gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
@@ -145,7 +145,7 @@ class HeliosJobs(_Strict):
         183.0, description="trace span the job count covers (Apr-Sep 2020, SC'21 paper)"
     )
     rate_scale: PositiveFloat = Field(1.0, description="multiplies the cluster's job rate")
-    num_jobs: int = Field(200, gt=0, le=MAX_JOBS)
+    num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS)
     models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
     skip_bad_rows: bool = False
 

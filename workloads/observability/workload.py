@@ -54,7 +54,7 @@ class ObservabilityParams(WorkloadParams):
 
     kind: Literal["observability"] = "observability"
     ranks: int = Field(default=2048, ge=2, le=MAX_DEVICES)
-    gpus_per_node: int = Field(8, gt=0, le=MAX_GPUS_PER_NODE)
+    gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS_PER_NODE)
     iterations: PositiveInt = 1000
     window_iters: int = Field(default=50, ge=2)
     gpu: str | None = Field(default=None, description="device whose roofline prices compute")

@@ -44,6 +44,9 @@ class FcfsServer:
         """Queue ``request`` here (starts now if the server is idle)."""
         now = self.env.now
         self.busy_until_s = max(self.busy_until_s, now, self.available_at_s) + service_s
+        if not self.busy and self.loaded and not self.queue:  # start_next's case, direct
+            self._start(request, service_s)
+            return
         self.queue.append((request, service_s))
         self.start_next()
 

@@ -89,7 +89,7 @@ class QueueingParams(WorkloadParams):
     kind: Literal["queueing"] = "queueing"
     arrivals: Arrivals
     demand: Demand
-    num_requests: int = Field(1000, gt=0, le=MAX_REQUESTS)
+    num_requests: int = Field(default=1000, gt=0, le=MAX_REQUESTS)
     warmup_requests: NonNegativeInt = 0
     servers: list[str] | None = Field(
         default=None, description="device names; default: every gpu/npu/server device"
@@ -277,7 +277,11 @@ class QueueingWorkload(Workload):
             self._service[index][i], self._flops[i],
         )  # fmt: skip
         self._completed += 1
-        self._kick(server)
+        if self._central and server.loaded and not server.busy:  # _kick's busiest case
+            j = self._central.popleft()
+            server.submit(j, self._service[index][j])
+        else:
+            self._kick(server)
         if self._completed == len(self._arrival):
             self.done.succeed()
 
@@ -291,8 +295,22 @@ class QueueingWorkload(Workload):
         cut by ``until_s`` leaves the rest out: NaN end times)."""
         rows = self._rows
         end = np.full(len(self.batch), np.nan)
-        end[rows.column("request")] = rows.column("end_s")
+        end[np.asarray(rows.column("request"), dtype=np.int64)] = rows.column("end_s")
         return np.asarray(self.batch.arrival_s, dtype=float), end
+
+    def check_partial(self) -> None:
+        """At any moment: completed <= arrived <= requests, and no request completed
+        before it arrived (``until_s`` cut the run; the rest is in flight)."""
+        if not 0 <= self._completed <= self._arrived <= len(self.batch):
+            raise InvariantViolation(
+                f"{self._arrived} arrived, {self._completed} completed of {len(self.batch)}"
+            )
+        rows = self._rows
+        end, arrival = (np.asarray(rows.column(c), dtype=float) for c in ("end_s", "arrival_s"))
+        early = np.flatnonzero(end < arrival)
+        if len(early):
+            request = int(rows.column("request")[early[0]])
+            raise InvariantViolation(f"request {request} completed before it arrived")
 
     def check(self) -> None:
         """Every request completes exactly once, and only after it arrived."""

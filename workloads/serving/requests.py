@@ -3,14 +3,17 @@
 Arrivals are Poisson, Gamma with a given coefficient of variation, or a trace's own
 timestamps scaled to a target mean rate; an optional surge multiplies the rate by
 ``factor`` over a window (a time warp of the arrival process, so its shape is kept).
-Lengths are fixed, or drawn with replacement from a trace (with trace arrivals the
-trace rows are taken in order).
+Lengths are fixed, drawn with replacement from a trace (with trace arrivals the
+trace rows are taken in order), or synthetic: uniform, Zipf, log-normal or fixed laws
+for prompt and output, or for the total with a prefill:decode ratio
+(:mod:`workloads.serving.lengths`, each law on its own named random stream).
 
 Trace files are read by :mod:`workloads.serving_traces` (Azure 2023, Mooncake, ServeGen).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +22,7 @@ import numpy as np
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from hetsim.simulator.limits import MAX_REQUESTS
+from hetsim.workloads.serving.lengths import SyntheticLengths
 from hetsim.workloads.serving.traces import (
     BlockHashes,
     Strict,
@@ -41,13 +45,19 @@ class SurgeConfig(Strict):
 class RequestsConfig(Strict):
     """How requests are generated (the workload's ``requests:`` block)."""
 
-    num_requests: int = Field(1000, gt=0, le=MAX_REQUESTS)
+    num_requests: int = Field(default=1000, gt=0, le=MAX_REQUESTS)
     arrivals: Literal["poisson", "gamma", "trace"] = "poisson"
     rate_per_s: PositiveFloat | None = 1.0
     cv: PositiveFloat = 1.0
-    lengths: Literal["fixed", "trace"] = "fixed"
+    max_gap_factor: PositiveFloat | None = Field(
+        default=None,
+        description="synthetic arrivals: cap every gap between arrivals at this many mean "
+        "gaps (Vidur's Poisson interval generator caps at 3); None: no cap",
+    )
+    lengths: Literal["fixed", "trace", "synthetic"] = "fixed"
     prompt_tokens: PositiveInt = 512
     output_tokens: PositiveInt = 128
+    synthetic: SyntheticLengths | None = None  # the laws of ``lengths: synthetic``
     trace: TraceConfig | None = None
     surge: SurgeConfig | None = None
 
@@ -89,11 +99,24 @@ def _warp(epochs: np.ndarray, rate: float, surge: SurgeConfig | None) -> np.ndar
     return np.where(epochs <= knots_e[-1], inside, after)
 
 
-def generate(cfg: RequestsConfig, rng: np.random.Generator, base_dir: Path) -> Requests:
-    """Requests as ``cfg`` asks (rng: the workload's ``serving.requests`` stream)."""
+def generate(
+    cfg: RequestsConfig,
+    rng: np.random.Generator,
+    base_dir: Path,
+    streams: Callable[[str], np.random.Generator] | None = None,
+) -> Requests:
+    """Requests as ``cfg`` asks (rng: the workload's ``serving.requests`` stream;
+    ``streams``: the run's named streams, which synthetic lengths draw from)."""
     n = cfg.num_requests
+    if cfg.lengths == "synthetic" and (cfg.synthetic is None or streams is None):
+        raise ValueError("requests.synthetic: needed by lengths 'synthetic'")
     if cfg.trace is not None and cfg.trace.format == "servegen":
-        return servegen_requests(cfg, cfg.trace, rng, base_dir)
+        req = servegen_requests(cfg, cfg.trace, rng, base_dir)
+        if cfg.lengths != "synthetic":
+            return req
+        assert cfg.synthetic is not None and streams is not None
+        prompt, output = cfg.synthetic.draw(streams, n)
+        return Requests(req.arrival_s, np.maximum(prompt, 1), np.maximum(output, 1))
     trace = read_trace(cfg.trace, base_dir) if cfg.trace is not None else None
     if (cfg.arrivals == "trace" or cfg.lengths == "trace") and trace is None:
         raise ValueError("requests.trace: needed by arrivals/lengths 'trace'")
@@ -110,7 +133,10 @@ def generate(cfg: RequestsConfig, rng: np.random.Generator, base_dir: Path) -> R
             raise ValueError("requests.rate_per_s: needed by synthetic arrivals")
         rate = cfg.rate_per_s
         shape = 1.0 if cfg.arrivals == "poisson" else 1.0 / cfg.cv**2
-        epochs = np.cumsum(rng.gamma(shape, 1.0 / shape, size=n))
+        gaps = rng.gamma(shape, 1.0 / shape, size=n)  # unit rate: mean gap 1
+        if cfg.max_gap_factor is not None:
+            gaps = np.minimum(gaps, cfg.max_gap_factor)
+        epochs = np.cumsum(gaps)
     arrival = _warp(epochs, rate, cfg.surge)
     if cfg.lengths == "trace":
         assert trace is not None
@@ -119,8 +145,12 @@ def generate(cfg: RequestsConfig, rng: np.random.Generator, base_dir: Path) -> R
         cls = None if trace.slo_class is None else trace.slo_class[idx]
         hashes = None if trace.hashes is None else trace.hashes.take(idx)
     else:
-        prompt = np.full(n, cfg.prompt_tokens, dtype=np.int64)
-        output = np.full(n, cfg.output_tokens, dtype=np.int64)
+        if cfg.lengths == "synthetic":
+            assert cfg.synthetic is not None and streams is not None
+            prompt, output = cfg.synthetic.draw(streams, n)
+        else:
+            prompt = np.full(n, cfg.prompt_tokens, dtype=np.int64)
+            output = np.full(n, cfg.output_tokens, dtype=np.int64)
         cls, hashes = None, None
         if trace is not None and trace.slo_class is not None and cfg.arrivals == "trace":
             cls = trace.slo_class[:n]

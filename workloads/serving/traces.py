@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from hetsim.simulator.boundary import json_value
+from hetsim.simulator.boundary import MAX_FIELD_CHARS, json_value
 from hetsim.simulator.errors import TraceError
 from hetsim.workloads.paths import resolve_path
 
@@ -94,6 +94,20 @@ def _bad(path: Path, line: int, column: str, what: str) -> TraceError:
     return TraceError(path, line, column, what)
 
 
+def _read_cells(path: Path) -> pd.DataFrame:
+    """A CSV file as strings (row k on line k + 2); a cell or column name longer than
+    :data:`MAX_FIELD_CHARS` is refused before anything parses it."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for i, name in enumerate(frame.columns):
+        if len(str(name)) > MAX_FIELD_CHARS:
+            raise _bad(path, 1, str(i + 1), f"column name longer than {MAX_FIELD_CHARS} characters")
+        lengths = frame[name].str.len().to_numpy()
+        if len(lengths) and lengths.max() > MAX_FIELD_CHARS:
+            k = int(lengths.argmax())
+            raise _bad(path, k + 2, str(name), f"field longer than {MAX_FIELD_CHARS} characters")
+    return frame
+
+
 MAX_COUNT = 2**53
 """Largest count a trace cell may hold (float64 represents every integer up to it)."""
 
@@ -110,7 +124,7 @@ def _check_counts(path: Path, values: pd.Series, column: str, first_line: int) -
 def read_azure(path: Path, class_column: str | None = None) -> Trace:
     """Azure LLM 2023 CSV (line 1 is the header, so row k is on line k + 2), with an
     optional column of SLO class names."""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = _read_cells(path)
     wanted = (*AZURE_COLUMNS, class_column) if class_column else AZURE_COLUMNS
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
@@ -215,7 +229,7 @@ def read_servegen_rates(
 ) -> tuple[np.ndarray, float]:
     """Aggregate request rate per window (sum over the chosen clients, windows from
     ``start_s`` on, in time order) and the window width in trace seconds."""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = _read_cells(path)
     _columns(path, frame, SERVEGEN_RATE_COLUMNS)
     client = _check_counts(path, frame["client_id"], "client_id", 2)
     start = _numbers(path, frame["window_start_s"], "window_start_s")
@@ -234,7 +248,7 @@ def read_servegen_rates(
 def read_servegen_lengths(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``field -> (values, probabilities)`` of a token_pdf file (``input_tokens`` and
     ``output_tokens`` are token counts)."""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = _read_cells(path)
     _columns(path, frame, SERVEGEN_PDF_COLUMNS)
     prob = _numbers(path, frame["probability"], "probability")
     value = _numbers(path, frame["value"], "value")

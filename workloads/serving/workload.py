@@ -67,7 +67,7 @@ class ServingWorkload(Workload):
     ) -> None:  # fmt: skip
         super().__init__(sim, cluster, params, policies, base_dir)
         self.model = model_spec(params.model)
-        req = generate(params.requests, sim.rng("serving.requests"), base_dir)
+        req = generate(params.requests, sim.rng("serving.requests"), base_dir, sim.rng)
         prompt = req.prompt
         if params.truncate_to_context:
             prompt = np.minimum(prompt, np.maximum(self.model.max_context - req.output, 1))

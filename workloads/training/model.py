@@ -35,7 +35,7 @@ class TransformerSpec(BaseModel):
     heads: PositiveInt = 32
     ffn: PositiveInt = 16384
     vocab: PositiveInt = 32000
-    seq_len: int = Field(4096, gt=0, le=MAX_SEQ_TOKENS)
+    seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_TOKENS)
     micro_batch: PositiveInt = 1
     flash_attention: bool = Field(
         default=True, description="fused attention: no s^2 tensors stored"

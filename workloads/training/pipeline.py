@@ -9,7 +9,9 @@ attention (slice j of n: ``(2j-1)/n^2`` of the sequence's attention); backward i
 parallel) to the next stage over ``p2p_link``. Each stage's memory is a MemoryPool holding
 16 B/param states/(p tp) plus the activations of its in-flight units (Korthikanti
 ``34 s b h / tp`` per layer with flash attention; ``2 s b h / tp`` per layer with full
-recompute, plus one layer's full activations while a backward runs). Allocations are
+recompute, plus one layer's full activations while a backward runs; a sliced schedule under
+full recompute also holds each slice's K and V, ``4 s' b h / tp`` per layer, until its
+backward, since later slices' recomputed forwards attend to them). Allocations are
 replayed in time order; one that does not fit makes the iteration an OOM (``oom = 1``).
 """
 
@@ -71,7 +73,8 @@ class PipelineWorkload(Workload):
         "peak_bytes": "largest, over stages, states + activations peak",
         "oom": "1 if some stage's memory pool could not hold its allocation",
         "mfu": "model FLOPs per device (3x forward, no recompute) / (makespan x peak)",
-        "p2p_bytes": "activation and gradient bytes sent between stages (per TP rank)",
+        "p2p_bytes": "activation and gradient bytes sent between (virtual) stages, all stages "
+        "together (per TP rank)",
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: PipelineParams,
@@ -132,7 +135,11 @@ class PipelineWorkload(Workload):
         tokens = m.seq_len * (hi - lo)
         full = np.array([activation_bytes_per_layer(int(s), m.micro_batch, m.hidden, m.heads,
                          m.ffn, flash=True, tp=p.tp) for s in tokens])  # fmt: skip
-        kept = 2 * tokens * m.micro_batch * m.hidden / p.tp if p.recompute == "full" else full
+        # full recompute keeps each layer's input; a sliced schedule also keeps the K and V
+        # of every slice for the later slices' attention (recomputed forwards need them)
+        kv = 4.0 if self.sched.slices > 1 else 0.0
+        sbh = tokens * m.micro_batch * m.hidden / p.tp
+        kept = (2 + kv) * sbh if p.recompute == "full" else full
         self.unit_act = (kept * self.k).astype(np.int64)
         self.work_bytes = (
             full.astype(np.int64) if p.recompute == "full" else np.zeros(len(full), np.int64)
@@ -184,6 +191,19 @@ class PipelineWorkload(Workload):
             self.oom = str(e)
         self.done.succeed()
 
+    def _p2p_total_bytes(self) -> int:
+        """Bytes every stage sends: a forward unit to the next virtual stage unless it
+        is the last, a backward unit to the previous one unless it is the first
+        (``2 m n (p v - 1)`` slice sends for ``v`` chunks and ``n`` slices)."""
+        p, last = self.params.stages, self.params.stages * self.sched.chunks - 1
+        total = 0
+        for d, order in enumerate(self.sched.order):
+            for u in order:
+                k = u.chunk * p + d
+                if (u.kind == "F" and k < last) or (u.kind == "B" and k > 0):
+                    total += int(self.p2p_bytes_unit[u.slice])
+        return total
+
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """See :attr:`metrics`."""
         makespan = max(max(e) for e in self.ends)
@@ -191,7 +211,7 @@ class PipelineWorkload(Workload):
             peak_in_flight(o, lambda u: float(self.unit_act[u.slice])) for o in self.sched.order
         ]
         useful = 3 * sum(float(self.f_flops[u.slice]) for u in self.sched.order[0] if u.kind == "F")
-        p2p = sum(int(self.p2p_bytes_unit[u.slice]) for o in self.sched.order[:-1] for u in o)
+        p2p = self._p2p_total_bytes()
         return {
             "iteration_s": makespan,
             "bubble": float(bubble_fraction(self.starts, self.ends).mean()),
@@ -200,5 +220,5 @@ class PipelineWorkload(Workload):
             "peak_bytes": max(p.peak_bytes for p in self.pools),
             "oom": int(bool(self.oom)),
             "mfu": useful / (makespan * self.dev.spec.peak(self.params.dtype)),
-            "p2p_bytes": p2p * self.sched.chunks,
+            "p2p_bytes": p2p,
         }

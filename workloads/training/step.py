@@ -201,7 +201,7 @@ def layer_split(layers: int, stages: int) -> list[int]:
     if layers < stages:
         raise ValueError(f"model layers {layers} fewer than {stages} pipeline stages x chunks")
     counts = [base] * stages
-    order = list(range(1, stages - 1)) + [0, stages - 1] if stages > 2 else list(range(stages))
+    order = [*range(1, stages - 1), 0, stages - 1] if stages > 2 else list(range(stages))
     for i in order[:rem]:
         counts[i] += 1
     return counts
@@ -284,8 +284,8 @@ class ParallelTrainingWorkload(Workload):
         "optimizer_s": "AdamW over the local shard",
         "param_gather_exposed_s": "ZeRO 1/2 parameter all-gather not hidden by the next step",
         "bubble": "mean over stages of 1 - busy / schedule makespan",
-        "p2p_bytes": "activation and gradient bytes sent between stages per step, all stages of one "
-        "pipeline replica (per TP rank): 2 m (p v - 1) sends",
+        "p2p_bytes": "activation and gradient bytes sent between stages per step, all stages "
+        "of one pipeline replica (per TP rank): 2 m (p v - 1) sends",
         "tp_bytes_per_layer": "TP collective buffer bytes per layer per micro-batch (fwd+bwd)",
         "micro_batches": "micro-batches per step per pipeline",
         "world": "GPUs: tp x cp x pp x dp",

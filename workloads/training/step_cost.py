@@ -15,6 +15,12 @@ it is priced as the forward kernel class on 2.5x the work, divided by
 ``attn_bwd_relative_efficiency`` (default 0.86 = 63% / 73%, FlashAttention-2's best
 backward / forward fraction of A100 peak, its Sec. 4.1). Both are named parameters.
 
+**FP8 GEMMs (reconstruction of Transformer Engine's / torchao's casts).** A GEMM in FP8
+first casts its 16-bit operands: forward, the activation and the weight (read 2 B, write
+1 B per element); backward, the output gradient (3 B per element) and transposed FP8
+copies of the activation and the weight for wgrad and dgrad (read 1 B, write 1 B). These
+run as elementwise kernels; scaling-factor reductions are left out. Attention stays 16-bit.
+
 **Tensor parallelism.** Without sequence parallelism each layer all-reduces ``T h``
 activations twice forward and twice backward; with it, each all-reduce becomes a
 reduce-scatter plus an all-gather of the same buffer (Korthikanti et al., 2022) and the
@@ -29,9 +35,10 @@ gradients), overlapped with the attention kernel: exposed ``max(0, ring - attent
 
 **Activation memory** per layer and micro-batch (Korthikanti et al., 2022, Sec. 4, with
 flash attention): ``10 s b h`` outside the TP region (``8 s b h`` without dropout, whose
-two masks are the difference; divided by ``tp`` with sequence parallelism) plus ``8 s b h + m s b f`` inside it (divided by ``tp``), ``m = 4`` for a
-GeLU MLP and 6 for a gated one (up, gate and their product); ``s`` is the rank's
-``s / cp``. Full recomputation keeps only each layer's ``2 s b h`` input (``/ tp`` with
+two masks are the difference; divided by ``tp`` with sequence parallelism) plus
+``8 s b h + m s b f`` inside it (divided by ``tp``), ``m = 4`` for a GeLU MLP and 6 for
+a gated one (up, gate and their product); ``s`` is the rank's ``s / cp``. Full
+recomputation keeps only each layer's ``2 s b h`` input (``/ tp`` with
 SP) and charges the whole forward again; selective recomputation (Megatron's) drops the
 attention core's ``5 a s^2 b`` only, which flash attention never stores, so with flash it
 costs and saves nothing.
@@ -148,7 +155,7 @@ class MicroBatchCost:
     @property
     def _attn_precision(self) -> Precision:
         a = self.precision.activations if self.precision.activations != "fp8" else "bf16"
-        return Precision(a, a, a)  # type: ignore[arg-type]
+        return Precision(a, a, a)
 
     def _gemm(self, m: float, n: float, k: float) -> float:
         return float(gemm_time_s(self.spec, self.fits.gemm, m, n, k, self.precision))
@@ -197,11 +204,12 @@ class MicroBatchCost:
         tp_f = sum(self._exposed(one, g[0]) for g in pair)
         tp_b = sum(self._exposed(one, g[1]) for g in pair)
         cp_f, cp_b = self._ring(attn_f, attn_b, kvh)
-        fwd_ew = norm + add + rope + act
+        cast_f, cast_b = self._fp8_casts(gemms)
+        fwd_ew = norm + add + rope + act + cast_f
         bwd_ew = (
             norm * EW_BACKWARD_BYTES["norm"] + add * EW_BACKWARD_BYTES["add"]
             + rope * EW_BACKWARD_BYTES["rotary"]
-            + self._ew(act_bytes * EW_BACKWARD_BYTES["activation"], "activation")
+            + self._ew(act_bytes * EW_BACKWARD_BYTES["activation"], "activation") + cast_b
         )  # fmt: skip
         return {
             "fwd_gemm": sum(f for f, _ in fb), "bwd_gemm": sum(b for _, b in fb),
@@ -209,6 +217,14 @@ class MicroBatchCost:
             "fwd_elementwise": fwd_ew, "bwd_elementwise": bwd_ew,
             "fwd_tp": tp_f, "bwd_tp": tp_b, "fwd_cp": cp_f, "bwd_cp": cp_b,
         }  # fmt: skip
+
+    def _fp8_casts(self, gemms: list[tuple[float, float, float]]) -> tuple[float, float]:
+        """(forward, backward) seconds of FP8 casts around the GEMMs (module doc)."""
+        if self.precision.math_dtype() != "fp8":
+            return 0.0, 0.0
+        fwd = sum(self._ew(3.0 * (m * k + k * n), "activation") for m, n, k in gemms)
+        bwd = sum(self._ew(3.0 * m * n + 2.0 * (m * k + k * n), "activation") for m, n, k in gemms)
+        return fwd, bwd
 
     def _exposed(self, comm_s: float, gemm_s: float) -> float:
         if not self.knobs.tp_comm_overlap:
@@ -317,4 +333,3 @@ class MicroBatchCost:
     def logits_bytes(self) -> float:
         """fp32 logits and their gradient on the last stage for one micro-batch."""
         return 2 * 4.0 * self.tokens * self.model.vocab / self.layout.tp
-
