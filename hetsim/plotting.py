@@ -119,7 +119,6 @@ def plot_sweep(
     ax.grid(alpha=0.3)
     if hue:
         n = summary[hue].nunique()
-        outside = n > 4
-        ax.legend(title=axis_label(hue), fontsize="small", frameon=False,
-                  **({"loc": "upper left", "bbox_to_anchor": (1.02, 1)} if outside else {}))  # fmt: skip
+        where = {"loc": "upper left", "bbox_to_anchor": (1.02, 1)} if n > 4 else {}
+        ax.legend(title=axis_label(hue), fontsize="small", frameon=False, **where)
     return ax

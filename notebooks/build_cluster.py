@@ -21,9 +21,6 @@ Muri's interleaving against SRTF and Tiresias on `scenarios/muri.yaml`. Public A
         """import os
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd

@@ -19,9 +19,6 @@ used. `HETSIM_NOTEBOOK_SMALL=1` (set by the test suite) shrinks the runs to one 
         """import os
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 

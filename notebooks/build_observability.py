@@ -23,9 +23,6 @@ the effective training time ratio (ETTR). `HETSIM_NOTEBOOK_SMALL=1` shrinks ever
         """import os
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 

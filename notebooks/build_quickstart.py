@@ -20,8 +20,6 @@ CELLS = [
     new_code_cell(
         "import os\n"
         "from pathlib import Path\n\n"
-        "import matplotlib\n\n"
-        'matplotlib.use("Agg")\n\n'
         "import hetsim\n"
         "from hetsim.plotting import plot_sweep, sweep_summary\n\n"
         'ROOT = Path.cwd() if (Path.cwd() / "scenarios").exists() else Path.cwd().parent\n'

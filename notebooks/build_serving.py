@@ -20,9 +20,6 @@ timeline, from the `cauchy.yaml` and `disaggregation.yaml` scenarios. Only the p
         """import os
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd

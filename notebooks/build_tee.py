@@ -11,7 +11,7 @@ CELLS = [
         "`scenarios/tee_nna.yaml`. Public API only. `HETSIM_NOTEBOOK_SMALL=1` shrinks runs."
     ),
     new_code_cell(
-        "import os\nfrom pathlib import Path\n\nimport matplotlib\n\nmatplotlib.use('Agg')\n"
+        "import os\nfrom pathlib import Path\n\n"
         "import matplotlib.pyplot as plt\n\nimport hetsim\n\n"
         "ROOT = Path.cwd() if (Path.cwd() / 'scenarios').exists() else Path.cwd().parent\n"
         "SMALL = os.environ.get('HETSIM_NOTEBOOK_SMALL') == '1'\n"

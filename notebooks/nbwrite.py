@@ -1,6 +1,10 @@
-"""Shared by the ``notebooks/build_*.py`` scripts: write a notebook from its cells.
+"""Shared by the ``notebooks/build_*.py`` scripts: write a notebook from its cells,
+executed, so it is committed with its outputs (figures as small PNGs) and reads on
+GitHub.
 
 Cells are nbformat cells or ``(kind, source)`` pairs with kind ``md`` or ``code``.
+``HETSIM_NOTEBOOK_NO_EXECUTE=1`` writes the cells without running them;
+``HETSIM_NOTEBOOK_SMALL=1`` (what the test suite sets) runs the small settings.
 """
 
 from __future__ import annotations
@@ -28,8 +32,42 @@ def notebook(cells: Sequence[Cell]) -> nbformat.NotebookNode:
     return nb
 
 
+FIGURE_DPI = 72
+"""Inline figures at 72 dpi keep the committed PNGs small."""
+TIMEOUT_S = 1800
+
+
+def execute(nb: nbformat.NotebookNode, folder: Path) -> nbformat.NotebookNode:
+    """Run every cell in ``folder`` (inline figures, PNG at :data:`FIGURE_DPI`); an error
+    in a cell stops the build (nothing is written)."""
+    from nbclient import NotebookClient
+
+    setup = new_code_cell(f"%config InlineBackend.figure_formats = ['png']\n"
+                          f"%config InlineBackend.rc = {{'figure.dpi': {FIGURE_DPI}}}")  # fmt: skip
+    nb.cells.insert(0, setup)  # run first, then removed: the reader's kernel has its own
+    client = NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(folder)}})  # fmt: skip
+    client.execute()
+    nb.cells.pop(0)
+    for cell in nb.cells:  # timings change every run: drop them; count from 1
+        cell.get("metadata", {}).pop("execution", None)
+        if cell.get("execution_count"):
+            cell.execution_count -= 1
+            for out in cell.get("outputs", []):
+                if out.get("execution_count"):
+                    out.execution_count -= 1
+    return nb
+
+
 def write_notebook(cells: Sequence[Cell], name: str) -> Path:
-    """Write ``notebooks/<name>`` and return its path."""
-    path = Path(__file__).resolve().parent / name
-    nbformat.write(notebook(cells), path)
+    """Execute the notebook (unless ``HETSIM_NOTEBOOK_NO_EXECUTE=1``), then write
+    ``notebooks/<name>`` and return its path."""
+    import os
+
+    folder = Path(__file__).resolve().parent
+    path = folder / name
+    nb = notebook(cells)
+    if os.environ.get("HETSIM_NOTEBOOK_NO_EXECUTE") != "1":
+        nb = execute(nb, folder)
+    nbformat.write(nb, path)
     return path

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -262,9 +263,13 @@ SCENARIO_OF = {
 
 
 def _parse(cell: Any) -> Any:
-    """A sweep cell back as a value (dicts and lists are stored as their repr)."""
+    """A sweep cell back as a value (dicts and lists are stored as JSON text; tables
+    written before that hold their Python repr)."""
     if isinstance(cell, str) and cell[:1] in "{[(":
-        return ast.literal_eval(cell)
+        try:
+            return json.loads(cell)
+        except ValueError:
+            return ast.literal_eval(cell)
     return cell
 
 

@@ -67,10 +67,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     sc = as_scenario(args.file, _parse_set(args.set), args.seed)
     if args.format:
         sc = sc.with_overrides({"outputs.format": args.format})
+    if args.plots and args.out is None:
+        raise ScenarioError("--plots", "", "needs --out DIR (the figures go to DIR/figures)")
     if args.out is not None:  # refuse before running, not after
         check_output_dir(args.out, "run", force=args.force)
     if args.trace is not None:
         check_trace_target(args.trace)
+        if not sc.outputs.spans:  # a trace needs the spans the scenario turned off
+            sc = sc.with_overrides({"outputs.spans": True})
     with budget(_gib(args.max_memory_gib), args.max_cpu_s, "the run"):
         result = simulate(sc, progress=not args.quiet and sys.stderr.isatty())
     if not args.quiet:
@@ -84,6 +88,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         result.trace(args.trace)
         _say(args, f"trace: {args.trace} (open in https://ui.perfetto.dev)")
+    if args.plots:
+        from hetsim.simulator.figures import write_figures
+
+        files = write_figures(args.out)
+        _say(args, f"figures: {len(files)} files in {Path(args.out) / 'figures'}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """Draw a result folder's standard figures (PNG and SVG) into RESULT_DIR/figures."""
+    from hetsim.simulator.figures import write_figures
+
+    files = write_figures(args.result_dir, args.out)
+    if not files:
+        print(f"{args.result_dir}: no standard figure for this workload's tables",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_RUN_FAILED
+    if not args.quiet:
+        for path in files:
+            print(path)
     return 0
 
 
@@ -151,6 +175,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"{sc.name}: {len(table)} points, {failed} failed")
         print(sweep_digest(table, [*sc.workload_cls.metrics, "overloaded"]))
+        if not out:
+            print("(a digest; --out DIR writes every column to DIR/sweep.csv)")
     if "overloaded" in table and table["overloaded"].fillna(False).astype(bool).any():
         n = int(table["overloaded"].fillna(False).astype(bool).sum())
         print(f"{args.file}: warning: {n} of {len(table)} points overloaded (served_per_s "
@@ -348,7 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_run = sub.add_parser("run", help="run one scenario")
     scenario_args(p_run)
-    p_run.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
+    p_run.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here (turns span "
+                       "recording on)")  # fmt: skip
+    p_run.add_argument("--plots", action="store_true", help="also draw the domain's standard "
+                       "figures into OUT/figures (PNG and SVG; needs --out)")  # fmt: skip
     budget_args(p_run, _default_run_memory_gib(), None, "a run")
     p_run.set_defaults(func=cmd_run)
 
@@ -368,6 +397,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "more points (default 10000)")  # fmt: skip
     budget_args(p_val, VALIDATE_MEMORY_GIB, VALIDATE_CPU_S, "building the scenario")
     p_val.set_defaults(func=cmd_validate)
+
+    p_plot = sub.add_parser("plot", help="draw a result folder's standard figures")
+    p_plot.add_argument("result_dir", help="a folder written by hetsim run --out")
+    p_plot.add_argument("--out", help="write the figures here (default RESULT_DIR/figures)")
+    p_plot.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    p_plot.set_defaults(func=cmd_plot)
 
     p_list = sub.add_parser("list", help="list registered devices, models, policies...")
     p_list.add_argument("kind", nargs="?", choices=LIST_KINDS)

@@ -289,6 +289,21 @@ def _install(tmp: Path, dest: Path, kind: OutputKind, force: bool, files: list[s
     os.replace(tmp / MARKER, dest / MARKER)
 
 
+def record_files(folder: str | Path, files: list[str]) -> None:
+    """Add ``files`` (paths relative to ``folder``, written there by hetsim after the
+    results, e.g. figures) to the folder's marker, so later runs treat them as hetsim's
+    own (replace or remove them) instead of as the user's."""
+    dest = Path(folder)
+    marker = read_marker(dest)
+    if marker is None:
+        raise OutputRefused(dest, "", f"no {MARKER}: not a folder hetsim made")
+    rel = [Path(f).as_posix() for f in files]
+    extra = {k: v for k, v in marker.items() if k not in ("generator", "hetsim_version",
+                                                           "kind", "files")}  # fmt: skip
+    text = _marker_text(marker["kind"], sorted(set(marker["files"]) | set(rel)), **extra)
+    atomic_write_text(dest / MARKER, text)
+
+
 # ---- sweeps ---------------------------------------------------------------------------
 def open_sweep_dir(
     target: str | Path, scenario_hash: str, *, resume: bool, force: bool = False

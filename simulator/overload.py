@@ -14,10 +14,10 @@ old requests starve, so the run is also flagged when the requests in the system 
 over the second half by more than ``BACKLOG_GROWTH`` of that half's arrivals (a stable
 system's backlog is bounded, Little's law); this is judged only when half the window
 is at least ``LAG_FACTOR`` median sojourn times of the first half's requests (the
-backlog's start-up ramp is over) and ``MIN_LATE_REQUESTS`` arrive in it. A request that never completed counts with the run's
-last completion time (a lower bound). Runs with fewer than ``MIN_REQUESTS`` requests
-are not judged. The thresholds are judgement, not measurement: the columns carry the
-figures, so a reader can apply stricter ones.
+backlog's start-up ramp is over) and ``MIN_LATE_REQUESTS`` arrive in it. A request
+that never completed counts with the run's last completion time (a lower bound). Runs
+with fewer than ``MIN_REQUESTS`` requests are not judged. The thresholds are judgement,
+not measurement: the columns carry the figures, so a reader can apply stricter ones.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ LAG_FACTOR = 1.0
 """Judge the backlog only when half the window spans this many median sojourn times..."""
 MIN_LATE_REQUESTS = 100
 """... and at least this many requests arrive in the second half."""
-MIN_REQUESTS = 50
+MIN_REQUESTS = 200
 """Runs with fewer arrivals are not judged (too few to tell a queue from noise)."""
 
 METRICS: dict[str, str] = {
@@ -56,7 +56,7 @@ METRICS: dict[str, str] = {
     "served_per_s": "completed requests / (last completion - first arrival)",
 }
 """Summary columns added to every run whose workload reports per-request times (absent
-under 50 requests)."""
+under 200 requests)."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import sys
 import textwrap
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -69,10 +70,10 @@ def _source_notes(cls: type) -> dict[str, str]:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
         nxt = stmts[i + 1] if i + 1 < len(stmts) else None
-        if isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant):
-            if isinstance(nxt.value.value, str):
-                out[node.target.id] = " ".join(nxt.value.value.split())
-                continue
+        value = getattr(nxt, "value", None) if isinstance(nxt, ast.Expr) else None
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            out[node.target.id] = " ".join(value.value.split())
+            continue
         line = text_lines[(node.end_lineno or node.lineno) - 1]
         if "#" in line and "fmt:" not in line.split("#", 1)[1]:
             out[node.target.id] = line.split("#", 1)[1].strip()
@@ -151,8 +152,9 @@ def field_rows(model: Any, prefix: str = "", depth: int = 0) -> list[FieldRow]:
         if not doc and nested is not None:
             doc = first_line(nested.__doc__)
         unit = metric_info(name).unit
-        rows.append(FieldRow(path, _type_text(info.annotation), _default(info),
-                             "" if unit == "fraction" else unit, " ".join(doc.split())))  # fmt: skip
+        unit = "" if unit == "fraction" else unit
+        text = " ".join(doc.split())
+        rows.append(FieldRow(path, _type_text(info.annotation), _default(info), unit, text))
         if nested is not None and depth < MAX_DEPTH:
             rows += field_rows(nested, f"{path}.", depth + 1)
     return rows
@@ -177,6 +179,12 @@ def _md_table(rows: list[FieldRow]) -> list[str]:
         cells = [f"`{r.path}`", f"`{r.type}`", f"`{r.default}`", r.unit, r.doc]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return [*out, ""]
+
+
+def _shipped(entries: Iterable[registry.Entry[Any]]) -> list[registry.Entry[Any]]:
+    """Entries hetsim itself defines (a plugin loaded in this process is left out, so
+    the generated files do not depend on what ran before)."""
+    return [e for e in entries if getattr(e.obj, "__module__", "").startswith("hetsim.")]
 
 
 def reference_page() -> str:
@@ -204,7 +212,7 @@ def reference_page() -> str:
         "## `workload` (by `kind`)",
         "",
     ]
-    for entry in registry.workloads:
+    for entry in _shipped(registry.workloads):
         lines += [f"### `kind: {entry.name}`", "", entry.doc, ""]
         lines += _md_table(field_rows(entry.obj))
         points = getattr(entry.obj, "decision_points", {})
@@ -217,7 +225,7 @@ def reference_page() -> str:
               "plots).", ""]  # fmt: skip
     for point in registry.policies.decision_points():
         lines += [f"### `{point}`", ""]
-        for e in registry.policies.point(point):
+        for e in _shipped(registry.policies.point(point)):
             lines += [f"#### `{e.name}`", "", e.doc, "", *_md_table(field_rows(e.obj))]
     return "\n".join(lines).rstrip("\n") + "\n"
 
@@ -237,13 +245,13 @@ def scenario_schema() -> dict[str, Any]:
     defs["ClusterConfig"] = cluster
     schema["properties"]["cluster"] = {"$ref": "#/$defs/ClusterConfig"}
     kinds = []
-    for entry in registry.workloads:
+    for entry in _shipped(registry.workloads):
         params = getattr(entry.obj, "Params", None)
         if params is None:
             continue
         try:
             sub = params.model_json_schema(ref_template="#/$defs/{model}")
-        except Exception:  # noqa: BLE001 - a type JSON Schema cannot express
+        except Exception:  # a type JSON Schema cannot express: leave the kind out
             continue
         defs.update(sub.pop("$defs", {}))
         sub.setdefault("properties", {})["kind"] = {"const": entry.name}

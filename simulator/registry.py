@@ -31,7 +31,8 @@ class UnknownName(KeyError):
 
     def __str__(self) -> str:
         hint = did_you_mean(self.name, self.valid)
-        return f"unknown {self.kind} {self.name!r};{hint} valid: {', '.join(self.valid) or '(none)'}"
+        valid = ", ".join(self.valid) or "(none)"
+        return f"unknown {self.kind} {self.name!r};{hint} valid: {valid}"
 
 
 def did_you_mean(name: str, valid: list[str]) -> str:

@@ -165,7 +165,7 @@ def _absent_if_not_finite(summary: dict[str, Any], finished: bool) -> None:
     for key, value in summary.items():
         if isinstance(value, float | np.floating) and not math.isfinite(value):
             cause = "until_s ended the run before it had a value" if not finished else (
-                "no data for it in this run")  # fmt: skip
+                "not defined for this run")  # fmt: skip
             reasons.append(f"{key}: not computable ({cause}; got {value})")
             summary[key] = None
     if reasons:

@@ -1,8 +1,11 @@
 """Chrome trace JSON (opens in Perfetto and chrome://tracing) from a run's spans.
 
 One process per track group (a node, ``links``, ``memory``), one thread per track
-(a device, a link direction, a memory pool). Spans become complete events (``X``),
-counters become counter events (``C``). Times are microseconds, as the format wants.
+(a device, a link direction, a memory pool); a track with no span and no counter
+sample (a device the run never used) is left out. Spans become complete events
+(``X``), counters become counter events (``C``) named with their unit (``bytes`` for
+memory pools, ``B/s`` for network link load). Times are microseconds, as the format
+wants.
 """
 
 from __future__ import annotations
@@ -15,15 +18,33 @@ from hetsim.simulator.recorder import Recorder
 US_PER_S = 1e6
 
 
+COUNTER_UNITS = {"memory": "bytes", "link": "B/s"}
+"""Unit of a counter track's values, by track kind (memory pools count bytes in use,
+network links their load)."""
+
+
+def _counter_unit(kind: str) -> str:
+    return COUNTER_UNITS.get(kind, "value")
+
+
+def used_tracks(recorder: Recorder) -> list[str]:
+    """Tracks with at least one span or counter sample, sorted (a device the run never
+    used gets no track)."""
+    s = recorder.spans
+    return sorted(set(s.track) | set(s.counter_track))
+
+
 def trace_events(recorder: Recorder) -> list[dict[str, Any]]:
-    """The trace as a list of Chrome trace events (metadata first)."""
-    groups = sorted({t.group for t in recorder.tracks.values()})
+    """The trace as a list of Chrome trace events (metadata first). Only tracks with
+    spans or counter samples appear; counters are named with their unit."""
+    names = [n for n in used_tracks(recorder) if n in recorder.tracks]
+    groups = sorted({recorder.tracks[n].group for n in names})
     pid = {g: i + 1 for i, g in enumerate(groups)}
     tid: dict[str, int] = {}
     events: list[dict[str, Any]] = []
     for g in groups:
         events.append({"ph": "M", "name": "process_name", "pid": pid[g], "args": {"name": g}})
-    for i, name in enumerate(sorted(recorder.tracks)):
+    for i, name in enumerate(names):
         track = recorder.tracks[name]
         tid[name] = i + 1
         events.append(
@@ -55,13 +76,14 @@ def trace_events(recorder: Recorder) -> list[dict[str, Any]]:
         s.counter_time_s, s.counter_track, s.counter_value, strict=True
     ):
         track = recorder.tracks[track_name]
+        unit = _counter_unit(track.kind)
         events.append(
             {
                 "ph": "C",
-                "name": track_name,
+                "name": f"{track_name} ({unit})",
                 "pid": pid[track.group],
                 "ts": t * US_PER_S,
-                "args": {"value": value},
+                "args": {unit: value},
             }
         )
     return events

@@ -110,7 +110,7 @@ def test_runnable_blocks_execute(
         if block.arg.startswith("file "):
             (tmp_path / block.arg.removeprefix("file ").strip()).write_text(block.code)
         elif block.lang == "python":
-            exec(compile(block.code, where, "exec"), namespace)  # noqa: S102
+            exec(compile(block.code, where, "exec"), namespace)
         elif block.lang in ("sh", "bash", "console"):
             run_sh(block, where)
         else:

@@ -33,28 +33,28 @@ def mock_argv(argv: list[str]) -> Iterator[None]:
     finally:
         sys.argv = saved
 
+
 # ---- overload -------------------------------------------------------------------------
 
 
 def test_load_check_closed_forms() -> None:
-    arrival = np.arange(100, dtype=float)  # 1 req/s over [0, 99]
+    arrival = np.arange(400, dtype=float)  # 1 req/s over [0, 399]
     quick = load_check(arrival, arrival + 0.5)  # constant sojourn: slope 0, exactly
     assert quick is not None and not quick.overloaded
     assert quick.sojourn_growth == pytest.approx(0, abs=1e-12)
-    assert quick.offered_per_s == pytest.approx(1.0)  # 99 gaps over 99 s
-    assert quick.served_per_s == pytest.approx(100 / 99.5)  # last completion at 99.5
+    assert quick.offered_per_s == pytest.approx(1.0)  # 399 gaps over 399 s
+    assert quick.served_per_s == pytest.approx(400 / 399.5)  # last completion at 399.5
     # a FIFO server at half the rate: request i ends at 2 i + 1, sojourn i + 1, so the
     # sojourn grows 1 s per s of arrival time = offered / capacity - 1
     slow = load_check(arrival, 2 * arrival + 1)
     assert slow is not None and slow.overloaded
     assert slow.sojourn_growth == pytest.approx(1.0)
-    assert slow.served_per_s == pytest.approx(100 / 199)
-    assert load_check(arrival, np.full(100, np.nan)) is None  # nothing completed
-    assert load_check(arrival[:10], arrival[:10] + 1) is None  # too few to judge
+    assert slow.served_per_s == pytest.approx(400 / 799)
+    assert load_check(arrival, np.full(400, np.nan)) is None  # nothing completed
+    assert load_check(arrival[:199], arrival[:199] + 1) is None  # too few to judge
     # newest first: in the second half every odd request starves until t = 1000, so
     # sojourn times fall but the backlog grows from 1 (t = 199.5) to 100 (t = 399):
     # 99 / 200 arrivals of the half
-    arrival = np.arange(400, dtype=float)
     end = arrival + 1
     end[201::2] = 1000.0
     starve = load_check(arrival, end)
@@ -94,8 +94,10 @@ def test_quiet_prints_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_did_you_mean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (Path(__file__).parent.parent / "scenarios" / "quickstart.yaml").read_text()
-    err = cli_error(tmp_path, capsys, text.replace("dispatch: least-loaded", "dispatch: lest-loaded"))
-    assert err == ("policies.dispatch: unknown policy for queueing.dispatch 'lest-loaded'; did you "
+    err = cli_error(
+        tmp_path, capsys, text.replace("dispatch: least-loaded", "dispatch: lest-loaded")
+    )
+    assert err.startswith("policies.dispatch: unknown policy for queueing.dispatch 'lest-loaded'; did you "
                    "mean 'least-loaded'? valid: fifo, least-loaded, random, round-robin")  # fmt: skip
     err = cli_error(tmp_path, capsys, text.replace("llama-2-7b", "llama-3.1-70b"))
     assert err.startswith("workload: unknown model 'llama-3.1-70b'; did you mean 'llama-3-70b'?")
@@ -214,12 +216,13 @@ def _yaml12(value: object) -> object:
 def test_shipped_scenarios_satisfy_the_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((ROOT / "docs" / "scenario.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
     for path in sorted((ROOT / "scenarios").glob("*.yaml")):
-        jsonschema.validate(_yaml12(yaml.safe_load(path.read_text())), schema)
+        validator.validate(_yaml12(yaml.safe_load(path.read_text())))
     bad = yaml.safe_load((ROOT / "scenarios" / "quickstart.yaml").read_text())
     bad["workload"]["num_requests"] = "many"
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(bad, schema)
+        validator.validate(bad)
 
 
 def test_list_prints_fields_with_type_default_unit_and_doc(
@@ -233,3 +236,53 @@ def test_list_prints_fields_with_type_default_unit_and_doc(
     out = capsys.readouterr().out
     assert "    estimate: Literal['stage', 'group'] = \"stage\"\n" in out
     assert "        group-time estimate: stage-grained, or Muri's (ablation)\n" in out
+
+
+# ---- figures ----------------------------------------------------------------------------
+
+
+def test_run_plots_writes_png_and_svg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "qs"
+    assert main(["run", "quickstart", "-q", "--set", "workload.num_requests=200",
+                 "--out", str(out), "--plots"]) == 0  # fmt: skip
+    names = sorted(p.name for p in (out / "figures").iterdir())
+    assert names == sorted(f"{n}.{f}" for n in ("latency-cdf", "requests-in-system",
+                                                "server-share") for f in ("png", "svg"))  # fmt: skip
+    svg = (out / "figures" / "latency-cdf.svg").read_text()
+    assert "sojourn (s)" in svg and "wait (s)" in svg  # axes in words and units
+    first = (out / "figures" / "latency-cdf.png").read_bytes()
+    assert main(["plot", str(out), "-q"]) == 0  # redrawn: same bytes (no dates inside)
+    assert (out / "figures" / "latency-cdf.png").read_bytes() == first
+    assert main(["run", "quickstart", "-q", "--plots"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "--plots: needs --out DIR (the figures go to DIR/figures)"
+    )
+    assert main(["plot", str(tmp_path)]) == 2
+    assert "not a hetsim result folder" in capsys.readouterr().err
+
+
+def test_trace_turns_spans_on_and_skips_unused_devices(tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    args = ["run", "quickstart", "-q", "--set", "workload.num_requests=50",
+            "--set", "outputs.spans=false", "--set", "policies.dispatch=fifo",
+            "--set", "workload.arrivals.rate_per_s=0.5", "--trace", str(trace)]  # fmt: skip
+    assert main(args) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    tracks = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert any(e["ph"] == "X" for e in events)  # spans recorded despite outputs.spans
+    assert "box/cpu (device)" not in tracks  # the CPU runs nothing: no track
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert counters and all(n.endswith(" (bytes)") for n in counters)
+
+
+def test_serving_warmup_cut_leaves_early_requests_out() -> None:
+    base = {"workload.requests.num_requests": 300}
+    full = hetsim.run("disaggregation", overrides=base)
+    cut = hetsim.run("disaggregation", overrides={**base, "workload.warmup_s": 10.0})
+    requests = full.tables["requests"]
+    late = requests[requests["arrival_s"] >= 10.0]  # same seed: the same requests
+    assert 0 < cut["requests"] == len(late) < full["requests"]
+    assert cut["ttft_p99_s"] == pytest.approx(np.percentile(late["ttft_s"], 99), rel=1e-12)
+    assert cut["slo_attainment"] == pytest.approx(late["meets_slo"].mean(), rel=1e-12)
+    assert cut["cost_usd"] == full["cost_usd"]  # cost counts every provisioned hour

@@ -242,19 +242,34 @@ def test_clock_that_cannot_advance_stops_with_an_error(
 
 
 def test_validate_builds_within_a_budget(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A million devices or 10^8 requests pass the schema's maxima; building them is
-    refused past validate's budget instead of running for minutes."""
+    """Building past validate's CPU or memory budget is refused in one line instead of
+    running for minutes (a million devices, 10^8 requests pass the schema's maxima)."""
+    import time
+
+    import numpy as np
+
+    import hetsim.simulator.runner as runner
+
+    def spin(*_: object) -> None:  # a build that never ends (bounded here at 5 s wall)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 5.0:
+            pass
+
     path = tmp_path / "s.yaml"
-    path.write_text(TINY.replace("count: 2", "count: 1000000"))
+    path.write_text(TINY)
+    monkeypatch.setattr(runner, "build", spin)
     assert main(["validate", str(path), "--max-cpu-s", "0.3"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == (
+    assert capsys.readouterr().err.strip() == (
         f"{path}: building it needs more than its 0.3 s CPU-time budget; raise it with "
         "--max-memory-gib or --max-cpu-s"
     )
-    path.write_text(TINY.replace("num_requests: 30", "num_requests: 100000000"))
+
+    def hog(*_: object) -> None:
+        np.ones(1 << 31)  # 16 GiB
+
+    monkeypatch.setattr(runner, "build", hog)
     assert main(["validate", str(path), "--max-memory-gib", "0.25"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"{path}: building it needs more than its 0.25 GiB memory budget"), err
@@ -319,3 +334,16 @@ def test_partial_conservation_names_the_request() -> None:
             hetsim.run(from_dict(raw))
     finally:
         QueueingWorkload.check_partial = original  # type: ignore[method-assign]
+
+
+def test_first_order_ettr_is_absent_where_the_expansion_fails() -> None:
+    """1 - (C/tau + (tau/2 + R)/M) with tau = 3600, C = 600, R = 600, M = 100 s is
+    -23.2: not an ETTR (faults at 10^6 GPUs printed it); it is NaN, so absent."""
+    import math
+
+    from hetsim.workloads.observability.faults import ettr_first_order
+
+    assert math.isnan(ettr_first_order(3600.0, 600.0, 600.0, 100.0))
+    assert ettr_first_order(3600.0, 60.0, 600.0, 1e6) == pytest.approx(
+        1 - (60 / 3600 + (1800 + 600) / 1e6)
+    )

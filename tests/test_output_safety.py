@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from hetsim.simulator.cli import main
-from hetsim.simulator.outdir import MARKER, clean_stale
+from hetsim.simulator.outdir import MARKER, clean_stale, record_files
 
 TINY = """\
 name: tiny
@@ -196,6 +196,22 @@ def test_rerun_replaces_own_outputs_and_keeps_added_files(
     assert (out / "summary.parquet").exists() and not (out / "summary.csv").exists()
     assert (out / "notes.txt").read_text() == "mine"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_files_recorded_after_the_run_are_hetsims_own(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Figures written into a result folder after the run, once recorded in the
+    marker, are replaced or removed by the next run like its other outputs."""
+    out = tmp_path / "r"
+    assert run(capsys, str(scenario), "--out", str(out)) == (0, "")
+    (out / "figures").mkdir()
+    (out / "figures" / "a.png").write_bytes(b"png")
+    record_files(out, ["figures/a.png"])
+    (out / "notes.txt").write_text("mine")
+    assert run(capsys, str(scenario), "--out", str(out)) == (0, "")
+    assert not (out / "figures" / "a.png").exists()  # hetsim's, not written again
+    assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_force_writes_beside_user_files_and_never_over_them(

@@ -194,3 +194,20 @@ def test_training_pipeline_p2p_bytes_of_interleaved_schedules() -> None:
     # every forward but the last virtual stage's and every backward but the first's sends
     # s b h / tp bf16 values: 2 m (p v - 1) sends
     assert s["p2p_bytes"] == 2 * m * (p * v - 1) * (2 * seq * h // tp)
+
+
+def test_sliced_schedule_sends_every_slice_and_holds_kv_under_recompute() -> None:
+    p, m, n = 4, 4, 4
+    s = _run(**{"pp": p, "dp": 1, "global_batch": m, "tp": 2, "recompute": "full",
+                "policies.schedule": {"name": "slimpipe", "slices": n, "balance": "none"}})  # fmt: skip
+    # n uniform slices together send one sequence: 2 m (p - 1) sequences of s b h / tp
+    assert s["p2p_bytes"] == pytest.approx(2 * m * (p - 1) * 1024 * 1024 * 2 / 2)
+    c = MicroBatchCost(device_spec("h100-sxm"), GPT, Layout(tp=2), FAB,
+                       StepKnobs(1, 1024, recompute="full"), slice_lo=0.25, slice_hi=0.5)  # fmt: skip
+    t = 256  # the slice's tokens
+    # the layer input (sharded by SP) plus the slice's K and V for later slices
+    assert c.layer_activation_bytes() == pytest.approx(2 * t * 1024 / 2 + 2 * t * 8 * 64 * 2)
+    # its attention covers the causal pairs of its rows: (0.5^2 - 0.25^2) / 2 of s^2
+    full = MicroBatchCost(device_spec("h100-sxm"), GPT, Layout(tp=2), FAB, StepKnobs(1, 1024))
+    attn = lambda x: x.layer_flops()[0] - 2.0 * x.tokens * GPT.params_per_layer / 2  # noqa: E731
+    assert attn(c) == pytest.approx(attn(full) * (0.5**2 - 0.25**2))

@@ -118,6 +118,10 @@ class Instance(CachedKv):
         self._kv_level = 0  # used blocks plus cached blocks requests hold
         self._env = sim.env
         self._key = ("serving", number)
+        self._step_s = cost.transformer.step_s  # the iteration price (IterationCost.step_s)
+        # the iteration in flight (one at a time): start, prefilled requests, decodes,
+        # accepted tokens per decode (LUD)
+        self._it: tuple[float, list[int], int, np.ndarray | None] = (0.0, [], 0, None)
         self.track = sim.recorder.track(f"instance{number}:{role}", group="serving")
 
     # ---- what routers see ------------------------------------------------------------
@@ -175,7 +179,11 @@ class Instance(CachedKv):
     def _start(self) -> None:
         if self.busy:
             return
-        self._admit_pending()
+        if self.pending:
+            self._admit_pending()
+        if not self.waiting:  # a decode-only iteration (most are): no batching decision
+            self._start_decodes()
+            return
         chunks: tuple[int, ...] = ()
         with_decodes = len(self.ids) > 0
         if self.waiting:
@@ -200,13 +208,37 @@ class Instance(CachedKv):
             for i in reversed(taken):
                 self.waiting.appendleft(i)
             return
-        dt = self.cost.step_s(
+        dt = self._step_s(
             new, dec_new + pre[4], pre[0], pre[1], pre[2], pre[3], n_dec, dec_ctx + n_dec
         )
+        self._launch(dt, taken, n_dec, accepted)
+
+    def _start_decodes(self) -> None:
+        """:meth:`_start` with no prompt waiting: one decode step of the running batch
+        (the general path's arithmetic, without its prefill terms)."""
+        if not self.ids:
+            if not self._fits(0):
+                raise InvariantViolation(f"instance {self.number}: KV over capacity")
+            return
+        dec_new, dec_ctx, accepted = self._reserve_decodes()
+        n_dec = len(self.ids)
+        if not self._fits(0):
+            raise InvariantViolation(f"instance {self.number}: KV over capacity")
+        if dec_new == 0:
+            return
+        dt = self._step_s(dec_new, dec_new, 0, 0, 0.0, 0.0, n_dec, dec_ctx + n_dec)
+        self._launch(dt, [], n_dec, accepted)
+
+    def _launch(self, dt: float, taken: list[int], n_dec: int, acc: np.ndarray | None) -> None:
+        """Run the iteration priced ``dt``: one timeout, :meth:`_finish` at its end."""
         self.busy = True
-        ev = self._env.timeout(dt)
-        start = float(self._env.now)
-        ev.callbacks.append(lambda _e: self._finish(start, taken, n_dec, accepted))
+        env = self._env
+        ev = env.timeout(dt)
+        self._it = (float(env.now), taken, n_dec, acc)
+        ev.callbacks.append(self._iteration_done)
+
+    def _iteration_done(self, _ev: object) -> None:
+        self._finish(*self._it)
 
     def _reserve_prefills(
         self, taken: list[int], chunks: tuple[int, ...]
@@ -264,8 +296,12 @@ class Instance(CachedKv):
         the step's new positions, the decoding sequences' cached tokens and the tokens
         each sequence will accept (None: one each, standard decoding). A LUD step of
         ``K`` positions reads each sequence's KV once, as a decode step does."""
-        k = self.lud.lookahead if self.lud else 1
-        growth = self._growth(k)
+        if self.lud is None:  # _growth(1), inlined: sequences at a block boundary
+            k = 1
+            growth = self._residues[-self._steps % self.block_tokens]
+        else:
+            k = self.lud.lookahead
+            growth = self._growth(k)
         while self.ids and not self._fits(growth):
             self._preempt_last()
             growth = self._growth(k)

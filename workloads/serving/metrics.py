@@ -95,6 +95,11 @@ class RequestTimes:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(steps > 0, (self.finish_s - self.first_token_s) / steps, np.nan)
 
+    def subset(self, keep: np.ndarray) -> RequestTimes:
+        """The requests where ``keep`` is true."""
+        return RequestTimes(self.arrival_s[keep], self.first_token_s[keep],
+                            self.finish_s[keep], self.prompt[keep], self.output[keep])  # fmt: skip
+
     def meets(self, ttft_s: float | np.ndarray, tpot_s: float | np.ndarray) -> np.ndarray:
         """Boolean per request: finished within both SLOs (scalars or per request)."""
         tpot = self.tpot_s()

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
 from hetsim.devices.kernels import LaunchModel
 from hetsim.devices.precision import Precision
@@ -115,6 +123,12 @@ class ServingParams(WorkloadParams):
     load_weights: bool = True
     slo_classes: list[SloClass] = Field(default_factory=list)
     report_window_s: PositiveFloat = 60.0
+    warmup_s: NonNegativeFloat = Field(
+        0.0,
+        description="steady-state cut: requests arriving before this simulated time are "
+        "left out of the latency, throughput and SLO metrics (not of cost, which counts "
+        "every provisioned hour)",
+    )
     prefix_cache: bool = False  # automatic prefix caching on colocated/prefill instances
 
     @model_validator(mode="after")

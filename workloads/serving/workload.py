@@ -372,9 +372,13 @@ class ServingWorkload(Workload):
         table = self.sim.recorder.table("instances", tuple(rows[0]))
         for row in rows:
             table.append(*row.values())
-        out: dict[str, float | int | str] = dict(
-            latency_summary(self.times, self.ttft_target, self.tpot_target)
-        )
+        times, ttft, tpot = self.times, self.ttft_target, self.tpot_target
+        if self.params.warmup_s > 0:  # steady-state cut (the requests table keeps them all)
+            keep = times.arrival_s >= self.params.warmup_s
+            times = times.subset(keep)
+            ttft = ttft[keep] if isinstance(ttft, np.ndarray) else ttft
+            tpot = tpot[keep] if isinstance(tpot, np.ndarray) else tpot
+        out: dict[str, float | int | str] = dict(latency_summary(times, ttft, tpot))
         out.update(run_summary(self, end_s, rows))
         out.update(model_trust((i.cost.transformer for i in self.instances),
                                float(self.times.prompt.mean()),

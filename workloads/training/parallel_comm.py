@@ -45,13 +45,15 @@ class Layout:
         return self.tp * self.cp * self.dp * self.pp
 
     def stride(self, dim: str) -> int:
-        """Rank distance between neighbours of a ``tp``/``cp``/``dp``/``pp`` group."""
-        return {"tp": 1, "cp": self.tp, "dp": self.tp * self.cp,
+        """Rank distance between neighbours of a ``tp``/``cp``/``dp``/``dpcp``/``pp`` group
+        (``dpcp``: the ranks that hold the same weights, which reduce gradients together)."""
+        return {"tp": 1, "cp": self.tp, "dp": self.tp * self.cp, "dpcp": self.tp,
                 "pp": self.tp * self.cp * self.dp}[dim]  # fmt: skip
 
     def size(self, dim: str) -> int:
-        """Ranks of a ``tp``/``cp``/``dp``/``pp`` group."""
-        return {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp}[dim]
+        """Ranks of a ``tp``/``cp``/``dp``/``dpcp``/``pp`` group."""
+        return {"tp": self.tp, "cp": self.cp, "dp": self.dp, "dpcp": self.dp * self.cp,
+                "pp": self.pp}[dim]  # fmt: skip
 
     def per_node(self, dim: str) -> int:
         """Members of one group on each node it spans (``g`` of the module doc)."""

@@ -4,8 +4,10 @@ One pipeline replica is simulated in detail; its data-parallel peers are identic
 appear only as the members of its collectives (scale by symmetry), so a 16,384-GPU step
 costs what its ``pp`` stages cost. Per stage:
 
-1. **Pipeline schedule** (decision ``training.schedule``: 1F1B, interleaved, GPipe):
-   forward/backward units of ``m`` micro-batches, list-scheduled with activation sends
+1. **Pipeline schedule** (decision ``training.schedule``: 1F1B, interleaved, GPipe, or
+   SlimPipe's sliced 1F1B with ``cp = 1``, each slice priced on its own tokens and the
+   causal context before it): forward/backward units of ``m`` micro-batches (or of their
+   slices), list-scheduled with activation sends
    between stages (:mod:`hetsim.workloads.training.pipeline_sim`). A unit's time is its
    layers' kernels (:mod:`hetsim.workloads.training.step_cost`: GEMMs, attention,
    elementwise, exposed TP and CP communication, recomputation), plus the embedding on
@@ -16,7 +18,8 @@ costs what its ``pp`` stages cost. Per stage:
    reduce-scattered after its backward, in issue order on one stream; the unit ends when
    both streams are done. Exposed communication is what that simulation leaves, not an
    assumed fraction.
-3. **Data-parallel gradient reduction** (``zero`` 0, 1, 2): after the last micro-batch's
+3. **Data-parallel gradient reduction** (``zero`` 0, 1, 2) over the ranks holding the same
+   weights (DP x CP: context-parallel ranks saw different tokens): after the last micro-batch's
    backward of each model chunk, gradients become ready layer by layer; they are packed
    into buckets of ``bucket_params`` parameters in the order they become ready and each
    bucket is all-reduced (ZeRO 0) or reduce-scattered (ZeRO 1/2) on the communication
@@ -36,7 +39,7 @@ the peak of the GEMMs' math format; HFU adds the recomputed forward (4/3 of the 
 under full recomputation, Megatron's convention).
 
 Memory per rank, by category: 16-bit parameters (2 B), gradients (``grad_bytes_per_param``),
-optimizer states (12 B: fp32 master, momentum, variance), each divided by the DP degree as
+optimizer states (12 B: fp32 master, momentum, variance), each divided by DP x CP as
 ZeRO stage 1 (optimizer), 2 (+ gradients) and 3 (+ parameters) shard them; activations of
 the micro-batches in flight (from the schedule's order); buffers (fp32 logits and their
 gradient on the last stage, gathered FSDP layers, DP buckets). A stage whose total exceeds
@@ -297,6 +300,10 @@ class ParallelTrainingWorkload(Workload):
         "buffers_bytes": "that stage's logits, gathered FSDP layers and DP buckets",
         "oom": "1 if some stage's peak exceeds the device memory",
         "oom_detail": "the stage over memory and its largest categories ('' when none)",
+        "model_fits": "least trusted kernel fit used: calibrated, borrowed or uncalibrated",
+        "kernel_classes": "kernel classes (and collective) the step was priced with",
+        "borrowed_fits": "GPU.class<-device for every kernel class priced with another "
+        "device's fit",
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: ParallelTrainingParams,
@@ -322,11 +329,20 @@ class ParallelTrainingWorkload(Workload):
         self.cost = MicroBatchCost(self.spec, self.model, self.layout, self.fabrics, knobs,
                                    self.precision)  # fmt: skip
         self.m = p.global_batch // (p.dp * p.micro_batch)
-        view = PipelineView(p.pp, self.m)
+        gemm_flops, attn_flops = self.cost.layer_flops()[0], 0.0
+        if p.cp == 1:  # the policy's estimate: linear work and causal attention apart
+            t, md = self.cost.tokens, self.model
+            gemm_flops = 2.0 * t * md.params_per_layer / p.tp
+            attn_flops = 2.0 * p.micro_batch * p.seq_len**2 * md.heads * md.head_dim / p.tp
+        view = PipelineView(p.pp, self.m, gemm_flops, attn_flops)
         self.sched: Schedule = policies["schedule"].schedule(view)
-        if self.sched.slices != 1:
-            raise ValueError("training-parallel runs unsliced schedules (1f1b, interleaved, "
-                             "gpipe); sliced ones run in the training-pipeline kind")  # fmt: skip
+        if self.sched.slices > 1 and p.cp > 1:
+            raise ValueError("policies.schedule: sliced schedules run with cp = 1")
+        self.costs = [
+            MicroBatchCost(self.spec, self.model, self.layout, self.fabrics, knobs,
+                           self.precision, float(lo), float(hi))
+            for lo, hi in zip(self._bounds()[:-1], self._bounds()[1:], strict=True)
+        ] if self.sched.slices > 1 else [self.cost]  # fmt: skip
         self.layers_of = layer_split(self.model.layers, p.pp * self.sched.chunks)
         self.rows = sim.recorder.table("units", UNIT_COLUMNS)
         self._price_units()
@@ -336,54 +352,80 @@ class ParallelTrainingWorkload(Workload):
         return self.model.params_per_layer / self.layout.tp * PARAM_BYTES
 
     def _gather_s(self, nbytes: float) -> float:
-        return self.fabrics.time_s("all_gather", self.layout, "dp", nbytes)
+        return self.fabrics.time_s("all_gather", self.layout, "dpcp", nbytes)
+
+    def _bounds(self) -> list[float]:
+        """Slice boundaries as fractions of the sequence (uniform unless the policy
+        gives them)."""
+        n, b = self.sched.slices, self.sched.bounds
+        if not b:
+            return [i / n for i in range(n + 1)]
+        x = [float(v) for v in b]
+        if (
+            len(x) != n + 1
+            or x[0] != 0.0
+            or x[-1] != 1.0
+            or any(x[i + 1] <= x[i] for i in range(n))
+        ):
+            raise ValueError(f"schedule bounds must be {n + 1} increasing fractions from 0 to 1")
+        return x
 
     def _price_units(self) -> None:
-        """Per (kind, first/middle/last virtual stage): seconds and its parts."""
-        c, p = self.cost, self.params
+        """Per (kind, virtual stage, slice): seconds and exposed FSDP time."""
+        self.parts_f: list[dict[str, float]] = []
+        self.parts_b: list[dict[str, float]] = []
+        self.unit: dict[tuple[str, int, int], tuple[float, float]] = {}
+        self.p2p_bytes_slice: list[float] = []
+        self.p2p_s_slice: list[float] = []
+        for j, c in enumerate(self.costs):
+            self._price_slice(j, c)
+
+    def _price_slice(self, j: int, c: MicroBatchCost) -> None:
+        p = self.params
         lay = c.layer
         f_comp = lay["fwd_gemm"] + lay["fwd_attention"] + lay["fwd_elementwise"]
         b_comp = lay["bwd_gemm"] + lay["bwd_attention"] + lay["bwd_elementwise"]
         rec = c.layer_recompute_s()
-        self.parts_f = {"compute": f_comp, "tp": lay["fwd_tp"], "cp": lay["fwd_cp"]}
-        self.parts_b = {"compute": b_comp, "tp": lay["bwd_tp"], "cp": lay["bwd_cp"],
-                        "recompute": rec}  # fmt: skip
-        self.layer_f, self.layer_b = c.layer_fwd_s(), c.layer_bwd_s()
+        self.parts_f.append({"compute": f_comp, "tp": lay["fwd_tp"], "cp": lay["fwd_cp"]})
+        self.parts_b.append({"compute": b_comp, "tp": lay["bwd_tp"], "cp": lay["bwd_cp"],
+                             "recompute": rec})  # fmt: skip
+        layer_f, layer_b = c.layer_fwd_s(), c.layer_bwd_s()
         last = self.sched.chunks * p.pp - 1
         vh = self.model.vocab * self.model.hidden / self.layout.tp * PARAM_BYTES
-        self.unit: dict[tuple[str, int], tuple[float, float]] = {}  # -> (seconds, fsdp exposed)
         for k in range(last + 1):
             edge_f = (c.embedding[0] if k == 0 else 0.0) + (c.head[0] if k == last else 0.0)
             edge_b = (c.embedding[1] if k == 0 else 0.0) + (c.head[1] if k == last else 0.0)
             extra = (vh if k == 0 else 0.0) + (vh if k == last else 0.0)
-            for kind, per_layer, edge in (("F", self.layer_f, edge_f), ("B", self.layer_b, edge_b)):
-                if p.zero == 3 and p.dp > 1:
+            for kind, per_layer, edge in (("F", layer_f, edge_f), ("B", layer_b, edge_b)):
+                if p.zero == 3 and self._shard() > 1:
                     ag = self._gather_s(self._layer_param_bytes())
                     rs = 0.0
                     if kind == "B":
-                        rs = self.fabrics.time_s("reduce_scatter", self.layout, "dp",
+                        rs = self.fabrics.time_s("reduce_scatter", self.layout, "dpcp",
                                                  self._layer_param_bytes())  # fmt: skip
                     dur, exposed = fsdp_pass(self.layers_of[k], per_layer, ag, rs, p.fsdp_prefetch,
                                              self._gather_s(extra) if extra else 0.0)  # fmt: skip
-                    self.unit[(kind, k)] = (dur + edge, exposed)
+                    self.unit[(kind, k, j)] = (dur + edge, exposed)
                 else:
-                    self.unit[(kind, k)] = (self.layers_of[k] * per_layer + edge, 0.0)
-        tokens = c.tokens
+                    self.unit[(kind, k, j)] = (self.layers_of[k] * per_layer + edge, 0.0)
         sp = self.layout.tp if p.sequence_parallel else 1
-        self.p2p_bytes_unit = tokens * self.model.hidden * self.precision.activation_bytes / sp
-        self.p2p_s = self.fabrics.p2p_s(self.layout, self.p2p_bytes_unit)
+        nbytes = c.tokens * self.model.hidden * self.precision.activation_bytes / sp
+        self.p2p_bytes_slice.append(nbytes)
+        self.p2p_s_slice.append(self.fabrics.p2p_s(self.layout, nbytes))
 
     def _virtual(self, d: int, u: Unit) -> int:
         return u.chunk * self.params.pp + d
 
     def _time(self, d: int, u: Unit) -> float:
-        return self.unit[(u.kind, self._virtual(d, u))][0]
+        return self.unit[(u.kind, self._virtual(d, u), u.slice)][0]
 
     # ---- the step -----------------------------------------------------------------------
     def start(self) -> None:
         """Run the schedule, the DP tails and the optimizer; finish at the step's end."""
         p = self.params
-        self.starts, self.ends = run_schedule(self.sched, p.pp, self._time, self.p2p_s)
+        self.starts, self.ends = run_schedule(
+            self.sched, p.pp, self._time, lambda u: self.p2p_s_slice[u.slice]
+        )
         for d, order in enumerate(self.sched.order):
             for u, a, b in zip(order, self.starts[d], self.ends[d], strict=True):
                 self.rows.append(d, u.kind, u.micro, u.chunk, a, b)
@@ -415,19 +457,21 @@ class ParallelTrainingWorkload(Workload):
     def _dp_comm_s(self, params: float) -> float:
         nbytes = params * self.params.grad_bytes_per_param
         op = "all_reduce" if self.params.zero == 0 else "reduce_scatter"
-        return self.fabrics.time_s(op, self.layout, "dp", nbytes)
+        return self.fabrics.time_s(op, self.layout, "dpcp", nbytes)
 
     def _dp_tail(self, d: int) -> float:
         """When stage ``d``'s gradients are reduced over DP (module doc, item 3)."""
         p = self.params
         end = self.stage_end[d]
-        if p.dp <= 1 or p.zero == 3:
+        if self.layout.size("dpcp") <= 1 or p.zero == 3:
             return end
         order, starts, ends = self.sched.order[d], self.starts[d], self.ends[d]
         last_b: dict[int, tuple[float, float]] = {}
+        last_micro = max(u.micro for u in order)
         for u, a, b in zip(order, starts, ends, strict=True):
-            if u.kind == "B":
-                last_b[u.chunk] = (a, b)
+            if u.kind == "B" and u.micro == last_micro:  # all its slices: one span
+                a0 = last_b.get(u.chunk, (a, b))[0]
+                last_b[u.chunk] = (min(a0, a), b)
         per_layer = self.model.params_per_layer / self.layout.tp
         ready: list[tuple[float, float]] = []
         for chunk, (a, b) in last_b.items():
@@ -444,7 +488,9 @@ class ParallelTrainingWorkload(Workload):
         return max(end, bucket_tail(times, grads, bucket, self._dp_comm_s, start))
 
     def _shard(self) -> int:
-        return self.params.dp if self.params.zero >= 1 else 1
+        """Ranks the optimizer states are sharded over: those holding the same weights
+        (DP x CP, as Megatron-LM's distributed optimizer and FSDP over CP shard them)."""
+        return self.layout.size("dpcp") if self.params.zero >= 1 else 1
 
     def _optimizer_s(self, d: int) -> float:
         """AdamW over the local shard, memory-bound (module doc, item 4)."""
@@ -455,30 +501,30 @@ class ParallelTrainingWorkload(Workload):
 
     def _param_gather_exposed(self, d: int) -> float:
         p = self.params
-        if p.zero not in (1, 2) or p.dp <= 1:
+        if p.zero not in (1, 2) or self.layout.size("dpcp") <= 1:
             return 0.0
         ag = self._gather_s(self.stage_params(d) * PARAM_BYTES)
         if not p.overlap_param_gather:
             return ag
-        first = self.unit[("F", d)][0]
+        first = sum(self.unit[("F", d, j)][0] for j in range(self.sched.slices))
         return max(0.0, ag - first)
 
     # ---- memory -------------------------------------------------------------------------
     def _memory(self, d: int) -> StageMemory:
-        p, c = self.params, self.cost
+        p = self.params
         n = self.stage_params(d)
-        dp = p.dp
+        dp = self.layout.size("dpcp")
         params = n * PARAM_BYTES / (dp if p.zero == 3 else 1)
         grads = n * p.grad_bytes_per_param / (dp if p.zero >= 2 else 1)
         opt = n * OPTIMIZER_STATE_BYTES / (dp if p.zero >= 1 else 1)
-        per_layer = c.layer_activation_bytes()
+        per_layer = [c.layer_activation_bytes() for c in self.costs]
         acts = peak_in_flight(
-            self.sched.order[d], lambda u: self.layers_of[self._virtual(d, u)] * per_layer
+            self.sched.order[d], lambda u: self.layers_of[self._virtual(d, u)] * per_layer[u.slice]
         )
-        acts += c.layer_working_bytes()
+        acts += max(c.layer_working_bytes() for c in self.costs)
         buffers = 0.0
         if d == p.pp - 1:
-            buffers += c.logits_bytes()
+            buffers += max(c.logits_bytes() for c in self.costs)
         if p.zero == 3 and dp > 1:
             buffers += (p.fsdp_prefetch + 1) * self._layer_param_bytes() * 2
         elif dp > 1:
@@ -495,9 +541,9 @@ class ParallelTrainingWorkload(Workload):
         parts = dict.fromkeys(("compute", "recompute", "tp", "cp", "fsdp"), 0.0)
         busy = 0.0
         for u in self.sched.order[d]:
-            dur, exposed = self.unit[(u.kind, self._virtual(d, u))]
+            dur, exposed = self.unit[(u.kind, self._virtual(d, u), u.slice)]
             busy += dur
-            per = self.parts_f if u.kind == "F" else self.parts_b
+            per = (self.parts_f if u.kind == "F" else self.parts_b)[u.slice]
             k = self.layers_of[self._virtual(d, u)]
             for key, val in per.items():
                 parts[key] += k * val
@@ -534,7 +580,8 @@ class ParallelTrainingWorkload(Workload):
             oom_detail = (f"stage {d} needs {m.total / 2**30:.1f} GiB of "
                           f"{self.capacity / 2**30:.1f} GiB ({top})")  # fmt: skip
         virtual = p.pp * self.sched.chunks
-        p2p_units = 2 * self.m * (virtual - 1) if p.pp > 1 else 0
+        sends = 2 * self.m * (virtual - 1) if p.pp > 1 else 0
+        p2p = sends * sum(self.p2p_bytes_slice)
         return {
             "iteration_s": it,
             "tokens_per_s_per_gpu": tokens / it / world,
@@ -551,7 +598,7 @@ class ParallelTrainingWorkload(Workload):
             "optimizer_s": parts["optimizer"],
             "param_gather_exposed_s": parts["param_gather"],
             "bubble": float(bubble_fraction(self.starts, self.ends).mean()),
-            "p2p_bytes": p2p_units * self.p2p_bytes_unit,
+            "p2p_bytes": p2p,
             "tp_bytes_per_layer": 4 * self.cost.tokens * self.model.hidden
             * self.precision.activation_bytes if lay.tp > 1 else 0.0,
             "micro_batches": self.m,
@@ -564,7 +611,23 @@ class ParallelTrainingWorkload(Workload):
             "buffers_bytes": mem.buffers,
             "oom": int(bool(over)),
             "oom_detail": oom_detail,
+            **self._trust(),
         }  # fmt: skip
+
+    def _trust(self) -> dict[str, str]:
+        """Which kernel fits priced the step (``docs/fidelity`` copies these columns)."""
+        ref = kernel_fits(self.spec)
+        classes = ["gemm", "attention_prefill", "elementwise"]
+        kinds = [ref.class_kind(c) for c in classes]
+        kind = next((k for k in ("uncalibrated", "borrowed") if k in kinds), "calibrated")
+        borrowed = [
+            f"{self.spec.name}.{c}<-{ref.fitted_on.get(c) or 'roofline'}"
+            for c, k in zip(classes, kinds, strict=True)
+            if k != "calibrated"
+        ]
+        used = classes + (["collective"] if self.layout.world > 1 else [])
+        return {"model_fits": kind, "kernel_classes": ";".join(sorted(used)),
+                "borrowed_fits": ";".join(borrowed)}  # fmt: skip
 
     def horizon_s(self) -> float | None:
         """The step's length once priced."""

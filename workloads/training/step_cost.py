@@ -141,6 +141,10 @@ class MicroBatchCost:
     fabrics: Fabrics
     knobs: StepKnobs = field(default_factory=StepKnobs)
     precision: Precision = field(default_factory=lambda: Precision("bf16", "bf16", "bf16"))
+    #: the part ``[lo, hi)`` of each sequence this micro-batch unit covers (a slice of a
+    #: sliced schedule: its tokens attend to the ``lo`` before them as cached context)
+    slice_lo: float = 0.0
+    slice_hi: float = 1.0
 
     @cached_property
     def fits(self) -> KernelFits:
@@ -148,9 +152,15 @@ class MicroBatchCost:
         return kernel_fits(self.spec).fits
 
     @property
+    def sliced(self) -> bool:
+        """Whether this unit is a slice of the sequence rather than all of it."""
+        return self.slice_hi - self.slice_lo < 1.0
+
+    @property
     def tokens(self) -> int:
-        """Tokens one rank computes per micro-batch: ``b s / cp``."""
-        return self.knobs.micro_batch * self.knobs.seq_len // self.layout.cp
+        """Tokens one rank computes per unit: ``b s / cp`` (times the slice's share)."""
+        share = self.slice_hi - self.slice_lo
+        return round(self.knobs.micro_batch * self.knobs.seq_len * share) // self.layout.cp
 
     @property
     def _attn_precision(self) -> Precision:
@@ -238,12 +248,20 @@ class MicroBatchCost:
         q = s / cp
         self_units = b * q * q
         cross_units = b * (s * s / (2.0 * cp) - q * q / 2.0)
+        ctx = b * (s - q)
+        if self.sliced:  # cp is 1: the slice's queries on the slices before it
+            q = s * (self.slice_hi - self.slice_lo)
+            self_units, cross_units, ctx = (
+                b * q * q,
+                b * q * s * self.slice_lo,
+                b * s * self.slice_lo,
+            )
         prec = self._attn_precision
         fit = self.fits.attention_prefill
 
         def run(scale: float) -> float:
             return float(attention_prefill_time_s(
-                self.spec, fit, scale * cross_units, scale * self_units, b * q, b * (s - q),
+                self.spec, fit, scale * cross_units, scale * self_units, b * q, ctx,
                 heads, kvh, md.head_dim, prec,
             ))  # fmt: skip
 
@@ -283,8 +301,9 @@ class MicroBatchCost:
         md, kn, lay = self.model, self.knobs, self.layout
         t = self.tokens
         gemm = 2.0 * t * md.params_per_layer / lay.tp
-        attn = 4.0 * kn.micro_batch * kn.seq_len**2 / (2.0 * lay.cp) * md.heads * md.head_dim
-        attn /= lay.tp
+        s, lo, hi = kn.seq_len, self.slice_lo, self.slice_hi
+        pairs = s * s * (hi * hi - lo * lo) / 2.0 / lay.cp  # causal query-key pairs
+        attn = 4.0 * kn.micro_batch * pairs * md.heads * md.head_dim / lay.tp
         return gemm + attn, 2 * gemm + kn.attn_bwd_flops_ratio * attn
 
     @cached_property
@@ -319,10 +338,16 @@ class MicroBatchCost:
         return outside / sp + (8.0 * sbh + mlp) / tp
 
     def layer_activation_bytes(self) -> float:
-        """Activations one layer keeps from forward to backward for one micro-batch."""
+        """Activations one layer keeps from forward to backward for one unit. A slice
+        under full recompute also keeps its K and V: the later slices' recomputed
+        forwards attend to them."""
         if self.knobs.recompute == "full":
             sp = self.layout.tp if self.knobs.sequence_parallel else 1
-            return 2.0 * self.tokens * self.model.hidden / sp
+            kept = 2.0 * self.tokens * self.model.hidden / sp
+            if self.sliced:
+                kvh = max(self.model.kv_heads / self.layout.tp, 1.0)
+                kept += 2.0 * self.tokens * kvh * self.model.head_dim * 2.0
+            return kept
         return self._full_activation_bytes()
 
     def layer_working_bytes(self) -> float:
