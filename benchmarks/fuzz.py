@@ -313,8 +313,10 @@ def _worker(tasks: mp.Queue, results: mp.Queue, timeout_s: float) -> None:
             return
         key, path, names = item
         results.put(("start", key, os.getpid()))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         outcome, detail = classify(Path(path), tuple(names), timeout_s)
+        if outcome == "hang":
+            detail = f"{time.process_time() - c0:.1f} s CPU in {timeout_s:g} s wall"
         results.put(("done", key, (outcome, detail, time.perf_counter() - t0)))
 
 

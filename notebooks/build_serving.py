@@ -99,7 +99,7 @@ steady.round(3)""",
     (
         "code",
         """runs = {dep: hetsim.run(CAUCHY, overrides={"policies.deployment": dep,
-                                          "workload.requests.rate_per_s": 48,
+                                          "workload.requests.rate_per_s": 16,
                                           "workload.price_preset": "aws-ondemand",
                                           "outputs.spans": True})
         for dep in ["cauchy", "melange", "colocated", "distserve"]}

@@ -179,9 +179,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print("(a digest; --out DIR writes every column to DIR/sweep.csv)")
     if "overloaded" in table and table["overloaded"].fillna(False).astype(bool).any():
         n = int(table["overloaded"].fillna(False).astype(bool).sum())
-        print(f"{args.file}: warning: {n} of {len(table)} points overloaded (served_per_s "
-              "more than 10% below offered_per_s: a growing queue); their latency and cost "
-              "figures are not steady-state figures", file=sys.stderr)  # fmt: skip
+        print(f"{args.file}: warning: {n} of {len(table)} points overloaded (sojourn times "
+              "or the backlog grow while requests arrive; see the overloaded, sojourn_growth "
+              "and backlog_growth columns): their latency and cost figures are not "
+              "steady-state figures", file=sys.stderr)  # fmt: skip
     if out:
         fmt = args.format or sc.outputs.format
         folder, files = Path(out), [f"sweep.{fmt}", "scenario.yaml"]

@@ -115,6 +115,17 @@ def _type_text(annotation: Any) -> str:
     return text
 
 
+def _bounds(metadata: list[Any]) -> str:
+    """`` >= 0`` etc. for the numeric bounds pydantic keeps beside the type."""
+    out = []
+    for item in metadata:
+        for attr, op in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            value = getattr(item, attr, None)
+            if value is not None and type(item).__name__ in ("Gt", "Ge", "Lt", "Le", "Interval"):
+                out.append(f"{op} {value}")
+    return (" " + ", ".join(out)) if out else ""
+
+
 def _default(info: Any) -> str:
     if info.is_required():
         return "required"
@@ -154,7 +165,8 @@ def field_rows(model: Any, prefix: str = "", depth: int = 0) -> list[FieldRow]:
         unit = metric_info(name).unit
         unit = "" if unit == "fraction" else unit
         text = " ".join(doc.split())
-        rows.append(FieldRow(path, _type_text(info.annotation), _default(info), unit, text))
+        kind = _type_text(info.annotation) + _bounds(info.metadata)
+        rows.append(FieldRow(path, kind, _default(info), unit, text))
         if nested is not None and depth < MAX_DEPTH:
             rows += field_rows(nested, f"{path}.", depth + 1)
     return rows

@@ -25,7 +25,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-MARK = re.compile(r"^<!--\s*runnable(?::\s*(?P<arg>.*?))?\s*-->\s*$")
+MARK = re.compile(r"^<!--\s*runnable(?::\s*(?P<arg>.*?))?\s*-->\s*$", re.M)
 FENCE = re.compile(r"^```(?P<lang>\S*)")
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from hetsim.devices.precision import Precision
@@ -21,6 +20,9 @@ from hetsim.devices.spec import DeviceSpec
 from hetsim.workloads.models.dense import model_spec
 from hetsim.workloads.models.transformer_cost import TransformerCost, prefill_batch
 from hetsim.workloads.paths import resolve_path
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class _Strict(BaseModel):
@@ -112,6 +114,8 @@ def sample_arrivals(spec: PoissonArrivals, n: int, rng: np.random.Generator) -> 
 def read_trace(spec: TraceArrivals, base_dir: Path) -> pd.DataFrame:
     """The trace's rows sorted by time (raises OSError/KeyError with the column name)."""
     path = resolve_path(spec.path, base_dir).resolve()
+    import pandas as pd  # only trace arrivals need it (start-up)
+
     frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     for col in (spec.time_column, spec.flops_column, spec.bytes_column):
         if col is not None and col not in frame.columns:
