@@ -23,7 +23,7 @@ from hetsim.simulator.plugins import ENV_PLUGINS, PluginError, load_plugin, load
 from hetsim.simulator.version import __version__
 
 VALIDATE_MEMORY_GIB = 4.0
-VALIDATE_CPU_S = 8.0
+VALIDATE_CPU_S = 5.0
 """``validate`` builds the scenario within these (``--max-memory-gib``, ``--max-cpu-s``):
 a scenario too large to build in them is refused, so validating never runs away."""
 EXIT_BAD_INPUT = 2
