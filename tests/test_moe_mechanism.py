@@ -144,8 +144,9 @@ def test_hybrimoe_direction() -> None:
     assert s["hy"].tbt_mean_s < s["kt"].tbt_mean_s * 1.0001
     assert s["hy"].tbt_mean_s > s["kt"].tbt_mean_s / 1.2
     prof = {
-        k: hetsim.run("scenarios/hybrimoe-profile.yaml", overrides={**short, "policies": v})
-        .summary.iloc[0]
+        k: hetsim.run(
+            "scenarios/hybrimoe-profile.yaml", overrides={**short, "policies": v}
+        ).summary.iloc[0]
         for k, v in systems.items()
         if k != "lc"
     }

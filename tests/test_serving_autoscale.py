@@ -173,9 +173,11 @@ def test_drained_instance_gets_no_request_and_its_cost_stops(tmp_path: Path) -> 
 def test_autoscaling_holds_attainment_through_a_surge_at_better_tokens_per_usd() -> None:
     """A shortened cauchy-surge (60 s base, 60 s at 3x, 60 s base; hold_in_s 30 so the
     scale-in fits in the short tail). Direction: the static base deployment collapses,
-    the autoscaled one holds most of its attainment (the surge's first seconds are lost
-    while the window fills and the hold runs) at >= 10% more Tokens/USD than the static
-    deployment sized for the peak."""
+    the autoscaled one scales out and holds most of its attainment (the surge's first
+    seconds are lost while the window fills and the hold runs). Under the kernel-level
+    cost model its Tokens/USD is within 10% of the static deployment sized for the peak,
+    no longer >= 10% above it (0.96x here: the combos it adds during the surge cost more
+    per hour than the peak-sized mix; docs/serving.md)."""
     sc = hetsim.load_scenario(ROOT / "scenarios" / "cauchy-surge.yaml")
     base = {"workload.requests.num_requests": 4800,
             "workload.requests.surge": {"start_s": 60, "duration_s": 60, "factor": 3}}  # fmt: skip
@@ -187,7 +189,8 @@ def test_autoscaling_holds_attainment_through_a_surge_at_better_tokens_per_usd()
     assert res["base"]["slo_attainment"] < 0.6  # collapses during the surge
     assert res["peak"]["slo_attainment"] > 0.95
     assert res["auto"]["slo_attainment"] > 0.8
-    assert res["auto"]["tokens_per_usd"] > 1.1 * res["peak"]["tokens_per_usd"]
+    ratio = res["auto"]["tokens_per_usd"] / res["peak"]["tokens_per_usd"]
+    assert 0.9 < ratio < 1.1
     assert res["auto"]["scale_out_events"] >= 1
 
 
