@@ -6,10 +6,9 @@ fitted by :mod:`hetsim.devices.kernel_calibration` to measured kernel times):
 * **GEMM** ``(m x k) @ (k x n)``: ``2mnk`` FLOPs at the tensor-core peak of its math
   format, bytes ``m k a + k n w + m n a`` (activation and weight bytes per element) at
   the HBM bandwidth. The compute efficiency rises with the FLOPs and the memory
-  efficiency with the matrices' size (Hill curves,
-  :class:`~hetsim.devices.spec.EfficiencyCurve`; the size is counted at fp16 whatever the
-  format: a kernel's parallelism follows the shape, not the element format), and the two
-  roofs combine smoothly, ``(t_c^p + t_m^p + t_d^p)^(1/p)`` with a fitted sharpness ``p``
+  efficiency with the bytes (Hill curves, :class:`~hetsim.devices.spec.EfficiencyCurve`),
+  and the two roofs combine smoothly, ``(t_c^p + t_m^p + t_d^p)^(1/p)`` with a fitted
+  sharpness ``p``
   (``p -> inf`` is the plain roofline's max), so a GEMM with small ``m`` becomes a
   bandwidth-bound GEMV and the ridge is not too optimistic. ``t_d`` is the
   dequantisation roof of weight-only formats (:mod:`hetsim.devices.precision`).
@@ -167,12 +166,9 @@ def gemm_time_s(
     flops = 2.0 * m * n * k
     a_bytes, w_bits = precision.activation_bytes, precision.weight_bits
     nbytes = (m * k + m * n) * a_bytes + k * n * w_bits / 8.0
-    # the size-dependent efficiency follows the shape (blocks over the output, tiles over
-    # k), not the element format: it is evaluated at the fp16 size it was fitted in
-    size16 = 2.0 * (m * k + m * n + k * n)
     peak = spec.peak(precision.math_dtype())
     t_c = np.where(flops > 0, flops / (peak * fit.compute.array(flops)), 0.0)
-    t_m = nbytes / (spec.memory_bandwidth_Bps * fit.memory.array(size16))
+    t_m = nbytes / (spec.memory_bandwidth_Bps * fit.memory.array(nbytes))
     t = smooth_max(t_c, t_m, fit.sharpness)
     if precision.weight_only:
         vector = spec.peak_flops.get("fp32", peak / 16.0)

@@ -53,7 +53,7 @@ def gemm(g: Gpu, m: float, n: float, k: float, a: float = 2.0, w: float = 2.0) -
     f = g.fits["gemm"]
     flops, nbytes = 2 * m * n * k, (m * k + m * n) * a + k * n * w
     tc = flops / (g.peak * _hill(f["compute"], flops))
-    tm = nbytes / (g.bw * _hill(f["memory"], 2 * (m * k + m * n + k * n)))
+    tm = nbytes / (g.bw * _hill(f["memory"], nbytes))
     return f["floor_s"] + _smooth(tc, tm, f["sharpness"]) if m > 0 else 0.0
 
 
