@@ -15,22 +15,7 @@ import yaml
 from hetsim.simulator.cli import main
 from hetsim.simulator.errors import TraceError
 from hetsim.workloads.serving.traces import TraceConfig, read_trace
-from tests.cli_helpers import cli_error
-
-TINY = """\
-name: tiny
-seed: 1
-cluster:
-  nodes:
-    - name: farm
-      devices:
-        server: {type: ideal-server, count: 2}
-workload:
-  kind: queueing
-  arrivals: {kind: poisson, rate_per_s: 1.0}
-  demand: {kind: exponential, mean_flops: 1.0e12}
-  num_requests: 30
-"""
+from tests.cli_helpers import TINY, cli_error
 
 
 def validate_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: bytes) -> str:

@@ -16,21 +16,7 @@ import yaml
 
 from hetsim.simulator.cli import main
 from hetsim.simulator.outdir import MARKER, clean_stale, record_files
-
-TINY = """\
-name: tiny
-seed: 1
-cluster:
-  nodes:
-    - name: farm
-      devices:
-        server: {type: ideal-server, count: 2}
-workload:
-  kind: queueing
-  arrivals: {kind: poisson, rate_per_s: 1.0}
-  demand: {kind: exponential, mean_flops: 1.0e12}
-  num_requests: 30
-"""
+from tests.cli_helpers import TINY
 
 
 @pytest.fixture

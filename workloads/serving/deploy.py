@@ -132,6 +132,28 @@ class Config:
     view: ConfigView
 
 
+def priced_config(
+    model: ModelSpec,
+    precision: Precision,
+    spec: DeviceSpec,
+    tp: int,
+    fabrics: dict[str, str],
+    memory: int,
+    mem_fraction: float,
+    overheads: EngineOverheads | None = None,
+) -> tuple[IterationCost, int]:
+    """The cost model and KV capacity (tokens) of ``model`` on ``tp`` GPUs of ``spec``;
+    ValueError naming the failed check: a precision the GPU lacks, a TP degree the heads
+    do not split, weights past memory."""
+    precision.check(spec)
+    cost = IterationCost(
+        model, spec, tp, precision, tp_fabric(spec, fabrics) if tp > 1 else None,
+        overheads or EngineOverheads(),
+    )  # fmt: skip
+    cost.transformer  # noqa: B018 (a TP degree the heads do not split raises here)
+    return cost, cost.kv_capacity_tokens(memory, mem_fraction)
+
+
 def candidate_configs(
     model: ModelSpec,
     precision: Precision,
@@ -157,13 +179,9 @@ def candidate_configs(
             if tp > count:
                 continue
             try:
-                precision.check(spec)
-                cost = IterationCost(
-                    model, spec, tp, precision, tp_fabric(spec, fabrics) if tp > 1 else None,
-                    overheads or EngineOverheads(),
-                )  # fmt: skip
-                cost.transformer  # noqa: B018 (a TP degree the heads do not split raises here)
-                kv = cost.kv_capacity_tokens(memory, mem_fraction)
+                cost, kv = priced_config(
+                    model, precision, spec, tp, fabrics, memory, mem_fraction, overheads
+                )
             except ValueError as e:
                 short.append(str(e))
                 continue
@@ -196,13 +214,7 @@ def config_problem(
     if tp > count:
         return f"tp={tp} needs {tp} {gpu_type} GPUs; the cluster has {count}"
     try:
-        precision.check(spec)
-        cost = IterationCost(
-            model, spec, tp, precision, tp_fabric(spec, fabrics) if tp > 1 else None,
-            overheads or EngineOverheads(),
-        )  # fmt: skip
-        cost.transformer  # noqa: B018 (a TP degree the heads do not split raises here)
-        cost.kv_capacity_tokens(memory, mem_fraction)
+        priced_config(model, precision, spec, tp, fabrics, memory, mem_fraction, overheads)
     except ValueError as e:
         return str(e)
     return "it was not offered"
