@@ -283,6 +283,11 @@ def kernel_residuals() -> dict[str, dict[str, tuple[float, float]]]:
     }
 
 
+#: Longest prefill chunk in the attention measurements the fits come from (Vidur's legacy
+#: A100 profile, chunks of 64-4,096 tokens): beyond it the attention_prefill class is
+#: extrapolated, and runs that go there say so.
+ATTENTION_PREFILL_FIT_MAX_TOKENS = 4096
+
 #: Residual assumed for a kernel class with no fit behind it (uncalibrated or a class the
 #: fitted device has no measurements of): the roofline's own spread is unknown, so the
 #: band says so by being wide. A named constant, not a measurement.

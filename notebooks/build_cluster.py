@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nbwrite import write_notebook
+from nbwrite import range_cells, write_notebook
 
 CELLS = [
     (
@@ -125,7 +125,8 @@ pd.concat({n: r.summary.iloc[0][cols] for n, r in muri.items()}, axis=1).T""",
 
 def main() -> None:
     """Write the notebook next to this script."""
-    print(f"wrote {write_notebook(CELLS, 'cluster.ipynb')}")
+    cells = [*CELLS, *range_cells(["cuckoo", "muri-s", "muri-l"])]
+    print(f"wrote {write_notebook(cells, 'cluster.ipynb')}")
 
 
 if __name__ == "__main__":

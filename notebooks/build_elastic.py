@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nbwrite import write_notebook
+from nbwrite import range_cells, write_notebook
 
 CELLS = [
     (
@@ -73,7 +73,8 @@ sweep[["policies.forecaster", "forecast_wape", "accumulated_lag_sample_s",
 
 def main() -> None:
     """Write the notebook next to this script."""
-    print(f"wrote {write_notebook(CELLS, 'elastic.ipynb')}")
+    cells = [*CELLS, *range_cells(["kale"])]
+    print(f"wrote {write_notebook(cells, 'elastic.ipynb')}")
 
 
 if __name__ == "__main__":

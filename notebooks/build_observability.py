@@ -6,7 +6,7 @@ hetsim.load_scenario) plus pandas and matplotlib; HETSIM_NOTEBOOK_SMALL=1 shrink
 
 from __future__ import annotations
 
-from nbwrite import write_notebook
+from nbwrite import range_cells, write_notebook
 
 CELLS: list[tuple[str, str]] = [
     (
@@ -103,7 +103,8 @@ table[["detector", "interval_s", "ettr", "ettr_exact", "goodput_tokens_per_s"]].
 
 def main() -> None:
     """Write the notebook next to this script."""
-    print(f"wrote {write_notebook(CELLS, 'observability.ipynb')}")
+    cells = [*CELLS, *range_cells(["kair"])]
+    print(f"wrote {write_notebook(cells, 'observability.ipynb')}")
 
 
 if __name__ == "__main__":

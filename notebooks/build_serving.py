@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nbwrite import write_notebook
+from nbwrite import range_cells, write_notebook
 
 CELLS = [
     (
@@ -211,7 +211,8 @@ pcs[["case", "workload.requests.rate_per_s", "prefix_hit_rate", "ttft_mean_s",
 
 def main() -> None:
     """Write the notebook next to this script."""
-    print(f"wrote {write_notebook(CELLS, 'serving.ipynb')}")
+    cells = [*CELLS, *range_cells(["cauchy", "distserve", "splitwise", "lud"])]
+    print(f"wrote {write_notebook(cells, 'serving.ipynb')}")
 
 
 if __name__ == "__main__":

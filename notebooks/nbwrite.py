@@ -71,3 +71,43 @@ def write_notebook(cells: Sequence[Cell], name: str) -> Path:
         nb = execute(nb, folder)
     nbformat.write(nb, path)
     return path
+
+
+def range_cells(headlines: Sequence[str]) -> list[tuple[str, str]]:
+    """Cells that plot each headline's robustness range (``notebooks/robustness.py``
+    writes ``docs/figures/robustness/<name>.csv`` when it reruns a sweep): per metric,
+    the paper's system against the best baseline at every point of the sweep, with the
+    paper's value marked. Needs ``ROOT``, ``pd`` and ``plt`` from the notebook's first
+    code cell."""
+    names = ", ".join(f'"{h}"' for h in headlines)
+    return [
+        (
+            "md",
+            "## Headlines as ranges\n\nEach headline over its robustness sweep "
+            "(`scenarios/<name>-robustness.yaml`, rerun by `notebooks/robustness.py`): "
+            "the ratio of the paper's system to the best baseline at every point (> 1: "
+            "the paper's direction holds), the median as a bar, the paper's value as a "
+            "red diamond; a ratio of 0 sits on the bottom edge (down triangles), inf on "
+            "the top edge.",
+        ),
+        (
+            "code",
+            f"""import sys
+
+sys.path.insert(0, str(ROOT / "notebooks"))
+from robustness import plot_ranges  # the figure the docs show
+
+RANGES = ROOT / "docs" / "figures" / "robustness"
+rows = []
+for name in [{names}]:
+    frame = pd.read_csv(RANGES / f"{{name}}.csv")
+    plot_ranges(frame)
+    for metric, v in frame.groupby("metric", sort=False)["best baseline"]:
+        v = v.dropna()
+        rows.append({{"headline": name, "metric": metric, "points": len(v),
+                     "min": v.min(), "median": v.median(), "max": v.max(),
+                     "share > 1": (v > 1).mean()}})
+plt.show()
+pd.DataFrame(rows).round(3)""",
+        ),
+    ]

@@ -11,7 +11,10 @@ constants (estimation error, interference truth, load, prices, ...), with seeds.
 compared with every baseline and with the best of them, per headline metric, as a ratio
 oriented so that > 1 means the paper's direction holds. The doc block reports, per metric
 and comparison, the min / median / max ratio and the share of points where it is > 1,
-then that share per swept value (which constant breaks the direction). The block sits
+then that share per swept value (which constant breaks the direction), and shows a strip
+plot of the ratio against the best baseline at every point with the paper's value marked
+(``docs/figures/robustness-NAME.png``, its data in ``docs/figures/robustness/NAME.csv``,
+which the domain notebooks plot too). The block sits
 between ``<!-- robustness:NAME -->`` and ``<!-- /robustness:NAME -->`` in the doc; a
 missing block is appended at the end. Results go to ``results/robustness/NAME/``.
 """
@@ -57,6 +60,9 @@ class Headline:
     #: label -> value of oracle upper bounds (read ground truth): their own table, never
     #: compared as a baseline
     oracles: dict[str, Any] = field(default_factory=dict)
+    #: metric name -> the paper's published ratio in this orientation (> 1: the system
+    #: better), marked on the range figure; absent where the paper gives no number
+    paper: dict[str, float] = field(default_factory=dict)
 
 
 CUCKOO_POLICIES = {
@@ -83,6 +89,7 @@ HEADLINES: dict[str, Headline] = {
         ),
         claim="Cuckoo meets more deadlines (2.38x) with a lower mean JCT (1.81x) than the "
         "state of the art",
+        paper={"deadline satisfaction": 2.38, "mean JCT": 1.81},
     ),
     "muri-s": Headline(
         doc="docs/cluster.md",
@@ -94,6 +101,7 @@ HEADLINES: dict[str, Headline] = {
         },
         metrics=(Metric("mean_jct_s", False, "mean JCT"), Metric("makespan_s", False, "makespan")),
         claim="interleaving (Muri-S) lowers mean JCT and makespan against SRTF",
+        paper={"mean JCT": 3.6, "makespan": 1.6},  # "up to", against DL schedulers
     ),
     "muri-l": Headline(
         doc="docs/cluster.md",
@@ -105,6 +113,7 @@ HEADLINES: dict[str, Headline] = {
         },
         metrics=(Metric("mean_jct_s", False, "mean JCT"), Metric("makespan_s", False, "makespan")),
         claim="interleaving (Muri-L) lowers mean JCT and makespan against Tiresias",
+        paper={"mean JCT": 3.6, "makespan": 1.6},  # "up to", against DL schedulers
     ),
     "kair": Headline(
         doc="docs/observability.md",
@@ -139,6 +148,7 @@ HEADLINES: dict[str, Headline] = {
         ),
         claim="Cauchy's heterogeneous combos raise Tokens/USD (up to +38.3%) over "
         "homogeneous and heterogeneity-aware deployments",
+        paper={"goodput Tokens/USD": 1.383},
     ),
     "distserve": Headline(
         doc="docs/serving.md",
@@ -189,6 +199,25 @@ HEADLINES: dict[str, Headline] = {
         ),
         claim="Kale cuts accumulated lag (-69.2%), downtime (-33.1%) and SLO violations "
         "(19.57% -> 2.6%) against HPA",
+        paper={
+            "SLO violations (time)": 19.57 / 2.6,
+            "accumulated lag": 1 / (1 - 0.692),
+            "downtime": 1 / (1 - 0.331),
+        },
+    ),
+    "lud": Headline(
+        doc="docs/serving.md",
+        by="workload.lud.enabled",
+        system="LUD",
+        labels={"LUD": True, "standard decoding": False},
+        metrics=(
+            Metric("tpot_mean_s", False, "mean TPOT"),
+            Metric("e2e_p50_s", False, "median end-to-end latency"),
+            Metric("output_tokens_per_s", True, "output tokens/s"),
+        ),
+        claim="lexical-unit decoding generates natural language 33% faster (1.33x) than "
+        "standard decoding",
+        paper={"mean TPOT": 1.33, "median end-to-end latency": 1.33, "output tokens/s": 1.33},
     ),
     "chameleon": Headline(
         doc="docs/training.md",
@@ -259,6 +288,7 @@ SCENARIO_OF = {
     "cauchy": "cauchy",
     "distserve": "disaggregation",
     "splitwise": "disaggregation",
+    "lud": "lud",
 }
 
 
@@ -367,8 +397,8 @@ def _median(v: np.ndarray) -> float:
     return float(np.median(w)) if len(w) else float("nan")
 
 
-def render(name: str, spec: Headline, table: pd.DataFrame, command: str) -> str:
-    """The doc block for one headline."""
+def render(name: str, spec: Headline, table: pd.DataFrame, command: str, figure: str = "") -> str:
+    """The doc block for one headline (``figure``: a line showing its range figure)."""
     r = ratios(table, spec)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     comps = [lab for lab in spec.labels if lab != spec.system] + ["best baseline"]
@@ -395,7 +425,7 @@ def render(name: str, spec: Headline, table: pd.DataFrame, command: str) -> str:
             lo, hi = (_fmt(w.min()), _fmt(w.max())) if len(w) else ("-", "-")
             share = _share(v, int(bad_b.sum()), int(bad_s.sum()))
             lines.append(f"| {m.name} | {c} | {lo} | {_fmt(_median(v))} | {hi} | {share} |")
-    if not r.empty:
+    if not r.empty and "best baseline" in r:
         lines += ["", f"Share of points where {spec.system} beats the best baseline, by "
                   "swept value (median ratio in brackets):", "",
                   "| parameter | value | " + " | ".join(m.name for m in spec.metrics) + " |",
@@ -411,6 +441,8 @@ def render(name: str, spec: Headline, table: pd.DataFrame, command: str) -> str:
                     cells.append(f"{share} ({_fmt(_median(v))})")
                 lines.append(f"| `{col}` | {value} | " + " | ".join(cells) + " |")
     lines += oracle_table(spec, table)
+    if figure:
+        lines += ["", figure]
     lines.append(f"<!-- /robustness:{name} -->")
     return "\n".join(lines)
 
@@ -433,6 +465,96 @@ def oracle_table(spec: Headline, table: pd.DataFrame) -> list[str]:
     return lines
 
 
+#: where each headline's ratios (one row per point and metric) and range figure go; the
+#: domain notebooks plot the same CSVs
+FIGURES = ROOT / "docs" / "figures"
+RANGES = FIGURES / "robustness"
+
+
+def range_table(name: str, spec: Headline, table: pd.DataFrame) -> pd.DataFrame:
+    """The ratios of every point (:func:`ratios`) with the headline's name, system and
+    the paper's value of each metric (NaN where it published none): the data of the
+    range figure, written to ``docs/figures/robustness/NAME.csv``."""
+    r = ratios(table, spec)
+    if r.empty:
+        return r
+    r.insert(0, "headline", name)
+    r.insert(1, "system", spec.system)
+    r["paper"] = [spec.paper.get(m, float("nan")) for m in r["metric"]]
+    return r
+
+
+def plot_ranges(frame: pd.DataFrame, ax: Any = None) -> Any:
+    """Strip plot of a range table: per metric, the system's ratio against the best
+    baseline at every point of the sweep (log scale), its median as a bar, 1 (parity)
+    dashed and the paper's value as a red diamond. A ratio of 0 (the baseline's value is
+    0, the system's not: e.g. no downtime) is drawn at the bottom edge as a down
+    triangle, inf at the top edge as an up triangle; ties (nan) are not drawn. Returns
+    the axes."""
+    import matplotlib.pyplot as plt
+
+    metrics = list(dict.fromkeys(frame["metric"]))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.6 + 1.7 * len(metrics), 3.4))
+    col = frame["best baseline"] if "best baseline" in frame else pd.Series(np.nan, frame.index)
+    every = col.to_numpy(dtype=float)
+    pos = every[np.isfinite(every) & (every > 0)]
+    paper_all = frame["paper"].dropna().to_numpy(dtype=float)
+    span = np.concatenate([pos, paper_all, [1.0]])
+    lo, hi = float(span.min()) / 2.0, float(span.max()) * 2.0
+    rng = np.random.default_rng(0)  # jitter only
+    for i, m in enumerate(metrics):
+        v = col[frame["metric"] == m].to_numpy(dtype=float)
+        ok = v[np.isfinite(v) & (v > 0)]
+        if len(ok):
+            ax.scatter(i + rng.uniform(-0.18, 0.18, len(ok)), ok, s=10, alpha=0.5, color="C0")
+            ax.hlines(np.median(v[~np.isnan(v)]), i - 0.3, i + 0.3, color="k", lw=2)
+        edges = ((lo, "v", int((v == 0).sum())), (hi, "^", int(np.isposinf(v).sum())))
+        for edge, marker, n in edges:
+            if n:
+                ax.scatter(i + rng.uniform(-0.18, 0.18, n), [edge] * n, s=14, marker=marker,
+                           color="C1", alpha=0.6)  # fmt: skip
+        paper = frame[frame["metric"] == m]["paper"].dropna()
+        if len(paper):
+            ax.scatter([i], [float(paper.iloc[0])], marker="D", s=50, color="C3", zorder=3,
+                       label="paper")  # fmt: skip
+    ax.axhline(1.0, ls="--", color="grey", lw=1)
+    ax.set_yscale("log")
+    ax.set_ylim(lo / 1.2, hi * 1.2)
+    ax.set_xticks(range(len(metrics)), metrics, rotation=20, ha="right")
+    system = frame["system"].iloc[0] if len(frame) else ""
+    ax.set_ylabel(f"{system} / best baseline (> 1: better)")
+    ax.set_title(f"{frame['headline'].iloc[0] if len(frame) else ''}: range over the sweep")
+    handles = {h.get_label(): h for h in ax.collections if h.get_label() == "paper"}
+    if handles:
+        ax.legend(handles.values(), handles.keys(), loc="best", fontsize=8)
+    return ax
+
+
+def write_ranges(name: str, spec: Headline, table: pd.DataFrame) -> str:
+    """Write the range CSV and figure of one headline; return the doc line that shows
+    the figure ('' when there is nothing to plot)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hetsim.simulator.atomic import atomic_write_text
+
+    frame = range_table(name, spec, table)
+    if frame.empty:
+        return ""
+    RANGES.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(RANGES / f"{name}.csv", frame.to_csv(index=False, float_format="%.6g"))
+    ax = plot_ranges(frame)
+    png = FIGURES / f"robustness-{name}.png"
+    ax.figure.tight_layout()
+    ax.figure.savefig(png, dpi=72)
+    plt.close(ax.figure)
+    return (f"![{spec.system} against the best baseline over the sweep, the paper's value "
+            f"marked](figures/robustness-{name}.png)")  # fmt: skip
+
+
 def replace_block(text: str, name: str, block: str) -> str:
     """``text`` with the block ``name`` replaced (appended if absent)."""
     begin, end = f"<!-- robustness:{name} -->", f"<!-- /robustness:{name} -->"
@@ -451,6 +573,16 @@ def run_sweep(scenario: str, workers: int, out: Path) -> pd.DataFrame:
     return sweep(path, workers=workers, out=out, resume=resume, force=True)
 
 
+def read_finished(folder: Path) -> pd.DataFrame:
+    """A finished sweep's table: ``sweep.csv``, else every shard under ``shards/``."""
+    if (folder / "sweep.csv").exists():
+        return pd.read_csv(folder / "sweep.csv")
+    shards = sorted((folder / "shards").glob("*.parquet"))
+    if not shards:
+        raise SystemExit(f"{folder}: neither sweep.csv nor shards/*.parquet")
+    return pd.concat([pd.read_parquet(f) for f in shards], ignore_index=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the named headlines' sweeps and rewrite their doc blocks."""
     from hetsim.simulator.atomic import atomic_write_text
@@ -460,7 +592,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "names", nargs="+", choices=sorted(HEADLINES) + sorted(set(SCENARIO_OF.values()))
     )
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--from", dest="source", help="read this finished sweep folder instead")
+    ap.add_argument("--from", dest="source", help="read this finished sweep folder instead "
+                    "(its sweep.csv, else every shard in its shards/)")  # fmt: skip
+    ap.add_argument("--figures-only", action="store_true",
+                    help="write the range CSVs and figures, leave the doc blocks")  # fmt: skip
     args = ap.parse_args(argv)
     wanted = [h for h in HEADLINES if h in args.names or SCENARIO_OF[h] in args.names]
     tables: dict[str, pd.DataFrame] = {}
@@ -468,12 +603,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         sc = SCENARIO_OF[h]
         if sc not in tables:
             out = Path(args.source) if args.source else ROOT / "results" / "robustness" / sc
-            tables[sc] = (pd.read_csv(out / "sweep.csv") if args.source
-                          else run_sweep(sc, args.workers, out))  # fmt: skip
+            tables[sc] = read_finished(out) if args.source else run_sweep(sc, args.workers, out)
         spec = HEADLINES[h]
+        if args.figures_only:
+            write_ranges(h, spec, tables[sc])
+            print(f"{h}: {RANGES.relative_to(ROOT)}/{h}.csv written")
+            continue
         command = f".venv/bin/python notebooks/robustness.py {sc} --workers {args.workers}"
         doc = ROOT / spec.doc
-        text = replace_block(doc.read_text(), h, render(h, spec, tables[sc], command))
+        figure = write_ranges(h, spec, tables[sc])
+        text = replace_block(doc.read_text(), h, render(h, spec, tables[sc], command, figure))
         atomic_write_text(doc, text)
         print(f"{h}: {spec.doc} updated")
     return 0

@@ -1,10 +1,18 @@
-"""Budgets: a memory and CPU-time limit on a block of work, refused with one line.
+"""Budgets: a memory and CPU-time limit on a block of work, refused with one line;
+an up-front estimate of a run's work, refused past ``--max-events`` or the memory budget.
 
 ``with budget(memory_bytes, cpu_s, what):`` lowers this process's address-space limit
 to its current size plus ``memory_bytes`` (Linux; the soft limit only, restored on
 exit) and arms a CPU-time timer (``ITIMER_VIRTUAL``, so it never disturbs a caller's
 wall-clock alarm). Past either, the block stops with :class:`BudgetExceeded`, which
 names the budget and how to raise it, instead of growing until the machine gives up.
+
+Before a run, :func:`check_estimate` asks the workload kind for a :class:`WorkEstimate`
+(:meth:`workloads.base.Workload.estimate_work`: serving requests x mean output tokens,
+cluster jobs x scheduling rounds, training-parallel ranks x microbatches, moe tokens x
+layers) and refuses one past ``max_events`` or past the memory budget with one line
+giving the estimate and the option that raises the limit. :class:`Budgets` carries the
+three limits to each point of a sweep.
 """
 
 from __future__ import annotations
@@ -15,14 +23,69 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 GIB = 1 << 30
 
 
+DEFAULT_MAX_EVENTS = 10**10
+"""Default ``--max-events``: about two days of simulation at the 5 x 10^4 decode
+token-steps per second a serving run makes on one (shared) core of the development
+machine (``hetsim run`` of 5,000 and 40,000 requests of 64 output tokens: 2.2 x 10^6
+more token-steps in 41 s more), and far above every shipped scenario's estimate."""
+
+
 class BudgetExceeded(RuntimeError):
     """Work that ran past its memory or CPU-time budget."""
+
+
+class WorkTooLarge(BudgetExceeded):
+    """A run whose up-front estimate is past its budget (the message names the option
+    that raises it)."""
+
+
+@dataclass(frozen=True)
+class WorkEstimate:
+    """What a run will do, estimated from its parameters before it is built: ``events``
+    (units of simulated work), ``memory_bytes`` (None: not estimated) and ``basis``, the
+    product that gave them in words (``1e9 requests x 256 mean output tokens``)."""
+
+    events: float
+    memory_bytes: float | None
+    basis: str
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The limits one run (or each sweep point) gets: more memory than now (bytes),
+    CPU seconds, estimated events; None: no limit."""
+
+    memory_bytes: int | None = None
+    cpu_s: float | None = None
+    max_events: float | None = DEFAULT_MAX_EVENTS
+
+
+def check_estimate(sc: Any, max_events: float | None, memory_bytes: int | None) -> None:
+    """Refuse scenario ``sc`` when its workload's estimate exceeds ``max_events`` or
+    ``memory_bytes`` (:class:`WorkTooLarge`, one line); kinds without an estimate pass."""
+    est = sc.workload_cls.estimate_work(sc.workload)
+    if est is None:
+        return
+    if max_events is not None and est.events > max_events:
+        raise WorkTooLarge(
+            f"the run is estimated at {est.events:.3g} events ({est.basis}), past the "
+            f"budget of {max_events:.3g}; raise it with --max-events N"
+        )
+    need, have = est.memory_bytes, memory_bytes
+    if need is not None and have is not None and need > have:
+        raise WorkTooLarge(
+            f"the run is estimated to need {need / GIB:.3g} GiB ({est.basis}), "
+            f"past its {have / GIB:.3g} GiB memory budget; raise it with "
+            "--max-memory-gib"
+        )
 
 
 def _address_space_bytes() -> int | None:

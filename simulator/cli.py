@@ -16,7 +16,15 @@ from typing import Any, NoReturn
 import yaml
 
 from hetsim.simulator import registry
-from hetsim.simulator.budget import GIB, BudgetExceeded, budget
+from hetsim.simulator.budget import (
+    DEFAULT_MAX_EVENTS,
+    GIB,
+    BudgetExceeded,
+    Budgets,
+    WorkTooLarge,
+    budget,
+    check_estimate,
+)
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.simulator.errors import ScenarioError, TraceError
 from hetsim.simulator.plugins import ENV_PLUGINS, PluginError, load_plugin, load_plugins
@@ -75,6 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_trace_target(args.trace)
         if not sc.outputs.spans:  # a trace needs the spans the scenario turned off
             sc = sc.with_overrides({"outputs.spans": True})
+    check_estimate(sc, args.max_events, _gib(args.max_memory_gib))  # before building
     with budget(_gib(args.max_memory_gib), args.max_cpu_s, "the run"):
         result = simulate(sc, progress=not args.quiet and sys.stderr.isatty())
     if not args.quiet:
@@ -100,7 +109,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     """Draw a result folder's standard figures (PNG and SVG) into RESULT_DIR/figures."""
     from hetsim.simulator.figures import write_figures
 
-    files = write_figures(args.result_dir, args.out)
+    files = write_figures(args.result_dir, args.out, force=args.force)
     if not files:
         print(f"{args.result_dir}: no standard figure for this workload's tables",
               file=sys.stderr)  # fmt: skip
@@ -170,6 +179,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         progress=not args.quiet and sys.stderr.isatty(),
         force=args.force,
         max_points=_max_points(args),
+        budgets=Budgets(_gib(args.max_memory_gib), args.max_cpu_s, args.max_events),
     )
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     if not args.quiet:
@@ -356,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
 
     def budget_args(p: argparse.ArgumentParser, memory_gib: float | None, cpu_s: float | None,
-                    what: str) -> None:  # fmt: skip
+                    what: str, events: bool = True) -> None:  # fmt: skip
         shown = "none" if memory_gib is None else f"{memory_gib:.3g}"
         p.add_argument(
             "--max-memory-gib",
@@ -372,6 +382,16 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="S",
             help=f"refuse {what} past this much CPU time (default {cpu_s or 'none'})",
         )
+        if events:
+            p.add_argument(
+                "--max-events",
+                type=float,
+                default=DEFAULT_MAX_EVENTS,
+                metavar="N",
+                help=f"refuse {what} whose up-front work estimate (requests x output tokens, "
+                f"jobs x rounds, ranks x microbatches, tokens x layers) exceeds N "
+                f"(default {DEFAULT_MAX_EVENTS:.0e})",
+            )
 
     p_run = sub.add_parser("run", help="run one scenario")
     scenario_args(p_run)
@@ -390,18 +410,22 @@ def build_parser() -> argparse.ArgumentParser:
     p_sweep.add_argument("--resume", metavar="DIR", help="continue the sweep stored in DIR")
     p_sweep.add_argument("--max-points", type=int, metavar="N", help="refuse sweep designs of "
                          "more points (default 10000)")  # fmt: skip
+    budget_args(p_sweep, _default_run_memory_gib(), None, "each sweep point")
     p_sweep.set_defaults(func=cmd_sweep)
 
     p_val = sub.add_parser("validate", help="check a scenario without running it")
     p_val.add_argument("file", help="scenario YAML file, or a shipped scenario's name")
     p_val.add_argument("--max-points", type=int, metavar="N", help="refuse sweep designs of "
                        "more points (default 10000)")  # fmt: skip
-    budget_args(p_val, VALIDATE_MEMORY_GIB, VALIDATE_CPU_S, "building the scenario")
+    budget_args(p_val, VALIDATE_MEMORY_GIB, VALIDATE_CPU_S, "building the scenario", False)
     p_val.set_defaults(func=cmd_validate)
 
     p_plot = sub.add_parser("plot", help="draw a result folder's standard figures")
     p_plot.add_argument("result_dir", help="a folder written by hetsim run --out")
-    p_plot.add_argument("--out", help="write the figures here (default RESULT_DIR/figures)")
+    p_plot.add_argument("--out", help="write the figures here (default RESULT_DIR/figures); "
+                        "it must be new, empty or made by hetsim")  # fmt: skip
+    p_plot.add_argument("--force", action="store_true", help="write into an --out folder "
+                        "of other files (kept; a name clash is refused)")  # fmt: skip
     p_plot.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p_plot.set_defaults(func=cmd_plot)
 
@@ -454,6 +478,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except (ScenarioError, TraceError) as e:
         print(str(e).splitlines()[0] if str(e) else type(e).__name__, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except WorkTooLarge as e:  # names the option that raises the budget itself
+        print(f"{getattr(args, 'file', 'hetsim')}: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BudgetExceeded as e:
         print(f"{getattr(args, 'file', 'hetsim')}: {e}; raise it with --max-memory-gib or "

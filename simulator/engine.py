@@ -49,6 +49,51 @@ class _Environment(simpy.Environment):
         heappush(self._queue, (at, priority, next(self._eid), event))  # type: ignore[misc]
 
 
+class Timer:
+    """A reusable timer of one callback, pending at most once at a time (a server's
+    service completion, a workload's next arrival): :meth:`start` gives the queue entry
+    (time, priority, event id) and hence the order of ``env.timeout(delay_s)`` with the
+    callback appended, without building a SimPy Timeout each time. SimPy's ``step``
+    reads two fields of an event that fired, its callbacks and that it succeeded; the
+    timer is that event (it cannot be waited on). Starting it while pending is an error.
+    """
+
+    __slots__ = ("_call", "_env", "_ok", "callbacks")
+
+    def __init__(self, sim: Simulation, callback: Callable[[Any], None]) -> None:
+        self._env: Any = sim.env
+        self._call = callback
+        self.callbacks: list[Callable[[Any], None]] | None = None  # None: not pending
+        self._ok = True
+
+    @property
+    def pending(self) -> bool:
+        """Started and not yet fired."""
+        return self.callbacks is not None
+
+    def start(self, delay_s: float) -> None:
+        """Fire ``delay_s`` seconds from now (checked as simpy.Timeout and
+        :class:`_Environment` check a timeout's delay)."""
+        if self.callbacks is not None:
+            raise InvariantViolation(f"timer of {self._call!r} started while pending")
+        env = self._env
+        if delay_s < 0:
+            raise ValueError(f"Negative delay {delay_s}")
+        at = env._now + delay_s
+        if not at <= MAX_TIME_S:  # also NaN
+            raise ClockLimit(
+                f"an event at t={env._now:.6g} s + {delay_s:.6g} s cannot be "
+                f"scheduled: past the latest simulated time, {MAX_TIME_S:g} s"
+            )
+        self.callbacks = [self._call]
+        heappush(env._queue, (at, simpy.core.NORMAL, next(env._eid), self))
+
+    def start_at(self, time_s: float) -> None:
+        """Fire at ``time_s``, or now if that has passed: :meth:`start` with the delay
+        ``max(0, time_s - now)`` (the same arithmetic, so the same event time)."""
+        self.start(max(0.0, time_s - self._env._now))
+
+
 def _waiter(event: simpy.Event) -> str:
     """``"(process NAME) "`` for the first process waiting on ``event``, if any."""
     for cb in getattr(event, "callbacks", None) or []:

@@ -22,6 +22,14 @@ import yaml
 
 from hetsim.simulator.atomic import atomic_write
 from hetsim.simulator.errors import ScenarioError
+from hetsim.simulator.outdir import (
+    OutputKind,
+    OutputRefused,
+    check_output_dir,
+    foreign_files,
+    read_marker,
+    record_files,
+)
 from hetsim.simulator.units import axis_label
 
 FORMATS = ("png", "svg")
@@ -38,8 +46,17 @@ class FigureSpec:
     ``x``, one panel each, a line per ``hue`` value), ``bars`` (columns per ``x`` row or
     group, one panel each), ``stack`` (the columns' means per ``x`` value, stacked),
     ``occupancy`` (how many rows are inside each (start, end) column pair over time),
-    ``spans`` (one horizontal segment per row from ``columns[0]`` to ``columns[1]``).
+    ``spans`` (one horizontal segment per row from ``columns[0]`` to ``columns[1]``),
+    ``memory`` (``columns[0]`` bytes in use over ``x``, split into the summary's
+    ``ref`` bytes held all along and the rest), ``stage_time`` (per ``x`` stage, the
+    summed durations of its (``columns[0]``, ``columns[1]``) rows per ``hue`` kind and
+    the idle rest of the span), ``deadlines`` (deadline satisfaction: per ``x`` group and
+    the CDF of the time to finish over the time allowed, ``(columns[0] - columns[3]) /
+    (columns[1] - columns[3])``, over rows with a finite ``columns[1]``).
     ``derive``: new column -> (a, b) meaning ``a - b`` (or ``a / b`` with ``ratio``).
+    ``rest``: (label, total column) for ``stack``: a first segment of the total minus
+    the stacked columns. ``ref``: a column drawn as a dashed line (``stack``), or the
+    summary metric ``memory`` reads.
     """
 
     name: str
@@ -52,9 +69,13 @@ class FigureSpec:
     derive: dict[str, tuple[str, str]] = field(default_factory=dict)
     ratio: bool = False
     first_of: str = ""  # keep only rows whose column equals its first value (one step)
+    rest: tuple[str, str] | tuple[()] = ()
+    ref: str = ""
 
 
 F = FigureSpec
+MEMORY_CATEGORIES = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
+                     "buffers_bytes")  # fmt: skip
 FIGURES: dict[str, tuple[FigureSpec, ...]] = {
     "queueing": (
         F(
@@ -133,24 +154,54 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
             x="start_s",
             hue="gpu_type",
         ),
+        F(
+            "deadlines",
+            "jobs",
+            "deadlines",
+            ("end_s", "deadline_s", "met_deadline", "submit_s"),
+            "Deadline satisfaction",
+            x="gpus",
+        ),
     ),
     "training": (
         F(
             "memory-timeline",
             "ops",
-            "series",
+            "memory",
             ("used_bytes",),
-            "GPU memory over one iteration",
+            "Device memory over one iteration",
             x="start_s",
             first_of="iteration",
+            ref="device_state_bytes",
         ),
         F(
             "iteration-breakdown",
             "iterations",
             "stack",
-            ("stall_s", "recompute_s", "profile_s", "cpu_adam_s"),
-            "Time lost per iteration",
+            ("stall_s", "recompute_s", "profile_s", "cpu_adam_s", "offload_tail_s"),
+            "Time per iteration",
             x="iteration",
+            rest=("compute", "step_s"),
+        ),
+    ),
+    "training-parallel": (
+        F(
+            "memory-per-stage",
+            "stage_memory",
+            "stack",
+            MEMORY_CATEGORIES,
+            "Peak memory of one rank per pipeline stage",
+            x="stage",
+            ref="capacity_bytes",
+        ),
+        F(
+            "iteration-breakdown",
+            "units",
+            "stage_time",
+            ("start_s", "end_s"),
+            "Pipeline schedule per stage (one iteration)",
+            x="stage",
+            hue="kind",
         ),
     ),
     "moe": (
@@ -204,6 +255,32 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
 }
 """Standard figures per workload kind (``observability-faults`` shares observability's)."""
 FIGURES["observability-faults"] = FIGURES["observability"]
+
+
+GIB = 2.0**30
+KIND_WORDS = {"F": "forward", "B": "backward", "W": "weight gradient"}
+"""Pipeline unit kinds in words (``stage_time`` legends)."""
+
+
+def _value_scale(columns: tuple[str, ...] | list[str]) -> tuple[float, str]:
+    """GiB for byte columns (raw bytes read as 1e10 on an axis), else as they are."""
+    if columns and all(c.endswith("_bytes") for c in columns):
+        return GIB, "GiB"
+    return 1.0, ""
+
+
+def _words(col: str) -> str:
+    """A column's label without its unit (legend entries of one shared axis)."""
+    label = axis_label(col)
+    return label.rsplit(" (", 1)[0] if label.endswith(")") else label
+
+
+def _read_summary(folder: Path) -> dict[str, Any]:
+    path = folder / "summary.csv"
+    if not path.is_file():
+        return {}
+    frame = pd.read_csv(path)
+    return {str(k): v for k, v in frame.iloc[0].items()} if len(frame) else {}
 
 
 def _read_table(folder: Path, name: str) -> pd.DataFrame | None:
@@ -274,12 +351,14 @@ def _series(spec: FigureSpec, frame: pd.DataFrame) -> Any:
         part = part.sort_values(spec.x)
         for ax, col in zip(axes, spec.columns, strict=True):
             lw = 0.7 if len(part) > 500 else 1.5  # a week of samples: thin lines
-            ax.step(part[spec.x] / scale, part[col], where="post", lw=lw,
+            vscale = _value_scale([col])[0]
+            ax.step(part[spec.x] / scale, part[col] / vscale, where="post", lw=lw,
                     label=str(label) or None)  # fmt: skip
     for ax, col in zip(axes, spec.columns, strict=True):
         xlabel = axis_label(spec.x)
         ax.set_xlabel(xlabel.replace("(s)", f"({unit})") if timed else xlabel)
-        ax.set_ylabel(axis_label(col))
+        vunit = _value_scale([col])[1]
+        ax.set_ylabel(f"{_words(col)} ({vunit})" if vunit else axis_label(col))
         if spec.hue:
             ax.legend(title=axis_label(spec.hue), fontsize="small", frameon=False)
     return fig
@@ -301,18 +380,123 @@ def _bars(spec: FigureSpec, frame: pd.DataFrame) -> Any:
 def _stack(spec: FigureSpec, frame: pd.DataFrame) -> Any:
     fig, axes = _panels(1)
     ax = axes[0]
-    means = frame.groupby(spec.x, sort=True)[list(spec.columns)].mean()
-    bottom = np.zeros(len(means))
+    cols = [c for c in spec.columns if frame[c].astype(float).abs().sum() > 0]  # drawn
+    extra = [c for c in (spec.ref, spec.rest[1] if spec.rest else "") if c and c in frame]
+    means = frame.groupby(spec.x, sort=True)[[*spec.columns, *extra]].mean()
+    scale, unit = _value_scale(spec.columns)
+    segments = [(_words(c), means[c].to_numpy(dtype=float) / scale) for c in cols]
+    if spec.rest and spec.rest[1] in means:
+        total = means[spec.rest[1]].to_numpy(dtype=float) / scale
+        other = np.clip(total - sum((v for _, v in segments), np.zeros(len(means))), 0, None)
+        segments.insert(0, (spec.rest[0], other))
     xs = np.arange(len(means))
-    for col in spec.columns:
-        values = means[col].to_numpy(dtype=float)
-        ax.bar(xs, values, bottom=bottom, label=axis_label(col))
-        bottom += values
+    _stacked_bars(ax, xs, segments)
+    if spec.ref and spec.ref in means:
+        ax.axhline(float(means[spec.ref].max()) / scale, color="0.3", ls="--", lw=1,
+                   label=_words(spec.ref))  # fmt: skip
     step = max(1, len(xs) // 16)
     ax.set_xticks(xs[::step], [str(v) for v in means.index[::step]])
     ax.set_xlabel(axis_label(spec.x))
+    ax.set_ylabel(f"memory ({unit})" if unit else "time (s)")
+    ax.legend(fontsize="small", frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
+def _stacked_bars(ax: Any, xs: np.ndarray, segments: list[tuple[str, np.ndarray]]) -> None:
+    """Bars of the segments stacked bottom-up, in order, a colour each."""
+    bottom = np.zeros(len(xs))
+    for k, (label, values) in enumerate(segments):
+        ax.bar(xs, values, bottom=bottom, label=label, color=f"C{k}", width=0.8)
+        bottom += values
+
+
+def _memory(spec: FigureSpec, frame: pd.DataFrame) -> Any:
+    """Bytes in use over one iteration, split into what is held all along (the
+    summary's ``ref``: the model states on the device) and the rest (activations and
+    buffers); the peak marked."""
+    fig, axes = _panels(1)
+    ax = axes[0]
+    part = frame.sort_values(spec.x)
+    x = part[spec.x].to_numpy(dtype=float)
+    x = x - x.min()  # time within the iteration
+    used = part[spec.columns[0]].to_numpy(dtype=float) / GIB
+    held = float(frame.attrs.get("summary", {}).get(spec.ref, np.nan)) / GIB
+    if np.isfinite(held) and 0 < held <= used.min():
+        ax.fill_between(x, 0, held, step="post", color="C0", alpha=0.8,
+                        label=f"model states ({held:.1f} GiB)")  # fmt: skip
+        ax.fill_between(x, held, used, step="post", color="C1", alpha=0.8,
+                        label="activations and buffers")  # fmt: skip
+    else:
+        ax.fill_between(x, 0, used, step="post", color="C1", alpha=0.8, label="in use")
+    k = int(np.argmax(used))
+    ax.plot([x[k]], [used[k]], "v", color="0.2", ms=5,
+            label=f"peak {used[k]:.1f} GiB")  # fmt: skip
+    ax.set_xlim(x.min(), x.max())
+    ax.set_ylim(0, used.max() * 1.08)
+    ax.set_xlabel("time within the iteration (s)")
+    ax.set_ylabel("memory in use (GiB)")
+    ax.legend(fontsize="small", frameon=False, loc="upper left")
+    return fig
+
+
+def _stage_time(spec: FigureSpec, frame: pd.DataFrame) -> Any:
+    """Per stage: time in units of each kind and idle time (the pipeline bubble) over
+    the schedule's span (first start to last end over all stages)."""
+    fig, axes = _panels(1)
+    ax = axes[0]
+    a, b = spec.columns[:2]
+    dur = frame[b].astype(float) - frame[a].astype(float)
+    busy = dur.groupby([frame[spec.x], frame[spec.hue]]).sum().unstack(fill_value=0)
+    span = float(frame[b].max() - frame[a].min())
+    kinds = [k for k in ("F", "B", "W") if k in busy.columns]
+    kinds += [k for k in busy.columns if k not in kinds]
+    segments = [(KIND_WORDS.get(str(k), str(k)), busy[k].to_numpy(dtype=float)) for k in kinds]
+    idle = span - busy.sum(axis=1).to_numpy(dtype=float)
+    segments.append(("idle (bubble)", np.clip(idle, 0, None)))
+    xs = np.arange(len(busy))
+    _stacked_bars(ax, xs, segments)
+    step = max(1, len(xs) // 16)
+    ax.set_xticks(xs[::step], [str(v) for v in busy.index[::step]])
+    ax.set_xlabel("pipeline stage")
     ax.set_ylabel("time (s)")
-    ax.legend(fontsize="small", frameon=False)
+    ax.set_title(f"schedule span {span:.3g} s; idle share {idle.sum() / (span * len(xs)):.1%}",
+                 fontsize="small")  # fmt: skip
+    ax.legend(fontsize="small", frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
+def _deadlines(spec: FigureSpec, frame: pd.DataFrame) -> Any:
+    """Deadline satisfaction of the finished deadline jobs: the share met per job size,
+    and the CDF of (finish - submit) / (deadline - submit) (<= 1: met)."""
+    fig, axes = _panels(2)
+    end, deadline, met, submit = spec.columns[:4]
+    dl = frame[np.isfinite(frame[deadline].astype(float))]
+    by = dl.groupby(spec.x, sort=True)[met].agg(["mean", "count"])
+    xs = np.arange(len(by))
+    ax = axes[0]
+    ax.bar(xs, by["mean"].to_numpy(dtype=float), color="C0", width=0.7)
+    for x, (share, n) in zip(xs, by.itertuples(index=False), strict=True):
+        ax.text(x, share + 0.02, f"n={n}", ha="center", fontsize="x-small")
+    ax.set_xticks(xs, [str(v) for v in by.index])
+    ax.set_xlabel("GPUs per job" if spec.x == "gpus" else axis_label(spec.x))
+    ax.set_ylabel("deadlines met (fraction)")
+    ax.set_ylim(0, 1.1)
+    ax = axes[1]
+    allowed = (dl[deadline] - dl[submit]).to_numpy(dtype=float)
+    used = (dl[end] - dl[submit]).to_numpy(dtype=float)
+    ratio = np.sort(used[allowed > 0] / allowed[allowed > 0])
+    ax.step(ratio, np.arange(1, len(ratio) + 1) / max(len(ratio), 1), where="post")
+    ax.axvline(1.0, color="0.5", lw=0.8, ls="--")
+    _log_if_wide(ax, ratio)
+    ax.set_xlabel("time to finish / time to deadline")
+    ax.set_ylabel("fraction of deadline jobs")
+    ax.set_ylim(0, 1.01)
+    summary = frame.attrs.get("summary", {})
+    dsr = summary.get("dsr", float(dl[met].mean()) if len(dl) else float("nan"))
+    jobs = summary.get("deadline_jobs", len(dl))
+    text = f"DSR {float(dsr):.3f}\n{int(jobs)} deadline jobs\n{len(dl)} finished"
+    ax.text(0.97, 0.05, text, transform=ax.transAxes, va="bottom", ha="right",
+            fontsize="small")  # fmt: skip
     return fig
 
 
@@ -359,13 +543,18 @@ def _spans(spec: FigureSpec, frame: pd.DataFrame) -> Any:
 
 DRAW: dict[str, Callable[[FigureSpec, pd.DataFrame], Any]] = {
     "cdf": _cdf, "series": _series, "bars": _bars, "stack": _stack,
-    "occupancy": _occupancy, "spans": _spans,
+    "occupancy": _occupancy, "spans": _spans, "memory": _memory, "stage_time": _stage_time,
+    "deadlines": _deadlines,
 }  # fmt: skip
 
 
-def write_figures(result_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+def write_figures(
+    result_dir: str | Path, out_dir: str | Path | None = None, *, force: bool = False
+) -> list[Path]:
     """Draw the standard figures of the run in ``result_dir`` into ``out_dir`` (default
-    ``result_dir/figures``), each as PNG and SVG, atomically; returns the files."""
+    ``result_dir/figures``), each as PNG and SVG, atomically; returns the files, listed
+    in the marker of the folder that owns them (:func:`_figure_owner`; ``force``: an
+    ``out_dir`` of the user's files is written beside them, never over one)."""
     import matplotlib
 
     if matplotlib.get_backend().lower() not in ("agg", "svg", "pdf"):
@@ -380,21 +569,51 @@ def write_figures(result_dir: str | Path, out_dir: str | Path | None = None) -> 
     kind = str((scenario.get("workload") or {}).get("kind", ""))
     name = str(scenario.get("name", folder.name))
     target = Path(out_dir) if out_dir is not None else folder / "figures"
+    owner, owned_kind = _figure_owner(folder, target, force)
     target.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    summary = _read_summary(folder)
     for spec in FIGURES.get(kind, ()):
         raw = _read_table(folder, spec.table)
         frame = _prepare(spec, raw) if raw is not None else None
         if frame is None:
             continue
+        frame.attrs["summary"] = summary
         fig = DRAW[spec.draw](spec, frame)
         fig.suptitle(f"{name}: {spec.title}", fontsize="medium")
         for fmt in FORMATS:
             path = target / f"{spec.name}.{fmt}"
+            _check_not_foreign(owner, path)
             atomic_write(path, partial(_save, fig, fmt))
             written.append(path)
         plt.close(fig)
+    if written:  # later runs then treat the figures as hetsim's own, not the user's
+        rel = [p.relative_to(owner).as_posix() for p in written]
+        record_files(owner, rel, kind=owned_kind)
     return written
+
+
+def _figure_owner(
+    result_dir: Path, target: Path, force: bool = False
+) -> tuple[Path, OutputKind | None]:
+    """The folder whose marker lists the figures, and the marker kind to create if it
+    has none: the result folder when ``target`` lies inside it and hetsim made it;
+    otherwise ``target`` itself, which must be absent, empty or a hetsim plot folder."""
+    if target.is_relative_to(result_dir) and read_marker(result_dir) is not None:
+        return result_dir, None
+    check_output_dir(target, "plot", force=force)
+    return target, "plot"
+
+
+def _check_not_foreign(owner: Path, path: Path) -> None:
+    """Refuse to replace a file at ``path`` that hetsim did not write."""
+    if not path.exists() and not path.is_symlink():
+        return
+    rel = path.relative_to(owner).as_posix() if path.is_relative_to(owner) else None
+    if not path.is_symlink() and rel is not None and rel not in foreign_files(owner):
+        return
+    raise OutputRefused(path, "", "exists and hetsim did not write it; move it or choose "
+                        "another --out")  # fmt: skip
 
 
 def _save(fig: Any, fmt: str, path: Path) -> None:

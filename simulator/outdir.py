@@ -34,7 +34,7 @@ from hetsim.simulator.atomic import DIR_MODE, atomic_write_text, check_writable_
 from hetsim.simulator.errors import ScenarioError
 
 MARKER = ".hetsim.json"
-OutputKind = Literal["run", "sweep"]
+OutputKind = Literal["run", "sweep", "plot"]
 TRACE_GENERATOR = "hetsim"
 """``otherData.generator`` of a hetsim trace file: how ``--trace`` recognises its own."""
 TRACE_SNIFF_BYTES = 4096
@@ -289,12 +289,15 @@ def _install(tmp: Path, dest: Path, kind: OutputKind, force: bool, files: list[s
     os.replace(tmp / MARKER, dest / MARKER)
 
 
-def record_files(folder: str | Path, files: list[str]) -> None:
+def record_files(folder: str | Path, files: list[str], kind: OutputKind | None = None) -> None:
     """Add ``files`` (paths relative to ``folder``, written there by hetsim after the
     results, e.g. figures) to the folder's marker, so later runs treat them as hetsim's
-    own (replace or remove them) instead of as the user's."""
+    own (replace or remove them) instead of as the user's. A folder without a marker
+    gets one of ``kind`` (None: refused, not a folder hetsim made)."""
     dest = Path(folder)
     marker = read_marker(dest)
+    if marker is None and kind is not None:
+        marker = {"kind": kind, "files": []}
     if marker is None:
         raise OutputRefused(dest, "", f"no {MARKER}: not a folder hetsim made")
     rel = [Path(f).as_posix() for f in files]

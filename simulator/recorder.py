@@ -2,14 +2,16 @@
 
 Tables are the simulation's tidy output (one row per request, per copy, per job...).
 Appending is a handful of ``list.append`` calls, cheap enough for hot paths; pandas is
-only touched when the run ends. Spans (start, end, track, name, args) and counters
-(time, track, value) feed the Chrome trace; each track belongs to a group (a node, or
-``links``/``memory``) so the trace shows one row per device, link and memory pool.
+only touched when the run ends. Spans (start, end, track, name, args), counters
+(time, track, value) and flow points (id, phase, track, time) feed the Chrome trace;
+each track belongs to a group (a node, or ``links``/``memory``) so the trace shows one
+row per device, link and memory pool, and a flow draws an arrow from one span to another
+(a request's prefill to its KV transfer to its decode).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +45,12 @@ class Table:
                 f"table {self.name!r}: got {len(values)} values for columns {self.columns}"
             )
         self._flat.extend(values)
+
+    def row_sink(self) -> Callable[[tuple[Any, ...]], None]:
+        """The hot-path form of :meth:`append`: a callable taking one row as a tuple of
+        exactly ``len(columns)`` values in column order, unchecked (for fixed code whose
+        rows have the table's shape; the width is not verified per row)."""
+        return self._flat.extend
 
     def add(self, **values: Any) -> None:
         """Append one row given by column name (slower than :meth:`append`)."""
@@ -89,6 +97,16 @@ class Spans:
     counter_time_s: list[float] = field(default_factory=list)
     counter_track: list[str] = field(default_factory=list)
     counter_value: list[float] = field(default_factory=list)
+    flow_id: list[int] = field(default_factory=list)
+    flow_phase: list[str] = field(default_factory=list)
+    flow_track: list[str] = field(default_factory=list)
+    flow_time_s: list[float] = field(default_factory=list)
+    flow_name: list[str] = field(default_factory=list)
+
+
+FLOW_PHASES = ("s", "f")
+"""Flow point phases: ``s`` leaves the span of its track that ends at its time, ``f``
+enters the span of its track that starts at its time (Chrome trace flow phases)."""
 
 
 class Recorder:
@@ -143,6 +161,22 @@ class Recorder:
         s.counter_time_s.append(time_s)
         s.counter_track.append(track)
         s.counter_value.append(value)
+
+    def flow(self, flow_id: int, phase: str, track: str, time_s: float, name: str) -> None:
+        """One end of flow arrow ``flow_id``: phase ``s`` at the end of the span on
+        ``track`` that ends at ``time_s`` (the cause), phase ``f`` at the start of the
+        span on ``track`` that starts at ``time_s`` (the effect). Each id has one ``s``
+        and one ``f``, the ``s`` no later than the ``f``."""
+        if not self.record_spans:
+            return
+        if phase not in FLOW_PHASES:
+            raise ValueError(f"flow {flow_id}: phase {phase!r} is not one of {FLOW_PHASES}")
+        s = self.spans
+        s.flow_id.append(flow_id)
+        s.flow_phase.append(phase)
+        s.flow_track.append(track)
+        s.flow_time_s.append(time_s)
+        s.flow_name.append(name)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table as a DataFrame, by name (sorted)."""

@@ -107,12 +107,30 @@ def _type_text(annotation: Any) -> str:
     text = re.sub(r"<function ([\w.]+) at 0x[0-9a-f]+>", r"\1", text)
     text = re.sub(r"AfterValidator\(func=([\w.]+)\)", r"checked by \1", text)
     text = re.sub(r", FieldInfo\([^()]*\)\]", "]", text)  # a discriminator's FieldInfo
+    text = re.sub(r"Annotated\[(\w+), ((?:(?:Gt|Ge|Lt|Le)\(\w+=[^)]*\)(?:, )?){2,})\]",
+                  _bounded, text)  # fmt: skip
     for name, op in BOUNDS.items():
         text = re.sub(rf"Annotated\[(\w+), {name}\(\w+=([^)]*)\)\]", rf"\1 {op} \2", text)
     text = re.sub(r"Annotated\[([^\[\]]*), checked by (\w+)\]", r"\1 (checked by \2)", text)
     text = re.sub(r"Annotated\[([^\[\]]*)\]", r"\1", text)
     text = re.sub(r"Optional\[(.*)\]$", r"\1 | None", text)
     return text
+
+
+def _bounded(m: re.Match[str]) -> str:
+    """``float >= 0, <= 1e+09`` for ``Annotated[float, Ge(ge=0), Le(le=1e9)]``."""
+    parts = re.findall(r"(Gt|Ge|Lt|Le)\(\w+=([^)]*)\)", m.group(2))
+    return m.group(1) + " " + ", ".join(f"{BOUNDS[k]} {_number(v)}" for k, v in parts)
+
+
+def _number(text: str) -> str:
+    """``1e+09`` for ``1000000000.0`` (a maximum of :mod:`simulator.limits`); other
+    text as it is."""
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return f"{value:g}" if abs(value) >= 1e6 else text
 
 
 def _bounds(metadata: list[Any]) -> str:
@@ -122,7 +140,7 @@ def _bounds(metadata: list[Any]) -> str:
         for attr, op in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
             value = getattr(item, attr, None)
             if value is not None and type(item).__name__ in ("Gt", "Ge", "Lt", "Le", "Interval"):
-                out.append(f"{op} {value}")
+                out.append(f"{op} {_number(str(value))}")
     return (" " + ", ".join(out)) if out else ""
 
 

@@ -161,6 +161,11 @@ class Registry(Generic[T]):
             self.loader.load_all()
         return sorted(self._entries)
 
+    def loaded(self) -> list[Entry[T]]:
+        """Entries registered so far, sorted by name (no discovery: for reverse look-ups
+        of objects whose module is already imported)."""
+        return [self._entries[n] for n in sorted(self._entries)]
+
     def registered(self, name: str) -> bool:
         """Whether ``name`` is registered so far (no discovery: for idempotent
         registration code)."""

@@ -19,6 +19,7 @@ from hetsim.simulator.overload import METRICS as OVERLOAD_METRICS
 from hetsim.simulator.overload import load_check
 from hetsim.simulator.result import Result
 from hetsim.simulator.scenario import Scenario, from_dict, load_scenario
+from hetsim.simulator.time_check import check_times
 
 PROGRESS_TICKS = 200
 
@@ -141,6 +142,7 @@ def simulate(sc: Scenario, *, progress: bool = False, warn: bool = False) -> Res
         if check.overloaded:
             notes.insert(0, check.message())
     _absent_if_not_finite(summary, finished)
+    check_times(sim.recorder, summary)  # no negative or infinite time recorded
     if warn:
         for text in notes:
             warnings.warn(f"{sc.name}: {text}", RunWarning, stacklevel=4)

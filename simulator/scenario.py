@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationErr
 from hetsim.simulator import registry
 from hetsim.simulator.boundary import check_tree, read_text, yaml_value
 from hetsim.simulator.errors import ScenarioError, from_validation
+from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.plugins import PluginError, load_plugin, load_plugins
 from hetsim.workloads.paths import resolve_path
 
@@ -37,7 +38,7 @@ class ScenarioModel(BaseModel):
     name: str
     description: str = ""
     seed: NonNegativeInt = 0
-    until_s: float | None = Field(default=None, gt=0)
+    until_s: PositiveSeconds | None = None
     cluster: dict[str, Any]
     workload: dict[str, Any]
     policies: dict[str, Any] = Field(default_factory=dict)

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hetsim.simulator.atomic import atomic_write
+from hetsim.simulator.budget import Budgets, budget, check_estimate
 from hetsim.simulator.errors import ScenarioError
 from hetsim.simulator.outdir import content_key, open_sweep_dir
 from hetsim.simulator.plugins import load_plugins
@@ -115,21 +116,28 @@ def plan(sc: Scenario, max_points: int | None = DEFAULT_MAX_POINTS) -> list[Task
 def _cell(value: Any) -> Any:
     """A swept value as a table cell (dicts and lists become JSON text, keys sorted, so
     the cell reads back with ``json.loads``)."""
-    if isinstance(value, str | int | float | bool):
+    if value is None or isinstance(value, str | int | float | bool):
         return value
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def run_task(sc: Scenario, task: Task, shard_dir: str) -> Outcome:
-    """Run one point and write its row to ``<shard_dir>/<key>.parquet`` atomically."""
+def run_task(sc: Scenario, task: Task, shard_dir: str, budgets: Budgets | None = None) -> Outcome:
+    """Run one point and write its row to ``<shard_dir>/<key>.parquet`` atomically.
+
+    ``budgets``: the point's own limits (estimate, memory, CPU time), as ``hetsim run``
+    applies them to one run; a point past them fails alone, its error in its row."""
     from hetsim.simulator.version import __version__
 
     row: dict[str, Any] = {"point": task.point}
     row.update({path: _cell(v) for path, v in task.overrides.items()})
     t0 = time.perf_counter()
     error = tb = None
+    b = budgets or Budgets(max_events=None)
     try:
-        result = simulate(sc.with_overrides(task.overrides, keep_sweep=False))
+        point = sc.with_overrides(task.overrides, keep_sweep=False)
+        check_estimate(point, b.max_events, b.memory_bytes)
+        with budget(b.memory_bytes, b.cpu_s, f"point {task.point}"):
+            result = simulate(point)
         row.update(result.summary_row)
     except Exception as e:  # a failed run is a row, not the end of the sweep
         error, tb = f"{type(e).__name__}: {e}", traceback.format_exc()
@@ -144,9 +152,11 @@ def run_task(sc: Scenario, task: Task, shard_dir: str) -> Outcome:
     return Outcome(task.key, error is not None)
 
 
-def run_chunk(sc: Scenario, tasks: list[Task], shard_dir: str) -> list[Outcome]:
+def run_chunk(
+    sc: Scenario, tasks: list[Task], shard_dir: str, budgets: Budgets | None = None
+) -> list[Outcome]:
     """:func:`run_task` for several points (one Dask task; amortises its overhead)."""
-    return [run_task(sc, t, shard_dir) for t in tasks]
+    return [run_task(sc, t, shard_dir, budgets) for t in tasks]
 
 
 def write_shard(shard_dir: Path, key: str, row: dict[str, Any]) -> None:
@@ -194,7 +204,10 @@ def read_shards(shard_dir: Path, keys: Iterable[str]) -> pd.DataFrame:
     with ThreadPoolExecutor(max_workers=READ_THREADS) as readers:  # Arrow reads drop the GIL
         for i in range(0, len(files), READ_CHUNK):  # bounded Arrow memory: chunks to pandas
             tables = list(readers.map(_read_shard, files[i : i + READ_CHUNK]))
-            parts.append(pa.concat_tables(tables, promote_options="permissive").to_pandas())
+            try:
+                parts.append(pa.concat_tables(tables, promote_options="permissive").to_pandas())
+            except (pa.ArrowTypeError, pa.ArrowInvalid):  # an axis mixing types (4, "auto")
+                parts.append(pd.concat([t.to_pandas() for t in tables], ignore_index=True))
     frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     order = ["point", *[c for c in frame.columns if c != "point"]]
     return frame[order].sort_values("point", kind="stable").reset_index(drop=True)
@@ -212,6 +225,7 @@ def sweep(
     overrides: dict[str, Any] | None = None,
     force: bool = False,
     max_points: int | None = DEFAULT_MAX_POINTS,
+    budgets: Budgets | None = None,
 ) -> pd.DataFrame:
     """Run every point not yet done; return the sweep's table (one row per point).
 
@@ -219,7 +233,8 @@ def sweep(
     empty or a hetsim sweep folder (see :func:`simulator.outdir.open_sweep_dir`). An
     ``out`` that holds shards needs ``resume=True``, which runs only the points without
     a readable shard, and only for the same scenario (``force``: any). A design of more
-    than ``max_points`` points is refused (None: no limit).
+    than ``max_points`` points is refused (None: no limit). ``budgets``: each point's
+    own limits (:func:`run_task`; None: none).
     ``executor``: ``local`` (a process pool of ``workers``; 1 runs in this process) or
     ``dask`` (a LocalCluster of ``workers`` on loopback, or the scheduler at ``address``).
     """
@@ -236,7 +251,7 @@ def sweep(
         bar = _Progress(len(tasks), len(tasks) - len(todo), progress)
         run = _run_dask if executor == "dask" else _run_local
         base = sc.with_overrides({}, keep_sweep=False)  # what workers need, without the design
-        run(base, todo, str(shard_dir), workers, address, bar.update)
+        run(base, todo, str(shard_dir), workers, address, bar.update, budgets)
         bar.close()
         table = read_shards(shard_dir, [t.key for t in tasks])
         table.attrs["swept"] = list(parse_sweep(sc.sweep).parameters) if sc.sweep else []
@@ -250,16 +265,17 @@ def _run_local(
     workers: int,
     address: str | None,
     report: Callable[[Outcome], None],
+    budgets: Budgets | None = None,
 ) -> None:
     if workers <= 1:
         for task in todo:
-            report(run_task(sc, task, shard_dir))
+            report(run_task(sc, task, shard_dir, budgets))
         return
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
     pending = iter(todo)
     with ProcessPoolExecutor(
-        max_workers=workers, initializer=_init_worker, initargs=(sc, shard_dir)
+        max_workers=workers, initializer=_init_worker, initargs=(sc, shard_dir, budgets)
     ) as pool:
         running: set[Future[Outcome]] = set()
         while True:  # keep a bounded window in flight: memory stays flat
@@ -279,13 +295,14 @@ _WORKER: dict[str, Any] = {}
 pool's initializer instead of pickled with every task (never used in the parent)."""
 
 
-def _init_worker(sc: Scenario, shard_dir: str) -> None:
+def _init_worker(sc: Scenario, shard_dir: str, budgets: Budgets | None = None) -> None:
     _WORKER["scenario"] = sc
     _WORKER["shard_dir"] = shard_dir
+    _WORKER["budgets"] = budgets
 
 
 def _run_in_worker(task: Task) -> Outcome:
-    return run_task(_WORKER["scenario"], task, _WORKER["shard_dir"])
+    return run_task(_WORKER["scenario"], task, _WORKER["shard_dir"], _WORKER["budgets"])
 
 
 def _run_dask(
@@ -295,6 +312,7 @@ def _run_dask(
     workers: int,
     address: str | None,
     report: Callable[[Outcome], None],
+    budgets: Budgets | None = None,
 ) -> None:
     try:
         from distributed import Client, LocalCluster, as_completed
@@ -318,7 +336,8 @@ def _run_dask(
         chunks = list(_batches(todo, chunk))  # several points per task: less per-task cost
         for group in _batches(chunks, DASK_BATCH):  # bounded: memory flat for any length
             futures = client.map(run_chunk, [scenario] * len(group), group,
-                                 [shard_dir] * len(group), pure=False)  # fmt: skip
+                                 [shard_dir] * len(group), [budgets] * len(group),
+                                 pure=False)  # fmt: skip
             for _, outcomes in as_completed(futures, with_results=True):
                 for outcome in outcomes:
                     report(outcome)

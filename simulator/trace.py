@@ -4,8 +4,10 @@ One process per track group (a node, ``links``, ``memory``), one thread per trac
 (a device, a link direction, a memory pool); a track with no span and no counter
 sample (a device the run never used) is left out. Spans become complete events
 (``X``), counters become counter events (``C``) named with their unit (``bytes`` for
-memory pools, ``B/s`` for network link load). Times are microseconds, as the format
-wants.
+memory pools, ``B/s`` for network link load). Flow points become flow events (``s``
+and ``f`` sharing an ``id``: an arrow from the span a step of work left to the span it
+entered, such as a request's prefill, KV transfer and decode). Times are microseconds,
+as the format wants.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ US_PER_S = 1e6
 COUNTER_UNITS = {"memory": "bytes", "link": "B/s"}
 """Unit of a counter track's values, by track kind (memory pools count bytes in use,
 network links their load)."""
+
+
+FLOW_NUDGE_US = 0.01
+"""A flow start sits this far before the end of the span it leaves, a flow finish this
+far after the start of the span it enters (10 ns): viewers bind a flow point to the
+span that encloses its time, and a span's end instant belongs to the next one."""
 
 
 def _counter_unit(kind: str) -> str:
@@ -86,7 +94,42 @@ def trace_events(recorder: Recorder) -> list[dict[str, Any]]:
                 "args": {unit: value},
             }
         )
+    events.extend(_flow_events(recorder, pid, tid))
     return events
+
+
+def _flow_events(
+    recorder: Recorder, pid: dict[str, int], tid: dict[str, int]
+) -> list[dict[str, Any]]:
+    """Flow events of every flow whose start and finish both lie on shown tracks."""
+    s = recorder.spans
+    ends: dict[int, dict[str, tuple[str, float, str]]] = {}
+    for fid, phase, track, t, name in zip(
+        s.flow_id, s.flow_phase, s.flow_track, s.flow_time_s, s.flow_name, strict=True
+    ):
+        if track in tid:
+            ends.setdefault(fid, {})[phase] = (track, t, name)
+    out: list[dict[str, Any]] = []
+    for fid in sorted(ends):
+        pair = ends[fid]
+        if len(pair) < 2:
+            continue
+        name = pair["s"][2]  # both ends carry one name: viewers match on id, cat, name
+        for phase, nudge in (("s", -FLOW_NUDGE_US), ("f", FLOW_NUDGE_US)):
+            track, t, _ = pair[phase]
+            ev: dict[str, Any] = {
+                "ph": phase,
+                "id": fid,
+                "name": name,
+                "cat": "flow",
+                "pid": pid[recorder.tracks[track].group],
+                "tid": tid[track],
+                "ts": t * US_PER_S + nudge,
+            }
+            if phase == "f":
+                ev["bp"] = "e"  # bind to the enclosing span, not the next one
+            out.append(ev)
+    return out
 
 
 def trace_json(recorder: Recorder, generator: str = "hetsim") -> str:

@@ -15,12 +15,19 @@ from hetsim.simulator import discovery, registry
 
 
 def _all_registered() -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    """What the shipped packages register (plugins other tests loaded into this process
+    register too; they are not in the package index)."""
     discovery.load_everything()
-    kinds = {e.name: e.obj.__module__ for e in registry.workloads}
+    kinds = {
+        e.name: e.obj.__module__
+        for e in registry.workloads
+        if e.obj.__module__.startswith("hetsim.")
+    }
     pols = {
         (point, e.name): e.obj.__module__
         for point in registry.policies.decision_points()
         for e in registry.policies.point(point)
+        if e.obj.__module__.startswith("hetsim.")
     }
     return kinds, pols
 

@@ -149,3 +149,36 @@ def test_metrics_page_is_up_to_date() -> None:
     from hetsim.simulator.docs import PAGE, metrics_page
 
     assert PAGE.read_text() == metrics_page(), "run: python -m hetsim.simulator.docs"
+
+
+def test_timer_orders_like_a_timeout() -> None:
+    from hetsim.simulator.engine import ClockLimit, InvariantViolation, Timer
+
+    def trace(use_timer: bool) -> list[tuple[float, str]]:
+        sim = Simulation(0)
+        env, seen = sim.env, []
+        a = Timer(sim, lambda _e: seen.append((env.now, "a")))
+        for delay, name in ((2.0, "t1"), (1.0, "t2"), (2.0, "t3")):
+            if use_timer and name == "t3":
+                a.start(delay)  # same time as t1, scheduled after it: fires after it
+            else:
+                env.timeout(delay).callbacks.append(lambda _e, n=name: seen.append((env.now, n)))
+        sim.run()
+        return seen
+
+    assert trace(True) == [(1.0, "t2"), (2.0, "t1"), (2.0, "a")]
+    sim = Simulation(0)
+    t = Timer(sim, lambda _e: None)
+    sim.env.timeout(5.0)
+    sim.run(until=3.0)
+    t.start_at(1.0)  # passed: fires now, with delay max(0, 1 - 3) = 0
+    assert t.pending
+    with pytest.raises(InvariantViolation):
+        t.start(1.0)  # pending at most once
+    sim.run()
+    assert not t.pending and sim.now == 5.0
+    sched = Simulation(0)
+    with pytest.raises(ValueError):
+        Timer(sched, lambda _e: None).start(-1.0)
+    with pytest.raises(ClockLimit):
+        Timer(sched, lambda _e: None).start(float("nan"))

@@ -19,7 +19,7 @@ from hetsim.simulator.scenario import load_scenario
 from hetsim.simulator.sweep_design import parse_sweep, points
 
 ROOT = Path(__file__).resolve().parent.parent
-ISSUE18 = ("cuckoo", "muri", "kale", "kair", "cauchy", "disaggregation")
+ISSUE18 = ("cuckoo", "muri", "kale", "kair", "cauchy", "disaggregation", "lud")
 
 
 def report() -> ModuleType:
@@ -70,6 +70,27 @@ def test_rendered_shares_count_ties_apart() -> None:
     assert "| n | C | 0.5 | inf | inf | 0.50 (1/2) |" in text  # 0.5 and inf
 
 
+def test_range_table_carries_the_papers_value_and_the_figure_draws_it() -> None:
+    mod = report()
+    sp = spec(mod)
+    sp = mod.Headline(**{**sp.__dict__, "paper": {"m": 2.5}})
+    r = mod.range_table("hand", sp, hand_table())
+    assert len(r) == 4 and set(r["headline"]) == {"hand"} and set(r["system"]) == {"A"}
+    assert (r[r["metric"] == "m"]["paper"] == 2.5).all() and r[r["metric"] == "n"][
+        "paper"].isna().all()  # fmt: skip
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = mod.plot_ranges(r)
+    # m: the points 0.5 and 3 (finite, > 0), n: 0.5 (the tie is not drawn); the paper's
+    # 2.5 on m only
+    from matplotlib.collections import PathCollection
+
+    dots = [c.get_offsets() for c in ax.collections if isinstance(c, PathCollection)]
+    drawn = sorted(float(y) for d in dots for _, y in d)
+    assert drawn == [0.5, 0.5, 2.5, 3.0]
+
+
 def test_block_replaced_in_place_or_appended() -> None:
     mod = report()
     doc = "a\n<!-- robustness:x -->\nold\n<!-- /robustness:x -->\nb\n"
@@ -96,6 +117,7 @@ TINY = {
     "kair": {"workload.ranks": 32, "workload.iterations": 100, "workload.stragglers": {}},
     "cauchy": {"workload.requests.num_requests": 40},
     "disaggregation": {"workload.requests.num_requests": 40},
+    "lud": {"workload.requests.num_requests": 4, "workload.requests.output_tokens": 64},
 }
 
 

@@ -70,7 +70,7 @@ def test_single_request_ttft_and_tpot_are_the_kernel_sums(tmp_path: Any) -> None
 
 def test_disaggregated_transfer_moves_prompt_kv(tmp_path: Any) -> None:
     p, o = 1000, 3
-    policies = {"deployment": {"name": "distserve"}}
+    policies = {"deployment": {"name": "distserve", "search": "estimate"}}  # 1 + 1 fit only
     res = run(scenario(one_request(p, o), gpus=2), tmp_path, policies)
     s = res.summary.iloc[0]
     assert s.kv_transfer_bytes == p * KV_PER_TOKEN == 131_072_000
@@ -136,7 +136,8 @@ def test_conservation_under_load(tmp_path: Any, policies: dict[str, Any]) -> Non
 def test_lud_speeds_up_a_lone_decode_by_expected_acceptance(tmp_path: Any) -> None:
     wl = one_request(200, 2001)
     base = run(scenario(wl), tmp_path).tables["requests"].iloc[0]
-    lud = run(scenario(dict(wl, lud={"lookahead": 4, "accept_p": 0.27})), tmp_path)
+    fixed = {"lookahead": 4, "accept_p": 0.27, "accept_concentration": None}
+    lud = run(scenario(dict(wl, lud=fixed)), tmp_path)
     row = lud.tables["requests"].iloc[0]
     # batch 1 is memory-bound: a 4-position step costs ~1 step; tokens per step are
     # E[min(K, Geom)] = (1 - p^K) / (1 - p) = 1.3645; 2000 steps -> sampling sd ~1%

@@ -115,11 +115,14 @@ def test_fair_sizing_melange_and_cauchy_against_homogeneous_aws(rate: int) -> No
     # so each deployment it can size must meet the 0.9 attainment it was sized for.
     deps = ("cauchy", "melange", "colocated", "distserve")
     if rate == 48:
-        # DistServe's homogeneous pools cannot reach 48 req/s on the scenario's GPUs
-        # under the kernel-level cost model (it says so instead of deploying)
-        with pytest.raises(hetsim.ScenarioError, match="does not fit"):
-            _summary(**{"policies.deployment": "distserve", "workload.requests.rate_per_s": 48})
-        deps = deps[:3]
+        # Neither homogeneous baseline reaches 48 req/s on the scenario's GPUs under the
+        # kernel-level cost model, sized from the held-out sample (each says so instead
+        # of deploying); DistServe checked on its predictor (its simulated search, the
+        # default, also fails here but takes about 25 s)
+        for dep in ("colocated", {"name": "distserve", "search": "estimate"}):
+            with pytest.raises(hetsim.ScenarioError, match="does not fit"):
+                _summary(**{"policies.deployment": dep, "workload.requests.rate_per_s": 48})
+        deps = deps[:2]
     rows = {
         dep: _summary(**{"policies.deployment": dep, "workload.requests.rate_per_s": rate})
         for dep in deps
@@ -127,7 +130,8 @@ def test_fair_sizing_melange_and_cauchy_against_homogeneous_aws(rate: int) -> No
     assert all(r.slo_attainment >= 0.9 for r in rows.values())
     # Melange's program may put every size bucket on the colocated baseline's config,
     # so it costs no more per hour (Melange paper: a mix never costs more than one type)
-    assert rows["melange"].usd_per_hour <= rows["colocated"].usd_per_hour
+    if "colocated" in rows:
+        assert rows["melange"].usd_per_hour <= rows["colocated"].usd_per_hour
     # Cauchy's own search includes the homogeneous colocated units, but it sizes combos
     # for its disaggregated objective: whether it undercuts colocated depends on the rate
     # and the cost model (docs/serving.md reports the range); here only that it is priced

@@ -223,3 +223,19 @@ def test_swept_path_may_not_shadow_an_output_column() -> None:
     sc_bad = dataclasses.replace(sc, sweep={"mean_wait_s": [1]})
     with pytest.raises(hetsim.ScenarioError, match="share its name with an output column"):
         plan(sc_bad)
+
+
+def test_an_axis_mixing_null_numbers_and_text_reads_back(tmp_path: Path) -> None:
+    """A sweep axis such as ``[null, 0.35, 0.6]`` or ``[4, auto]`` gives shards of different
+    Arrow types; the table still reads back, one value per point."""
+    from hetsim.simulator.sweeps import _cell, read_shards, write_shard
+
+    values = [None, 0.35, 0.6]
+    for i, v in enumerate(values):
+        write_shard(tmp_path, f"k{i}", {"point": i, "x": _cell(v)})
+    table = read_shards(tmp_path, ["k0", "k1", "k2"])
+    assert table["x"].isna().tolist() == [True, False, False]
+    assert table["x"].tolist()[1:] == [0.35, 0.6]
+    write_shard(tmp_path, "k3", {"point": 3, "x": _cell("auto")})
+    table = read_shards(tmp_path, ["k1", "k3"])
+    assert table["x"].tolist() == [0.35, "auto"]

@@ -58,7 +58,9 @@ def test_static_plan_breaks_after_op_count_change_chameleon_recovers() -> None:
     # Chameleon re-profiles; it ends faster than either static plan (its plan is better,
     # not its keying)
     assert ch.profiled[8:].sum() >= 2
-    assert ch.step_s.iloc[-1] < 0.8 * st.step_s.iloc[-1]
+    # (stall, not step time: the step's compute is the same under every plan)
+    assert ch.stall_s.iloc[-1] < 0.5 * st.stall_s.iloc[-1]
+    assert ch.step_s.iloc[-1] < st.step_s.iloc[-1]
     assert ch.step_s.iloc[-1] < cap.step_s.iloc[-1]
 
 
@@ -92,9 +94,18 @@ def test_slimpipe_fits_longer_contexts_than_1f1b() -> None:
 def test_slimpipe_balance_and_fair_512k_baseline() -> None:
     # equal-cost slices: bubble near (p-1)/(m n + p - 1) = 7/135 (P2P and roofline effects
     # allowed 30%); uniform slices under the causal mask leave a much larger bubble
-    bal = _sp("slimpipe", 524288, "full")
+    bal = _sp("slimpipe", 524288, "full", **{"policies.schedule.balance": "equal-cost"})
     uni = _sp("slimpipe", 524288, "full", **{"policies.schedule.balance": "none"})
     assert bal["bubble"] == pytest.approx(7 / 135, rel=0.3) and uni["bubble"] > 2 * bal["bubble"]
+    # the default, uniform slices with workload redistribution: every slice at the mean
+    # attention, so the same bubble, with uniform slices' smaller warm-up memory; its
+    # context exchange hides behind 512K-token attention, and is charged when it may not
+    red = _sp("slimpipe", 524288, "full")
+    assert red["bubble"] == pytest.approx(7 / 135, rel=0.3) and red["exchange_bytes"] > 0
+    assert red["peak_act_stage0_bytes"] == uni["peak_act_stage0_bytes"]
+    assert red["peak_act_stage0_bytes"] < bal["peak_act_stage0_bytes"]
+    bare = {"policies.schedule.exchange_overlap": "none"}
+    assert _sp("slimpipe", 524288, "full", **bare)["iteration_s"] > red["iteration_s"]
     # a baseline that fits at 512K on the same 64 GPUs: 1F1B, 4 stages x TP 16, full
     # recompute, holds 4 microbatches; SlimPipe's MFU beats it (paper: up to 1.57x)
     base = _sp("1f1b", 524288, "full", **{"workload.stages": 4, "workload.tp": 16})

@@ -20,7 +20,8 @@ import simpy
 from pydantic import BaseModel, ConfigDict
 
 from hetsim.devices.cluster import Cluster
-from hetsim.simulator.engine import Simulation
+from hetsim.simulator.budget import WorkEstimate
+from hetsim.simulator.engine import InvariantViolation, Simulation
 
 
 class WorkloadParams(BaseModel):
@@ -64,6 +65,13 @@ class Workload(ABC):
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """One row of summary metrics (every key declared in :attr:`metrics`)."""
 
+    @classmethod
+    def estimate_work(cls, params: Any) -> WorkEstimate | None:
+        """The run's work estimated from its parameters alone, before anything is built
+        (:func:`simulator.budget.check_estimate` refuses one past the budget); None:
+        small or unknown ahead of time."""
+        return None
+
     def horizon_s(self) -> float | None:
         """A guess of the simulated end time, for progress bars (None if unknown)."""
         return None
@@ -85,3 +93,35 @@ class Workload(ABC):
     def check_partial(self) -> None:  # noqa: B027 - optional hook
         """Check the invariants that hold at any moment, when ``until_s`` ends a run
         before :attr:`done` (conservation with work in flight; raise on violation)."""
+
+
+def conserve(
+    what: str, total: int, completed: int, in_flight: int, waiting: int, dropped: int = 0
+) -> None:
+    """Conservation of ``what`` (requests, jobs, steps...): every one of ``total`` is
+    completed, in flight, not yet arrived (``waiting``) or dropped with a reason; no
+    count negative. Each count must come from its own source (a counter, a queue, a
+    table), so that lost or doubled work shows as a mismatch; raises
+    :class:`InvariantViolation` naming ``what`` and the counts."""
+    counts = {"completed": completed, "in flight": in_flight, "not yet arrived": waiting,
+              "dropped": dropped}  # fmt: skip
+    negative = [k for k, v in counts.items() if v < 0]
+    if negative or completed + in_flight + waiting + dropped != total:
+        shown = ", ".join(f"{v} {k}" for k, v in counts.items())
+        raise InvariantViolation(f"{what}: {shown} do not add up to {total}")
+
+
+def check_steps(what: str, total: int, done: int, ends_s: Any, now_s: float) -> None:
+    """Conservation of steps run one after another (iterations, decode steps,
+    repetitions): ``done`` counted, one recorded end time each in ``ends_s``, in order,
+    none after ``now_s``; at most one more in flight, the rest still to run."""
+    ends = np.asarray(ends_s, dtype=float)
+    if len(ends) != done:
+        raise InvariantViolation(f"{what}: {done} counted done, {len(ends)} recorded")
+    conserve(what, total, done, min(1, total - done), max(total - done - 1, 0))
+    bad = ~((ends >= 0) & (ends <= now_s))  # NaN too
+    bad[1:] |= ends[1:] < ends[:-1]
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise InvariantViolation(f"{what}: step {k} ends at {ends[k]} s, out of order or "
+                                 f"outside [0, now = {now_s}] s")  # fmt: skip

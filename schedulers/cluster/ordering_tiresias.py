@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.cluster.view import OrderingView
 
@@ -17,7 +18,7 @@ class TiresiasParams(BaseModel):
     Tiresias simulator's default runs, ``solve_starvation=0``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    thresholds_gpu_s: list[float] = Field(default_factory=lambda: [3250.0, 7200.0, 18000.0])
+    thresholds_gpu_s: list[Seconds] = Field(default_factory=lambda: [3250.0, 7200.0, 18000.0])
     starve_limit: float | None = Field(
         None, gt=0.0, description="promote a job waiting >= starve_limit x its last run"
     )

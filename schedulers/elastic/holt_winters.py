@@ -9,8 +9,9 @@ seasonal forecaster standing in for it (reconstruction, elastic-observability.md
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+from pydantic import BaseModel, ConfigDict, Field
 
+from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.elastic.view import ForecastView
 
@@ -19,8 +20,8 @@ class HoltWintersParams(BaseModel):
     """Smoothing weights per bucket; ``bucket_s`` aggregates control steps first."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    season_s: PositiveFloat = 86400.0
-    bucket_s: PositiveFloat = 300.0
+    season_s: PositiveSeconds = 86400.0
+    bucket_s: PositiveSeconds = 300.0
     alpha: float = Field(default=0.3, gt=0.0, le=1.0, description="level weight")
     beta: float = Field(default=0.01, ge=0.0, le=1.0, description="trend weight")
     gamma: float = Field(default=0.2, ge=0.0, le=1.0, description="season weight")

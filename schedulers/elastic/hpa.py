@@ -41,6 +41,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 
+from hetsim.simulator.limits import PositiveSeconds, Seconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.elastic.view import ScaleView
 
@@ -51,25 +52,25 @@ class HpaParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     metric: Literal["utilisation", "lag"] = "utilisation"
     target: PositiveFloat = Field(default=0.8, description="utilisation, or lag samples/replica")
-    sync_period_s: PositiveFloat = 15.0
-    initial_readiness_delay_s: NonNegativeFloat = Field(
+    sync_period_s: PositiveSeconds = 15.0
+    initial_readiness_delay_s: Seconds = Field(
         default=30.0, description="after the job comes up, no sample for this long (k8s 30 s)"
     )
-    cpu_initialization_period_s: NonNegativeFloat = Field(
+    cpu_initialization_period_s: Seconds = Field(
         default=300.0, description="window after readiness in which metric_window_s applies"
     )
-    metric_window_s: NonNegativeFloat = Field(
+    metric_window_s: Seconds = Field(
         default=0.0,
         description="a sample needs this long since readiness (within the initialization period)",
     )
     tolerance: NonNegativeFloat = 0.1
-    scale_up_window_s: NonNegativeFloat = 0.0
-    scale_down_window_s: NonNegativeFloat = 300.0
+    scale_up_window_s: Seconds = 0.0
+    scale_down_window_s: Seconds = 300.0
     up_percent: NonNegativeFloat = 100.0
     up_pods: int = Field(default=4, ge=0)
-    up_period_s: PositiveFloat = 15.0
+    up_period_s: PositiveSeconds = 15.0
     down_percent: NonNegativeFloat = Field(default=100.0, le=100.0)
-    down_period_s: PositiveFloat = 15.0
+    down_period_s: PositiveSeconds = 15.0
 
 
 @policies.register("elastic.autoscaler", "hpa")

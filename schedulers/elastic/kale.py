@@ -31,8 +31,9 @@ import math
 from collections import deque
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
+from hetsim.simulator.limits import PositiveSeconds, Seconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.elastic.view import ScaleView
 
@@ -41,14 +42,14 @@ class KaleParams(BaseModel):
     """Kale's constants (all reconstructed; none is published)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    sync_period_s: PositiveFloat = 60.0
-    horizon_s: PositiveFloat = 900.0
+    sync_period_s: PositiveSeconds = 60.0
+    horizon_s: PositiveSeconds = 900.0
     margin: NonNegativeFloat = 0.1
-    drain_s: PositiveFloat = 600.0
+    drain_s: PositiveSeconds = 600.0
     min_step: PositiveInt = 1
     tolerance: NonNegativeFloat = 0.1
     persistence: PositiveInt = 5
-    cooldown_s: NonNegativeFloat = 1800.0
+    cooldown_s: Seconds = 1800.0
     fit_window: PositiveInt = Field(default=120, description="observations kept for rho")
 
 

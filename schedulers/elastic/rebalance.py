@@ -6,8 +6,9 @@ import heapq
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat
+from pydantic import BaseModel, ConfigDict
 
+from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.elastic.view import BalanceView
 
@@ -18,7 +19,7 @@ class RebalanceParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     granularity: Literal["sample", "partition"] = "sample"
-    shuffle_s: NonNegativeFloat = 5.0
+    shuffle_s: Seconds = 5.0
 
 
 @policies.register("elastic.balance", "rebalance")

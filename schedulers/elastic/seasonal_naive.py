@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, PositiveInt
 
+from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.elastic.view import ForecastView
 
@@ -13,7 +14,7 @@ class SeasonalNaiveParams(BaseModel):
     """``season_s``: the period (a day); ``seasons``: how many past periods to average."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    season_s: PositiveFloat = 86400.0
+    season_s: PositiveSeconds = 86400.0
     seasons: PositiveInt = 1
 
 

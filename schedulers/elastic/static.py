@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, PositiveInt
 
+from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.elastic.view import ScaleView
 
@@ -14,7 +15,7 @@ class StaticParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     replicas: PositiveInt | None = None
-    sync_period_s: PositiveFloat = 3600.0
+    sync_period_s: PositiveSeconds = 3600.0
 
 
 @policies.register("elastic.autoscaler", "static")

@@ -53,7 +53,7 @@ class MrsCache:
             top_ids = (-probs[0]).argpartition(n - 1)[:n]
             row = self.score[layer]
             row *= 1.0 - a
-            row[top_ids] += a * probs[0, top_ids]
+            row[top_ids] += a * probs[0][top_ids]  # (row first: cheaper than [0, ids])
             return
         p = np.minimum(self.params.p_factor * selected.sum(axis=1), experts)
         rank = np.argsort(np.argsort(-probs, axis=1, kind="stable"), axis=1, kind="stable")
@@ -68,7 +68,10 @@ class MrsCache:
         victims = victims_by_key(view, s) if free < len(view.incoming) else []
         admit: list[int] = []
         evict: list[int] = []
-        for e in sorted(view.incoming.tolist(), key=lambda e: (-s[e], e)):
+        incoming = view.incoming.tolist()
+        if len(incoming) > 1:
+            incoming.sort(key=lambda e: (-s[e], e))
+        for e in incoming:
             if free > 0:
                 free -= 1
             elif victims:

@@ -19,7 +19,7 @@ def topk_mask(probs: np.ndarray, k: int) -> np.ndarray:
     """Bool mask (tokens, experts) of each row's ``k`` largest entries."""
     mask = np.zeros(probs.shape, dtype=bool)
     if probs.shape[0] == 1:  # decode fast path, same result
-        mask[0, (-probs[0]).argpartition(k - 1)[:k]] = True
+        mask[0][(-probs[0]).argpartition(k - 1)[:k]] = True  # (row first: cheaper)
         return mask
     idx = np.argpartition(-probs, k - 1, axis=1)[:, :k]
     np.put_along_axis(mask, idx, True, axis=1)

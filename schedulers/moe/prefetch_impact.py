@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.moe.hss import hss
+from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.moe.view import LookaheadLayer, PrefetchView
 
@@ -47,7 +48,7 @@ class ImpactPrefetchParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     lookahead_layers: int = Field(3, ge=1, le=8)
     max_per_layer: int = Field(4, ge=1)
-    min_impact_s: float = Field(0.0, ge=0)
+    min_impact_s: Seconds = Field(0.0, ge=0)
     decode_only: bool = True
 
 
@@ -78,7 +79,10 @@ class ImpactPrefetch:
             last is not None
             and last[0] is arrays[0] and last[1] is arrays[1] and last[2] is arrays[2]
             and last[3] == view.copy_s and last[4] == view.cpu_first_s
-            and not any(a.flags.writeable for a in arrays)
+            and not (
+                arrays[0].flags.writeable or arrays[1].flags.writeable
+                or arrays[2].flags.writeable
+            )
         ):  # fmt: skip
             return last[5]
         key: CostKey = (
@@ -113,18 +117,25 @@ class ImpactPrefetch:
         """The best candidate for a copy arriving at ``arrive_s``; ``layers``: each lookahead
         layer's (cost id, probabilities of its predicted experts), built once per call."""
         best: Best | None = None
+        memo = self._memo
         for li, la in enumerate(view.lookahead):
             if arrive_s > la.depth * view.layer_end_s:
                 continue  # would land after its layer starts: no impact counted
             (cid, probs), bits = layers[li], state[li]
-            base = self._span(cid, bits)
+            base = memo.get((cid, bits))
+            if base is None:
+                base = self._span(cid, bits)
+            neg_depth = -la.depth
             for i in range(len(probs)):
                 if bits >> i & 1:
                     continue
-                gain = base - self._span(cid, bits | 1 << i)
-                cand = (gain, -la.depth, probs[i], li, i)
-                if best is None or cand[:3] > best[:3]:
-                    best = cand
+                span = memo.get((cid, bits | 1 << i))
+                if span is None:
+                    span = self._span(cid, bits | 1 << i)
+                gain = base - span
+                # (gain, -depth, probability) compared as a tuple, lexicographically
+                if best is None or (gain, neg_depth, probs[i]) > best[:3]:
+                    best = (gain, neg_depth, probs[i], li, i)
         return best
 
     def prefetch(self, view: PrefetchView) -> tuple[tuple[int, int], ...]:

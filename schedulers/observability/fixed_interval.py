@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.observability.view import CheckpointView
 
@@ -13,7 +14,7 @@ class FixedIntervalParams(BaseModel):
     """``interval_s``: seconds of training between two checkpoints."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    interval_s: float = Field(default=3600.0, gt=0)
+    interval_s: PositiveSeconds = Field(default=3600.0, gt=0)
 
 
 @policies.register("observability.checkpoint", "fixed")

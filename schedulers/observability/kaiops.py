@@ -19,6 +19,7 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.observability.view import (
     Detection,
@@ -46,7 +47,7 @@ class KaiopsParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     tpr: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TPR))
-    delay_s: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_DELAY_S))
+    delay_s: dict[str, Seconds] = Field(default_factory=lambda: dict(DEFAULT_DELAY_S))
     rca_accuracy: float = Field(default=0.9, ge=0, le=1)
     false_alarms_per_gpu_day: float = Field(default=1e-4, ge=0)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat
 
@@ -11,19 +13,26 @@ from hetsim.workloads.serving.view import DeploymentView, InstanceSpec
 
 
 class SplitwiseParams(BaseModel):
-    """The Splitwise-HA design by default: prompts on H100, tokens on A100."""
+    """The Splitwise-HA design by default: prompts on H100, tokens on A100.
+    ``kv_transfer``: ``layerwise`` (Splitwise's: each layer's KV leaves as soon as it is
+    computed, overlapped with the rest of the prompt phase) or ``after-prefill`` (the
+    whole KV after the prompt phase, for comparison)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     prefill_type: str = "h100-sxm"
     decode_type: str = "a100-80gb"
     headroom: NonNegativeFloat = 0.0
+    kv_transfer: Literal["layerwise", "after-prefill"] = "layerwise"
 
 
 @policies.register("serving.deployment", "splitwise")
 class SplitwiseDeployment:
     """Splitwise (Patel et al., ISCA'24): a prompt pool and a token pool, each of a
     fixed GPU type chosen by the operator (HH, AA, HA variants), sized for the target
-    rate at least cost over TP degrees. Simplified: no mixed pool, no power capping."""
+    rate at least cost over TP degrees; prompt machines send the KV cache layer by
+    layer, overlapped with the prompt computation (the mechanism exposes only the tail
+    after the last layer, ``ServingWorkload.exposed_kv_bytes``). Simplified: no mixed
+    pool, no power capping."""
 
     Params = SplitwiseParams
 
@@ -42,4 +51,5 @@ class SplitwiseDeployment:
         found = pools(view, [("prefill", pre), ("decode", dec)], p.headroom)
         if found is None:
             raise ValueError(f"splitwise: target rate {view.target_rate_per_s} does not fit")
-        return found[1]
+        layerwise = p.kv_transfer == "layerwise"
+        return tuple(s._replace(kv_layerwise=layerwise and s.role == "prefill") for s in found[1])

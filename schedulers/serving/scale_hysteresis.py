@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import NonNegativeFloat
 
 from hetsim.schedulers.serving.scale_units import (
     ThresholdParams,
@@ -13,6 +12,7 @@ from hetsim.schedulers.serving.scale_units import (
     unit_to_drain,
     utilisation,
 )
+from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import policies
 from hetsim.workloads.serving.view import ScaleDecision, ScaleView
 
@@ -24,8 +24,8 @@ class HysteresisParams(ThresholdParams):
     (how long a threshold must be crossed at every check before acting) and
     ``drain_rule`` (which active unit a scale-in drains)."""
 
-    hold_out_s: NonNegativeFloat = 60.0
-    hold_in_s: NonNegativeFloat = 300.0
+    hold_out_s: Seconds = 60.0
+    hold_in_s: Seconds = 300.0
     drain_rule: Literal["least-efficient", "most-saving"] = "least-efficient"
 
 

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from hetsim.schedulers.serving.deploy_cauchy import CauchyParams, combos, gpus, unit
+from hetsim.simulator.limits import PositiveSeconds
 from hetsim.workloads.serving.view import InstanceSpec, ScaleView, UnitView
 
 
@@ -28,8 +29,8 @@ class ThresholdParams(BaseModel):
     the combos it may add)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    period_s: PositiveFloat = 30.0
-    window_s: PositiveFloat = 60.0
+    period_s: PositiveSeconds = 30.0
+    window_s: PositiveSeconds = 60.0
     upper: PositiveFloat = 0.9
     lower: NonNegativeFloat = 0.5
     min_units: PositiveInt = 1

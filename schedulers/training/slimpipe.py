@@ -6,15 +6,26 @@ slices). Stage i warms up with n + p - i - 2 forwards, then alternates. With equ
 costs the bubble is (p-1)/(m n + p - 1).
 
 Under a causal mask uniform slices are unequal: slice j of n costs (2j-1)/n^2 of the
-sequence's attention. The paper equalises per-slice time by redistributing attention work
-("attention-context exchange"); the notes give no algorithm (summaries only). This policy's
-``balance: equal-cost`` (default) is a **reconstruction** of that effect: it moves the slice
-boundaries so every slice has the same forward cost under the mechanism's estimate (linear
-FLOPs ``G`` uniform per token, causal attention ``A`` with prefix x costing ``A x^2``), as
-Seq1F1B's compute-balanced slicing does. Boundary i solves
-``G x + A x^2 = (i/n)(G + A)``; with G = 0 this is ``x_i = sqrt(i/n)``. ``balance: none``
-keeps uniform slices. Not modelled: the cross-device exchange itself (its traffic), the
-interleaved variant and activation offload.
+sequence's attention. The paper keeps uniform slices and equalises per-slice time by
+redistributing attention work between devices ("attention-context exchange"); the notes
+give no algorithm (summaries only). ``balance``:
+
+* ``redistribute`` (default, the paper's scheme as **reconstructed** in
+  :mod:`hetsim.workloads.training.slice_exchange`): uniform slices; the mechanism moves
+  part of each heavy slice's attention heads to the device running its mirror slice, so
+  every slice does the mean attention work, and charges the exchanged queries, keys,
+  values, outputs and their gradients over the pipeline link, overlapped with the slice's
+  attention kernels as the ring K/V exchange of context parallelism is
+  (``exchange_overlap: attention``, default) or exposed in full (``none``).
+* ``equal-cost`` (the Seq1F1B-like variant: compute-balanced, non-uniform slicing): the
+  slice boundaries move so every slice has the same forward cost under the mechanism's
+  estimate (linear FLOPs ``G`` uniform per token, causal attention ``A`` with prefix x
+  costing ``A x^2``). Boundary i solves ``G x + A x^2 = (i/n)(G + A)``; with G = 0 this
+  is ``x_i = sqrt(i/n)``. No traffic, but early slices grow, and so does the memory held
+  through warm-up.
+* ``none``: uniform slices, unequal costs.
+
+Not modelled: the interleaved variant and activation offload.
 """
 
 from __future__ import annotations
@@ -35,7 +46,12 @@ class SlimPipeParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     slices: int = Field(16, ge=1)
-    balance: Literal["none", "equal-cost"] = "equal-cost"
+    balance: Literal["redistribute", "equal-cost", "none"] = "redistribute"
+    exchange_overlap: Literal["attention", "none"] = Field(
+        "attention",
+        description="context exchange hidden behind the slice's attention, or not at all "
+        "(reconstruction; redistribute only)",
+    )
 
 
 def equal_cost_bounds(n: int, linear: float, attn: float) -> tuple[float, ...]:
@@ -54,7 +70,8 @@ def equal_cost_bounds(n: int, linear: float, attn: float) -> tuple[float, ...]:
 
 @policies.register("training.schedule", "slimpipe")
 class SlimPipe:
-    """Sliced 1F1B with (by default) equal-forward-cost slice boundaries."""
+    """Sliced 1F1B over uniform slices with workload redistribution (by default), or
+    equal-forward-cost slice boundaries (Seq1F1B-like), or plain uniform slices."""
 
     Params = SlimPipeParams
 
@@ -70,4 +87,6 @@ class SlimPipe:
         bounds: tuple[float, ...] = ()
         if self.params.balance == "equal-cost":
             bounds = equal_cost_bounds(n, view.linear_flops, view.causal_attn_flops)
-        return Schedule(order, slices=n, bounds=bounds)
+        return Schedule(order, slices=n, bounds=bounds,
+                        redistribute=self.params.balance == "redistribute" and n > 1,
+                        exchange_overlap=self.params.exchange_overlap)  # fmt: skip

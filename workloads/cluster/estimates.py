@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from hetsim.workloads.cluster.interference_estimate import InterferenceError
 from hetsim.workloads.cluster.jobs import JobTable
 from hetsim.workloads.cluster.model import interleaved_iter_s, stage_model_iter_s
 from hetsim.workloads.cluster.params import Execution
@@ -28,12 +29,17 @@ class Estimator:
 
     Two interference models (workloads.cluster_model): ``group`` (Muri's per-size factors)
     and ``stage`` (per-stage beta inflation). ``iter_s`` is the ground truth the mechanism
-    runs groups with (``execution.interference_model``); ``estimate`` gives either model,
-    so each policy can be handed the estimate its paper uses.
+    runs groups with (``execution.interference_model``); ``estimate`` gives either model.
+    What a policy sees (``seen``, and every method a view hands out) is its paper's model
+    through the interference estimator ``error`` (its bias and noise,
+    workloads.cluster.interference_estimate), or the truth when that is an oracle.
     """
 
-    def __init__(self, jobs: JobTable, ex: Execution, ref_type: int) -> None:
+    def __init__(
+        self, jobs: JobTable, ex: Execution, ref_type: int, error: InterferenceError | None = None
+    ) -> None:
         self.jobs = jobs
+        self.error = error
         self.interference = ex.interference
         self.beta = ex.stage_beta
         self.spans = (ex.data_slots,) + (1,) * (jobs.stages_s.shape[1] - 1)
@@ -78,6 +84,19 @@ class Estimator:
             hit = self._cache[key] = self._packed(model, stages)
         return hit
 
+    def seen(self, model: str, members: Sequence[int], t: int) -> float:
+        """What a policy sees for ``members`` on type ``t`` under its ``model``: the model's
+        value x the estimator's error factor (the truth for an oracle estimator)."""
+        err = self.error
+        if err is None or len(members) < 2:
+            return self.estimate(model, members, t)
+        if err.oracle:
+            return self.iter_s(members, t)
+        value = self.estimate(model, members, t)
+        if err.exact:
+            return value
+        return value * err.factor(t, tuple(sorted(int(self.profile[j]) for j in members)))
+
     def _packed(self, model: str, stages: np.ndarray) -> float:
         if model == "stage":
             return stage_model_iter_s(stages, self.beta, self.spans)
@@ -90,8 +109,21 @@ class Estimator:
         multiplied by ``stretch[s]`` (node contention, workloads.cluster_contention): a
         group's cycle is recomputed from the stretched stages; a lone job's measured time
         is scaled by the ratio of its stretched and plain stage sums (as across GPU
-        types). Cached by stretch."""
-        model = model or self.model
+        types). Cached by stretch. With ``model`` given (a policy's estimate) the result
+        is what that policy sees: through the interference estimator, as :meth:`seen`."""
+        err = self.error
+        if not model or err is None or len(members) < 2:
+            return self._stretched(model or self.model, members, t, stretch)
+        if err.oracle:
+            return self._stretched(self.model, members, t, stretch)
+        value = self._stretched(model, members, t, stretch)
+        if err.exact:
+            return value
+        return value * err.factor(t, tuple(sorted(int(self.profile[j]) for j in members)))
+
+    def _stretched(
+        self, model: str, members: Sequence[int], t: int, stretch: tuple[float, ...]
+    ) -> float:
         if all(x == 1.0 for x in stretch):
             return self.estimate(model, members, t)
         profiles = tuple(sorted(int(self.profile[j]) for j in members))
@@ -124,7 +156,7 @@ class Estimator:
         hit = self._group_cache.get(key)
         if hit is None:
             hit = self._group_cache[key] = tuple(
-                self.estimate(model, members, t) if ok else np.inf for t, ok in enumerate(allowed)
+                self.seen(model, members, t) if ok else np.inf for t, ok in enumerate(allowed)
             )
         return allowed, hit
 
@@ -143,15 +175,15 @@ class Estimator:
         time there); inf if a member may not use ``t``."""
         if not all(self._allowed[j][t] for j in members):
             return float("inf")
-        return self.estimate("stage", members, t)
+        return self.seen("stage", members, t)
 
     def ref_iter_s(self, members: tuple[int, ...]) -> float:
-        """Group-model (Muri's factors) iteration time on the reference type."""
-        return self.estimate("group", members, self.ref)
+        """Group-model (Muri's factors) iteration time on the reference type, as seen."""
+        return self.seen("group", members, self.ref)
 
     def ref_stage_iter_s(self, members: tuple[int, ...]) -> float:
-        """Stage-model (per-stage beta) iteration time on the reference type."""
-        return self.estimate("stage", members, self.ref)
+        """Stage-model (per-stage beta) iteration time on the reference type, as seen."""
+        return self.seen("stage", members, self.ref)
 
 
 def readonly(*arrays: np.ndarray) -> list[np.ndarray]:

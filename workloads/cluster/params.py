@@ -10,7 +10,16 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from hetsim.simulator.limits import MAX_GPUS_PER_NODE, MAX_JOBS, MAX_NODES
+from hetsim.simulator.limits import (
+    MAX_GPUS_PER_NODE,
+    MAX_JOBS,
+    MAX_LOG_SIGMA,
+    MAX_NODES,
+    MAX_SCALE,
+    PositiveDays,
+    PositiveSeconds,
+    Seconds,
+)
 from hetsim.workloads.base import WorkloadParams
 from hetsim.workloads.paths import DATA_DIR as SHIPPED_DATA
 from hetsim.workloads.paths import shipped
@@ -88,8 +97,10 @@ class SyntheticJobs(_Strict):
         description="[GPUs per job, weight] pairs (default: Muri trace1, Philly-derived)",
     )
     models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
-    duration_median_s: PositiveFloat = 3600.0
-    duration_sigma: NonNegativeFloat = Field(1.0, description="sigma of ln(solo duration)")
+    duration_median_s: PositiveSeconds = 3600.0
+    duration_sigma: float = Field(
+        1.0, ge=0, le=MAX_LOG_SIGMA, description="sigma of ln(solo duration)"
+    )
 
 
 class MuriTraceJobs(_Strict):
@@ -124,7 +135,7 @@ class PhillyJobs(_Strict):
     )
     num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS)
     arrival_rate_per_s: PositiveFloat = 0.01
-    min_runtime_s: PositiveFloat = Field(1.0, description="shorter runs (0 s) are not drawn")
+    min_runtime_s: PositiveSeconds = Field(1.0, description="shorter runs (0 s) are not drawn")
     gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
         default_factory=lambda: [(c, float(w)) for c, w in sorted(PHILLY_GPU_COUNTS.items())],
         min_length=1,
@@ -141,7 +152,7 @@ class HeliosJobs(_Strict):
     kind: Literal["helios"] = "helios"
     summary_path: str = shipped("cluster/helios_cluster_summary.csv")
     cluster: str = Field("Earth", description="Venus, Earth, Saturn, Uranus (or total)")
-    period_days: PositiveFloat = Field(
+    period_days: PositiveDays = Field(
         183.0, description="trace span the job count covers (Apr-Sep 2020, SC'21 paper)"
     )
     rate_scale: PositiveFloat = Field(1.0, description="multiplies the cluster's job rate")
@@ -209,10 +220,10 @@ class Execution(_Strict):
         "GPUs) profile (Muri's simulator) or the sum of its stage times",
     )
     max_group_size: int = Field(4, ge=1, le=4, description="at most the cycle's phases")
-    restart_s: NonNegativeFloat = Field(
+    restart_s: Seconds = Field(
         10.0, description="checkpoint-restart delay on (re)start or regroup (Muri: 4-46 s)"
     )
-    round_s: PositiveFloat | None = Field(
+    round_s: PositiveSeconds | None = Field(
         300.0, description="period of scheduling rounds (None: only on arrivals/completions)"
     )
     preemption: bool = Field(False, description="rounds may preempt running groups")
@@ -300,14 +311,35 @@ class Estimates(_Strict):
     and Muri's assumption (iteration counts declared, iteration time profiled: exact); the
     robustness scenarios sweep it. Interference estimates are separate: each policy has its
     paper's model (Muri's per-size factors, Cuckoo's stage model), the run's truth is
-    ``execution.interference_model``.
+    ``execution.interference_model``, and the ``interference_*`` fields add the estimator's
+    own bias and noise on top of the model (or hand every policy the truth: an oracle).
     """
 
     duration_bias: float = Field(
-        0.0, gt=-1.0, description="mean relative error of declared job lengths (E[f] = 1 + bias)"
-    )
-    duration_noise_sigma: NonNegativeFloat = Field(
-        0.0, description="sigma of ln(declared / true length), drawn once per job"
+        0.0, gt=-1.0, le=MAX_SCALE,
+        description="mean relative error of declared job lengths (E[f] = 1 + bias)",
+    )  # fmt: skip
+    duration_noise_sigma: float = Field(
+        0.0, ge=0, le=MAX_LOG_SIGMA,
+        description="sigma of ln(declared / true length), drawn once per job",
+    )  # fmt: skip
+    #: Interference estimator (workloads.cluster.interference_estimate): the packed
+    #: iteration time a policy sees for a group of two or more jobs on a GPU type is its
+    #: model's value (Muri's factors or Cuckoo's stage model) x g, g = (1 + bias)
+    #: exp(sigma Z - sigma^2 / 2) drawn once per (member profiles, type); lone jobs'
+    #: times are the profiled ones. 0 / 0: the model's value unchanged.
+    interference_bias: float = Field(
+        0.0, gt=-1.0, le=MAX_SCALE,
+        description="mean relative error of packed iteration-time estimates",
+    )  # fmt: skip
+    interference_noise_sigma: float = Field(
+        0.0, ge=0, le=MAX_LOG_SIGMA,
+        description="sigma of ln(estimated / modelled packed iteration time)",
+    )  # fmt: skip
+    interference_oracle: bool = Field(
+        False,
+        description="oracle upper bound: every interference estimate a policy sees is the "
+        "run's ground truth (execution.interference_model), bias and noise ignored",
     )
 
 

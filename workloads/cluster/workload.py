@@ -22,9 +22,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hetsim.devices.cluster import Cluster
+from hetsim.simulator.budget import WorkEstimate
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
-from hetsim.workloads.base import Workload
+from hetsim.workloads.base import Workload, conserve
 from hetsim.workloads.cluster.contention import (
     NO_STRETCH,
     NodeContention,
@@ -34,11 +35,13 @@ from hetsim.workloads.cluster.contention import (
 )
 from hetsim.workloads.cluster.duration_estimate import DurationEstimator, error_factors
 from hetsim.workloads.cluster.estimates import Estimator
+from hetsim.workloads.cluster.interference_estimate import InterferenceError
 from hetsim.workloads.cluster.jobs import build_jobs
 from hetsim.workloads.cluster.metrics import JOB_COLUMNS, METRICS, summarise
 from hetsim.workloads.cluster.model import GpuPool, Group, inventory
 from hetsim.workloads.cluster.params import ClusterParams
 from hetsim.workloads.cluster.scheduling_pass import SchedulingPass
+from hetsim.workloads.cluster.timeline import GpuTimeline
 
 
 @workloads.register("cluster")
@@ -90,7 +93,9 @@ class ClusterWorkload(Workload):
             self.contention = NodeContention(node_capacities(caps), self.jobs, params.contention)
         ref = self.types.index(params.speeds.reference_type) if (
             params.speeds.reference_type in self.types) else 0  # fmt: skip
-        self.est = Estimator(self.jobs, ex, ref)
+        #: interference estimates the policies see: their model x the estimator's error
+        seed = int(sim.rng("cluster.interference_estimate").integers(2**63))
+        self.est = Estimator(self.jobs, ex, ref, InterferenceError(params.estimates, seed))
         pool = self.pool  # Cuckoo's contention-aware packing estimate (None: contention off)
         self.share = None if self.contention is None else ShareEstimate(
             self.contention, self.est, pool.node_type, pool.capacity, len(self.types))  # fmt: skip
@@ -126,6 +131,10 @@ class ClusterWorkload(Workload):
         ) if self.contention is not None else None  # fmt: skip
         self.log: list[tuple[str, float, int]] = []  # (event, time, job/group) for tests
         self.passer = SchedulingPass(self)
+        #: which numbered GPU each group holds, for the trace (None: spans off)
+        self.timeline = GpuTimeline(
+            sim.recorder, self.types, self.pool.node_type.tolist(), self.pool.capacity.tolist()
+        ) if sim.recorder.record_spans else None  # fmt: skip
         sim.add_invariant(self.check_pool)
 
     def _check_every_job_fits(self) -> None:
@@ -255,6 +264,8 @@ class ClusterWorkload(Workload):
                   now + self.params.execution.restart_s, now)  # fmt: skip
         self._next_gid += 1
         self.groups[g.gid] = g
+        if self.timeline is not None:
+            self.timeline.start(g.gid, parts, g.members, now)
         self._admit(g, members)
         self._reschedule(g)
 
@@ -264,6 +275,7 @@ class ClusterWorkload(Workload):
         self._admit(g, newcomers)
         g.members.extend(newcomers)
         g.resume_s = self.sim.now + self.params.execution.restart_s
+        self._trace(g)
         self._reschedule(g)
 
     def _admit(self, g: Group, jobs: list[int]) -> None:
@@ -288,7 +300,13 @@ class ClusterWorkload(Workload):
         self.log.append(("detach", self.sim.now, j))
         g.resume_s = self.sim.now + self.params.execution.restart_s
         self._shrink(g)
+        self._trace(g)
         self._reschedule(g)
+
+    def _trace(self, g: Group) -> None:
+        """Bring the trace's GPU spans of ``g`` up to its members and size."""
+        if self.timeline is not None:
+            self.timeline.sync(g.gid, g.members, g.gpus, self.sim.now)
 
     def _shrink(self, g: Group) -> None:
         """Release GPUs a group no longer needs (cross-GPU packing: its largest member
@@ -313,6 +331,8 @@ class ClusterWorkload(Workload):
         """Release a group's GPUs; with ``preempted`` its members go back to the queue."""
         self.settle(g)
         self.pool.release(g.parts)
+        if self.timeline is not None:
+            self.timeline.stop(g.gid, self.sim.now)
         del self.groups[g.gid]
         self.packed.pop(g.gid, None)
         g.version += 1
@@ -410,6 +430,7 @@ class ClusterWorkload(Workload):
             self.stop_group(g, preempted=False)
         else:
             self._shrink(g)
+            self._trace(g)
             self._reschedule(g)
         self.log.append(("tick", now, g.gid))
         self._request_pass()
@@ -440,6 +461,43 @@ class ClusterWorkload(Workload):
                 used[node] += k
         if np.any(used + self.pool.node_free != self.pool.capacity) or np.any(used < 0):
             raise InvariantViolation("GPU accounting broken: a GPU is double-allocated or lost")
+
+    @classmethod
+    def estimate_work(cls, params: ClusterParams) -> WorkEstimate | None:
+        """Jobs x scheduling rounds each: an arrival, a completion and, with
+        ``execution.round_s``, one pass per round a job of mean length is active
+        (synthetic jobs: ``duration_median_s exp(sigma^2 / 2)``; trace jobs: their
+        lengths are read at build, so the count of jobs alone). None: a trace read
+        whole (no ``max_jobs``)."""
+        jobs = params.jobs
+        n = getattr(jobs, "num_jobs", None) or getattr(jobs, "max_jobs", None)
+        if n is None:
+            return None
+        rounds, how = 2.0, "arrival and completion"
+        round_s = params.execution.round_s
+        if round_s is not None and jobs.kind == "synthetic":
+            mean_s = jobs.duration_median_s * float(np.exp(min(jobs.duration_sigma, 10.0) ** 2 / 2))
+            rounds += mean_s / round_s
+            how = f"rounds of {round_s:g} s over a {mean_s:.3g} s mean job"
+        return WorkEstimate(n * rounds, None, f"{n} jobs x {rounds:.4g} {how}")
+
+    def check_partial(self) -> None:
+        """At any moment: every job completed, queued, running in exactly one group, or
+        not yet submitted; none both queued and running; GPU accounting intact."""
+        n = self.jobs.n
+        running = [j for g in self.groups.values() for j in g.members]
+        both = set(running) & set(self.queued)
+        if both or len(set(running)) != len(running):
+            j = min(both) if both else next(j for j in running if running.count(j) > 1)
+            raise InvariantViolation(f"cluster job {j} is in two places (queued or groups)")
+        finished = int(np.isfinite(self.finish).sum())
+        if finished != self.completed:
+            raise InvariantViolation(
+                f"cluster: {self.completed} jobs counted completed, {finished} have a finish time"
+            )
+        conserve("cluster jobs", n, self.completed, len(running) + len(self.queued),
+                 n - self._next_arrival)  # fmt: skip
+        self.check_pool()
 
     def check(self) -> None:
         """Every job completed exactly once; nothing left running or queued."""

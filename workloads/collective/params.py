@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from hetsim.devices.collectives import ALGORITHMS
+from hetsim.simulator.limits import Seconds
 from hetsim.workloads.base import WorkloadParams
 
 FASTEST = "fastest"
@@ -36,7 +37,7 @@ class CollectiveParams(WorkloadParams):
     fabric: str | None = None
     algorithm: str | None = None
     repetitions: PositiveInt = 11
-    gap_s: NonNegativeFloat = 0.0
+    gap_s: Seconds = 0.0
 
     @model_validator(mode="after")
     def _known_algorithm(self) -> CollectiveParams:

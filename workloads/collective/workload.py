@@ -25,7 +25,7 @@ from hetsim.devices.collectives import ALGORITHMS, CollectiveFabric, bus_factor,
 from hetsim.devices.group import CommGroup
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
-from hetsim.workloads.base import Workload
+from hetsim.workloads.base import Workload, check_steps
 from hetsim.workloads.collective.fabric import ring_fabric
 from hetsim.workloads.collective.params import FASTEST, CollectiveParams
 
@@ -92,6 +92,14 @@ class CollectiveWorkload(Workload):
             yield self.group.run(p.op, p.nbytes, self.algorithm)
             self.durations_s.append(self.sim.now - start)
         self.done.succeed()
+
+    def check_partial(self) -> None:
+        """At any moment: repetitions done <= asked, back to back with their gaps from
+        t=0, so each ends (non-negative duration, in order) no later than now."""
+        d = np.asarray(self.durations_s, dtype=float)
+        ends = np.cumsum(d) + np.arange(len(d)) * self.params.gap_s
+        check_steps("collective repetitions", self.params.repetitions, len(d), ends,
+                    self.sim.now * (1 + 1e-9) + 1e-12)  # fmt: skip
 
     def check(self) -> None:
         """Every repetition ran once and took a non-negative time."""

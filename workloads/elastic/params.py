@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from hetsim.simulator.limits import MAX_STEPS
+from hetsim.simulator.limits import MAX_STEPS, PositiveSeconds, Seconds
 from hetsim.workloads.base import WorkloadParams
 from hetsim.workloads.elastic.traffic import DAY_S, Traffic
 
@@ -67,9 +67,9 @@ class Rescale(_Strict):
     """
 
     mode: Literal["stop", "partial"] = "stop"
-    checkpoint_s: NonNegativeFloat = 30.0
-    pod_start_s: NonNegativeFloat = 60.0
-    rebalance_s: NonNegativeFloat = 15.0
+    checkpoint_s: Seconds = 30.0
+    pod_start_s: Seconds = 60.0
+    rebalance_s: Seconds = 15.0
 
     @property
     def up_s(self) -> float:
@@ -103,8 +103,8 @@ class ElasticParams(WorkloadParams):
     """The ``workload:`` block of an elastic scenario."""
 
     kind: Literal["elastic"] = "elastic"
-    duration_s: PositiveFloat = 7 * DAY_S
-    step_s: PositiveFloat = 15.0
+    duration_s: PositiveSeconds = 7 * DAY_S
+    step_s: PositiveSeconds = 15.0
     traffic: Traffic
     partitions: PositiveInt = 128
     partition_skew: NonNegativeFloat = 0.5
@@ -114,7 +114,7 @@ class ElasticParams(WorkloadParams):
     initial_replicas: PositiveInt = 8
     min_replicas: PositiveInt = 1
     max_replicas: PositiveInt | None = None
-    slo_freshness_s: PositiveFloat = 300.0
+    slo_freshness_s: PositiveSeconds = 300.0
     record_timeline: bool = True
 
     @model_validator(mode="after")

@@ -29,6 +29,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 from scipy.signal import lfilter
 
+from hetsim.simulator.limits import PositiveSeconds
 from hetsim.workloads.paths import resolve_path
 
 DAY_S = 86400.0
@@ -56,7 +57,7 @@ class SyntheticTraffic(_Strict):
     weekend_factor: PositiveFloat = 1.15
     bursts_per_day: NonNegativeFloat = 2.0
     burst_magnitude: tuple[NonNegativeFloat, NonNegativeFloat] = (0.5, 1.5)
-    burst_duration_s: PositiveFloat = 1800.0
+    burst_duration_s: PositiveSeconds = 1800.0
     noise: Noise = Noise()
 
 

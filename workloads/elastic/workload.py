@@ -302,6 +302,14 @@ class ElasticWorkload(Workload):
         if self.lag_at.min() < 0 or self.trace["replicas"][:k].max() > self.pool_size:
             raise InvariantViolation("negative lag or more replicas than pool GPUs")
 
+    def check_partial(self) -> None:
+        """The same conservation over the steps run so far (``until_s`` cut the run):
+        arrived = consumed + lag, lag >= 0, replicas within the pool."""
+        if self.steps_done > self.n_steps:
+            raise InvariantViolation(f"elastic: {self.steps_done} of {self.n_steps} steps ran")
+        if self.steps_done:
+            self.check()
+
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """Lag, freshness, downtime, SLO and cost figures (see :attr:`metrics`)."""
         k = self.steps_done

@@ -21,6 +21,11 @@ Ops (``h`` hidden size, ``I`` expert FFN, ``n`` tokens, ``b`` bits per weight):
 - shared experts / dense FFN: ``6 h F n`` FLOPs, their weights in bytes;
 - LM head on the last token: ``2 V h`` FLOPs, its weights in bytes.
 
+Hand-off (``handoff_s``, scenario ``cpu_handoff``): in a layer whose routed experts run
+partly on the CPU, the hidden states go GPU -> CPU before the CPU experts start and their
+output goes CPU -> GPU before the layer ends: two copies of ``n h`` activations, each
+the link's per-copy latency plus bytes at its rate (the caller's function).
+
 Software overheads (parameters, default 0: the pure roofline): a fixed time per expert
 call on the GPU and on the CPU, and a CPU intercept once per layer in which the CPU runs
 experts (thread-pool wake-up; HybriMoE's profile has it as a first-expert intercept).
@@ -33,6 +38,7 @@ the CPU roofline.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +87,7 @@ class StepCosts:
     shared_cpu_s: float
     dense_ffn_gpu_s: float
     lm_head_s: float
+    handoff_s: float = 0.0  # GPU->CPU hidden states + CPU->GPU expert output, per layer
 
 
 _UNIT: dict[int, np.ndarray] = {}
@@ -122,8 +129,16 @@ class MoECosts:
         cpu_model: CpuModel | None = None,
         cpu_format: str = "q4_k",
         cpu_calls_per_expert: int = 2,
+        gpu_tp: int = 1,
+        tp_allreduce_s: Callable[[float], float] | None = None,
+        handoff_s: Callable[[float], float] | None = None,
     ) -> None:
         self.model, self.gpu, self.cpu = model, gpu, cpu
+        if gpu_tp < 1 or (gpu_tp > 1 and tp_allreduce_s is None):
+            raise ValueError("gpu_tp: must be >= 1, with an all-reduce price when > 1")
+        self.tp = gpu_tp
+        self.tp_allreduce_s = tp_allreduce_s
+        self.handoff_fn = handoff_s
         self.copy_s = copy_s
         self.dense_bits = dense_bits
         self.gpu_dtype, self.cpu_dtype = gpu_dtype, cpu_dtype
@@ -152,6 +167,8 @@ class MoECosts:
         self.gpu_expert_s[0] = self.cpu_expert_s[0] = 0.0
         self.cpu_first_s = cpu_layer_overhead_s
         self._unit_times: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # FFN prices by (device, dtype, width, tokens): the same for every decode step
+        self._ffn_s: dict[tuple[int, str, int, int], float] = {}
 
     def expert_times(self, loads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Read-only (GPU, CPU) seconds of experts at ``loads`` tokens each; built once per
@@ -171,15 +188,23 @@ class MoECosts:
         """A gated MLP (gate+up GEMM, SiLU-and-mul, down GEMM) on the GPU, kernel by kernel
         (:mod:`hetsim.devices.kernels`), for ``tokens`` tokens (scalar or array)."""
         h, f, g = self.model.hidden, self.fits.fits, self.gpu
+        width = ffn / self.tp if self.tp > 1 else ffn  # tensor parallel: 1/tp per GPU
         t = np.asarray(tokens, dtype=float)
-        act = 3.0 * ffn * t * precision.activation_bytes
+        act = 3.0 * width * t * precision.activation_bytes
         return (
-            gemm_time_s(g, f.gemm, t, 2 * ffn, h, precision)
+            gemm_time_s(g, f.gemm, t, 2 * width, h, precision)
             + elementwise_time_s(g, f.elementwise, act, "activation")
-            + gemm_time_s(g, f.gemm, t, h, ffn, precision)
+            + gemm_time_s(g, f.gemm, t, h, width, precision)
         )
 
     def _ffn(self, spec: DeviceSpec, dtype: str, ffn: int, tokens: int) -> float:
+        key = (id(spec), dtype, ffn, tokens)  # spec is self.gpu or self.cpu (held by self)
+        hit = self._ffn_s.get(key)
+        if hit is None:
+            hit = self._ffn_s[key] = self._ffn_price(spec, dtype, ffn, tokens)
+        return hit
+
+    def _ffn_price(self, spec: DeviceSpec, dtype: str, ffn: int, tokens: int) -> float:
         params = 3 * self.model.hidden * ffn
         if params == 0:
             return 0.0
@@ -217,9 +242,9 @@ class MoECosts:
         tokens) or decode attention over the cached KV (query width = hidden; KV width
         from the model's KV bytes per token, MLA latents included)."""
         m, g, f, p = self.model, self.gpu, self.fits.fits, self.dense_precision
-        h, t = m.hidden, float(tokens)
+        h, t, tp = m.hidden, float(tokens), self.tp
         kv_width = m.kv_bytes_per_token / (m.layers * 2 * 2)  # K and V elements per token
-        proj = float(gemm_time_s(g, f.gemm, t, m.attention_params / h, h, p))
+        proj = float(gemm_time_s(g, f.gemm, t, m.attention_params / h / tp, h, p))
         a = p.activation_bytes
         small = 2 * float(elementwise_time_s(g, f.elementwise, 2 * t * h * a, "norm"))
         small += 2 * float(elementwise_time_s(g, f.elementwise, 3 * t * h * a, "add"))
@@ -227,13 +252,21 @@ class MoECosts:
         if q > 1:
             attn = float(attention_prefill_time_s(
                 g, f.attention_prefill, seqs * q * context, seqs * q * q, t, seqs * context,
-                1.0, kv_width / h, h, p,
+                1.0 / tp, kv_width / h / tp, h, p,
             ))  # fmt: skip
         else:
             attn = float(attention_decode_time_s(
-                g, f.attention_decode, seqs, seqs * (context + 1), 1.0, kv_width / h, h, p
+                g, f.attention_decode, seqs, seqs * (context + 1), 1.0 / tp, kv_width / h / tp, h, p
             ))  # fmt: skip
-        return proj + small + attn
+        return proj + small + attn + self._tp_reduce_s(tokens)
+
+    def _tp_reduce_s(self, tokens: int) -> float:
+        """The two all-reduces of a layer's activations under tensor parallelism (after
+        attention and after the MLP/MoE block), charged with the attention block."""
+        if self.tp == 1 or self.tp_allreduce_s is None:
+            return 0.0
+        nbytes = float(tokens) * self.model.hidden * self.dense_precision.activation_bytes
+        return 2.0 * self.tp_allreduce_s(nbytes)
 
     def step(self, tokens: int, context: int, seqs: int = 1) -> StepCosts:
         """Dense per-layer work of a step over ``tokens`` new tokens of ``seqs``
@@ -249,9 +282,17 @@ class MoECosts:
             dense_ffn_gpu_s=self._ffn(*g, m.dense_ffn, tokens),
             lm_head_s=float(
                 gemm_time_s(
-                    self.gpu, self.fits.fits.gemm, seqs, m.vocab, m.hidden, self.dense_precision
+                    self.gpu,
+                    self.fits.fits.gemm,
+                    seqs,
+                    m.vocab / self.tp,
+                    m.hidden,
+                    self.dense_precision,
                 )
             ),
+            handoff_s=0.0
+            if self.handoff_fn is None
+            else self.handoff_fn(float(tokens) * m.hidden * self.dense_precision.activation_bytes),
         )
 
 

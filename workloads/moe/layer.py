@@ -48,10 +48,14 @@ def check_mask(mask: Any, tokens: int, experts: int, top_k: int, layer: int) -> 
     return mask
 
 
-def check_placement(p: Placement, experts: np.ndarray, layer: int) -> None:
-    """Every activated expert placed exactly once (conservation)."""
-    placed = list(p.gpu) + list(p.cpu)
-    if len(placed) != len(experts) or set(placed) != set(experts.tolist()):
+def check_placement(
+    p: Placement, experts: np.ndarray, layer: int, experts_list: list[int] | None = None
+) -> None:
+    """Every activated expert placed exactly once (conservation); ``experts_list``:
+    ``experts`` as a list where the caller has it."""
+    placed = [*p.gpu, *p.cpu]
+    ids = experts.tolist() if experts_list is None else experts_list
+    if len(placed) != len(ids) or set(placed) != set(ids):
         raise InvariantViolation(
             f"placement at layer {layer} placed {sorted(placed)}, activated {experts.tolist()}"
         )
@@ -78,10 +82,21 @@ def placement_view(
     costs: Any,
     step: StepCosts,
     router_abs: float,
+    lists: list[Any] | None = None,
 ) -> PlacementView:
-    """The placement policy's snapshot of one layer (times relative to the router)."""
-    cached = res.cached[layer, ids]
-    ready = np.where(cached, np.maximum(res.ready_at_s[layer, ids] - router_abs, 0.0), 0.0)
+    """The placement policy's snapshot of one layer (times relative to the router).
+    ``lists``, if given, receives the view's experts, cached and ready_s as lists."""
+    cached = res.cached[layer][ids]  # (a row, then its items: cheaper than [layer, ids])
+    cached_l = cached.tolist()
+    # max(ready - router, 0) where cached, else 0 (Python floats: the same IEEE results
+    # as the array operations, cheaper on a layer's few experts)
+    ready_l = [
+        max(r - router_abs, 0.0) if c else 0.0
+        for r, c in zip(res.ready_at_s[layer][ids].tolist(), cached_l, strict=True)
+    ]
+    ready = np.array(ready_l, dtype=float)
+    if lists is not None:
+        lists[:] = [ids.tolist(), cached_l, ready_l]
     gpu_s, cpu_s = costs.expert_times(loads)
     row = res.cached[layer]
     return PlacementView(
@@ -93,13 +108,17 @@ def placement_view(
         ready_s=read_only(ready),
         gpu_s=gpu_s,
         cpu_s=cpu_s,
-        cpu_first_s=costs.cpu_first_s,
+        cpu_first_s=costs.cpu_first_s + step.handoff_s,
         copy_s=costs.copy_s,
         gpu_free_s=step.shared_gpu_s,
         cpu_free_s=0.0,
         pcie_free_s=max(res.pcie_free_s - router_abs, 0.0),
+        # a layer with fewer slots than experts is never wholly cached (the residency
+        # never holds more experts than slots), so the count is skipped there
         layer_resident=bool(
-            np.count_nonzero(row) == len(row) and (res.ready_at_s[layer] <= router_abs).all()
+            res.slot_counts[layer] >= len(row)
+            and np.count_nonzero(row) == len(row)
+            and (res.ready_at_s[layer] <= router_abs).all()
         ),
         dense_gpu_s=step.attention_gpu_s + step.shared_gpu_s,
         dense_cpu_s=step.attention_cpu_s + step.shared_cpu_s,
@@ -107,13 +126,22 @@ def placement_view(
 
 
 def timeline(
-    view: PlacementView, p: Placement, res: Any, layer_start: float, step: StepCosts, spans: bool
+    view: PlacementView,
+    p: Placement,
+    res: Any,
+    layer_start: float,
+    step: StepCosts,
+    spans: bool,
+    lists: tuple[list[int], list[bool], list[float]] | None = None,
 ) -> tuple[float, float, float, float, float, int, list[tuple[str, str, float, float]]]:
     """Run the placement on GPU, CPU and PCIe. Returns (router, end, gpu busy, cpu busy,
-    stall, copies, spans); spans are (resource, name, start, end)."""
+    stall, copies, spans); spans are (resource, name, start, end). ``lists``: the view's
+    experts, cached and ready_s as lists where the caller has them."""
     out: list[tuple[str, str, float, float]] = []
-    pos = {e: i for i, e in enumerate(view.experts.tolist())}
-    cached, ready_s = view.cached.tolist(), view.ready_s.tolist()
+    if lists is None:
+        lists = (view.experts.tolist(), view.cached.tolist(), view.ready_s.tolist())
+    experts, cached, ready_s = lists
+    pos = {e: i for i, e in enumerate(experts)}
     gpu_s, cpu_s = view.gpu_s.tolist(), view.cpu_s.tolist()
     if p.dense_on_cpu:
         router = layer_start + step.attention_cpu_s
@@ -139,9 +167,11 @@ def timeline(
         gpu_busy += gpu_s[i]
         if spans:
             out.append(("gpu", f"L{view.layer}E{e}", start, gpu_t))
-    if p.cpu:
-        cpu_t += view.cpu_first_s
-        cpu_busy += view.cpu_first_s
+    if p.cpu:  # cpu_first_s holds the hand-off copies too; the CPU is busy for the rest
+        # a layer wholly on the CPU (llama.cpp CPU layers) hands nothing back per layer
+        handoff = 0.0 if p.dense_on_cpu else step.handoff_s
+        cpu_t += view.cpu_first_s - step.handoff_s + handoff
+        cpu_busy += view.cpu_first_s - step.handoff_s
     for e in p.cpu:
         i = pos[e]
         t = cpu_s[i]

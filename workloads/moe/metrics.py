@@ -59,13 +59,23 @@ class Counters:
     def add_layer(
         self, phase: str, mask: np.ndarray, ids: np.ndarray, loads: np.ndarray, hits: int,
         placed: Placement, copied: int, used: int, gpu_busy_s: float, cpu_busy_s: float,
-        stall_s: float,
+        stall_s: float, ids_list: list[int] | None = None, loads_list: list[int] | None = None,
     ) -> int:  # fmt: skip
-        """Account one MoE layer-step; returns its token-expert activations (mask count)."""
-        by_id = dict(zip(ids.tolist(), loads.tolist(), strict=True))
-        activated = int(np.count_nonzero(mask))
+        """Account one MoE layer-step; returns its token-expert activations (mask count).
+        ``ids_list``/``loads_list``: ``ids``/``loads`` as lists where the caller has them."""
+        by_id = dict(
+            zip(
+                ids.tolist() if ids_list is None else ids_list,
+                loads.tolist() if loads_list is None else loads_list,
+                strict=True,
+            )
+        )
+        # one token: its activations are its activated experts (ids are the row's nonzero)
+        activated = len(by_id) if mask.shape[0] == 1 else int(np.count_nonzero(mask))
         self.activated_pairs += activated
-        self.computed_pairs += sum(by_id[e] for e in placed.gpu) + sum(by_id[e] for e in placed.cpu)
+        self.computed_pairs += sum(map(by_id.__getitem__, placed.gpu)) + sum(
+            map(by_id.__getitem__, placed.cpu)
+        )
         self.token_layers += mask.shape[0]
         self.experts[phase] += len(ids)
         self.hits[phase] += hits

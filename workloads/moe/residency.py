@@ -34,6 +34,7 @@ class Residency:
         self, slots: tuple[int, ...], experts: int, copy_s: float, priority: bool = True
     ) -> None:
         self.slots = np.asarray(slots, dtype=np.int64)
+        self.slot_counts: list[int] = [int(s) for s in slots]  # the same, as Python ints
         layers = len(slots)
         self.cached = np.zeros((layers, experts), dtype=bool)
         self.ready_at_s = np.zeros((layers, experts))
@@ -111,7 +112,7 @@ class Residency:
         ready time)."""
         view = CacheView(
             layer=layer,
-            slots=int(self.slots[layer]),
+            slots=self.slot_counts[layer],
             cached=read_only(self.cached[layer].nonzero()[0]),
             protected=self._protected(layer, in_use, now_s),
             incoming=read_only(np.asarray(incoming, dtype=np.int64)),
@@ -123,8 +124,8 @@ class Residency:
 
     def _apply(self, view: CacheView, decision: CacheDecision) -> None:
         row = self.cached[view.layer]
-        incoming = set(view.incoming.tolist())
-        protected = set(view.protected.tolist())
+        incoming = set(view.incoming.tolist()) if decision.admit else set()
+        protected = set(view.protected.tolist()) if decision.evict else set()
         for e in decision.evict:
             if not row[e] or e in protected:
                 raise InvariantViolation(

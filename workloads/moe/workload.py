@@ -33,7 +33,9 @@ from hetsim.devices.cluster import Cluster
 from hetsim.devices.cpu import CpuModel, cpu_kernels
 from hetsim.devices.memory import OutOfMemory
 from hetsim.devices.secure_copy import SecureCopy
+from hetsim.simulator.budget import WorkEstimate
 from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import policies as policy_registry
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
@@ -51,6 +53,8 @@ LAYER_COLUMNS = (
     "gpu_experts", "copied", "cpu_experts", "gpu_busy_s", "cpu_busy_s", "stall_s",
 )  # fmt: skip
 STEP_COLUMNS = ("step", "phase", "tokens", "start_s", "end_s", "experts_per_token")
+D2H_RATIO = 0.854
+"""GPU->host over host->GPU copy rate: H02 (46.8 / 54.8 GB/s pinned, H100 node)."""
 
 
 class MoEParams(WorkloadParams):
@@ -74,9 +78,9 @@ class MoEParams(WorkloadParams):
     cpu_cores: PositiveInt | None = None
     cpu_memory_bandwidth_Bps: PositiveFloat | None = None
     warmup_tokens: PositiveInt = 64
-    gpu_expert_overhead_s: NonNegativeFloat = 0.0
-    cpu_expert_overhead_s: NonNegativeFloat = 0.0
-    cpu_layer_overhead_s: NonNegativeFloat = 0.0
+    gpu_expert_overhead_s: Seconds = 0.0
+    cpu_expert_overhead_s: Seconds = 0.0
+    cpu_layer_overhead_s: Seconds = 0.0
     copy_priority: bool = Field(
         True, description="demand copies overtake queued prefetches; stale prefetches cancelled"
     )
@@ -105,6 +109,19 @@ class MoEParams(WorkloadParams):
     )
     tee: Literal["none", "h100-cc"] = "none"
     cc_crypto_throughput_Bps: PositiveFloat | None = None
+    cpu_handoff: bool = Field(
+        False,
+        description="price the per-layer GPU<->CPU hand-off of a hybrid engine: hidden "
+        "states D2H before the CPU experts, their output H2D after (two copies at the "
+        "link's latency and rate; through the bounce buffer under tee: h100-cc)",
+    )
+    gpu_tp: PositiveInt = Field(
+        1,
+        description="tensor parallelism of the GPU side over this many identical GPUs (the "
+        "named GPU and its peers): attention, shared/dense FFN, GPU-resident experts and "
+        "the LM head split 1/gpu_tp per GPU, two activation all-reduces per layer "
+        "(ring over the GPU's host link: reconstruction); KV cache replicated",
+    )
 
     @field_validator("model", mode="before")
     @classmethod
@@ -217,9 +234,48 @@ class MoEWorkload(Workload):
             cpu_model=cpu_model,
             cpu_format=params.cpu_format,
             cpu_calls_per_expert=params.cpu_calls_per_expert,
+            gpu_tp=params.gpu_tp,
+            tp_allreduce_s=self._tp_allreduce(cluster) if params.gpu_tp > 1 else None,
+            handoff_s=self._handoff(cluster) if params.cpu_handoff else None,
         )
         costs.gpu_expert_s[1:] += params.gpu_dequant_s_per_expert
         return costs
+
+    def _host_link(self, cluster: Cluster, field: str) -> Any:
+        hops = cluster.topology.path(self.cpu_name, self.gpu_name)
+        if not hops:
+            raise ValueError(f"{field}: no link between {self.cpu_name} and {self.gpu_name}")
+        return min((h.spec for h in hops), key=lambda s: s.bandwidth_Bps)
+
+    def _handoff(self, cluster: Cluster) -> Any:
+        """Seconds of one layer's hand-off of ``nbytes`` of activations each way: a D2H
+        copy (at D2H_RATIO of the H2D rate) and an H2D copy, each the link's per-copy
+        latency plus bytes at its effective rate; each through the encrypted bounce
+        buffer under ``tee: h100-cc``."""
+        link = self._host_link(cluster, "cpu_handoff")
+        p = self.params
+        secure = (SecureCopy.preset("h100-cc", p.cc_crypto_throughput_Bps)
+                  if p.tee == "h100-cc" else None)  # fmt: skip
+
+        def one(nbytes: float, ratio: float) -> float:
+            t = link.latency_s + nbytes / (link.effective_bandwidth_Bps(nbytes) * ratio)
+            return t if secure is None else secure.copy_time_s(t, int(nbytes))
+
+        return lambda nbytes: one(nbytes, D2H_RATIO) + one(nbytes, 1.0)
+
+    def _tp_allreduce(self, cluster: Cluster) -> Any:
+        """Ring all-reduce of ``nbytes`` over ``gpu_tp`` GPUs whose only path is the GPU's
+        host link (PCIe cards without NVLink, as V61's L20s): 2 (n - 1) steps, each one
+        link latency plus ``nbytes / n`` at the link's effective rate for that size.
+        Reconstruction: no PCIe all-reduce measurement in the calibration data."""
+        n = self.params.gpu_tp
+        link = self._host_link(cluster, "gpu_tp")
+
+        def allreduce_s(nbytes: float) -> float:
+            chunk = max(nbytes / n, 1.0)
+            return 2 * (n - 1) * (link.latency_s + chunk / link.effective_bandwidth_Bps(chunk))
+
+        return allreduce_s
 
     def _steps(self, params: MoEParams) -> list[tuple[Phase, int, int, int]]:
         w, p = params.warmup_tokens, params.prompt_tokens
@@ -274,11 +330,12 @@ class MoEWorkload(Workload):
         m, p, eb = self.model, self.params, self.costs.expert_bytes
         resident = sum(m.resident_params(layer) for layer in range(m.layers))
         resident += 2 * m.vocab * m.hidden  # embedding and LM head
+        tp = p.gpu_tp  # per GPU of the tensor-parallel group: weights split, KV replicated
         needs = {
-            "moe.resident": int(resident * p.dense_bits / 8),
-            "moe.kv": m.kv_bytes_per_token * (p.prompt_tokens + p.output_tokens),
-            "moe.staging": m.routed_experts * eb,
-            "moe.cache": int(self.res.slots.sum()) * eb,
+            "moe.resident": int(resident * p.dense_bits / 8 / tp),
+            "moe.kv": m.kv_bytes_per_token * (p.prompt_tokens + p.output_tokens) * p.batch,
+            "moe.staging": m.routed_experts * eb // tp,
+            "moe.cache": int(self.res.slots.sum()) * eb // tp,
         }
         gpu = self.cluster.memory(self.gpu_name)
         for tag, nbytes in needs.items():
@@ -297,14 +354,10 @@ class MoEWorkload(Workload):
         host.allocate("moe.experts", routed)
 
     def _gating_view(self, layer: int, phase: Phase, probs: np.ndarray) -> GatingView:
-        sens = self.model.gate_sensitivity
+        m = self.model
+        sens = m.gate_sensitivity
         return GatingView(
-            layer=layer,
-            phase=phase,
-            top_k=self.model.top_k,
-            probs=probs,
-            sensitivity=None if sens is None else sens[layer],
-            renormalize=self.model.renormalize,
+            layer, phase, m.top_k, probs, None if sens is None else sens[layer], m.renormalize
         )
 
     # ---- the run ------------------------------------------------------------------
@@ -346,24 +399,32 @@ class MoEWorkload(Workload):
         self.cache.observe(layer, probs, mask, index)
         router_abs = now + costs.attention_gpu_s
         used = self.res.settle_prefetches(layer, ids, router_abs)
-        view = placement_view(layer, phase, ids, loads, self.res, self.costs, costs, router_abs)
+        # the view's small arrays as lists too, for the checks, the timeline and the counters
+        lists: list[Any] = []
+        view = placement_view(
+            layer, phase, ids, loads, self.res, self.costs, costs, router_abs, lists
+        )
         placed = self.placement.place(view)
-        check_placement(placed, ids, layer)
+        ids_l, cached_l, ready_l = lists
+        check_placement(placed, ids, layer, ids_l)
         spans = self.sim.recorder.record_spans
         router, end, gbusy, cbusy, stall, copied, out = timeline(
-            view, placed, self.res, now, costs, spans
+            view, placed, self.res, now, costs, spans, (ids_l, cached_l, ready_l)
         )
-        hits = int(np.count_nonzero(view.cached))
-        self.counters.resident[phase] += int(np.count_nonzero(view.cached & (view.ready_s <= 0)))
-        in_use = ids[view.cached]
+        hits = cached_l.count(True)
+        self.counters.resident[phase] += sum(
+            [1 for c, r in zip(cached_l, ready_l, strict=True) if c and r <= 0]
+        )
         if copied:
+            in_use = ids[view.cached]
             resident = set(in_use.tolist())
             moved = np.array([e for e in placed.gpu if e not in resident], dtype=np.int64)
             self.res.request(self.cache, layer, moved, in_use, router, prefetch=False)
         self._prefetch(index, phase, t0, t1, layer, router, end, out)
         activated = self.counters.add_layer(
-            phase, mask, ids, loads, hits, placed, copied, used, gbusy, cbusy, stall
-        )
+            phase, mask, ids, loads, hits, placed, copied, used, gbusy, cbusy, stall,
+            ids_l, loads.tolist(),
+        )  # fmt: skip
         for track, name, s, e in out:
             self.sim.recorder.span(self.tracks[track], name, s, e)
         self._layers.append(
@@ -406,6 +467,42 @@ class MoEWorkload(Workload):
         if c.token_layers != expected:
             raise InvariantViolation(f"{c.token_layers} token-layers run of {expected}")
 
+    @classmethod
+    def estimate_work(cls, params: MoEParams) -> WorkEstimate | None:
+        """Tokens x layers: every token routed (warm-up profile, prompt, and ``batch``
+        per decode step) passes every layer. None: a model given by a config file (read
+        at build)."""
+        if isinstance(params.model, ModelRef):
+            return None
+        try:
+            layers = resolve_model(params.model, Path(".")).layers
+        except KeyError:
+            return None  # build names the unknown model
+        p = params
+        tokens = p.warmup_tokens + p.prompt_tokens + p.output_tokens * p.batch
+        return WorkEstimate(float(tokens * layers), None, f"{tokens} tokens x {layers} layers")
+
+    def check_partial(self) -> None:
+        """At any moment: every activated expert computed once; the token-layers run
+        are those of the finished steps plus at most the one in flight."""
+        c = self.counters
+        if c.activated_pairs != c.computed_pairs:
+            raise InvariantViolation(
+                f"moe: {c.activated_pairs} token-expert activations, {c.computed_pairs} computed"
+            )
+        m, done = self.model.moe_layers, len(self._steps_tbl)
+        tokens = [t1 - t0 for _, t0, t1, _ in self.steps]
+        if done > len(tokens):
+            raise InvariantViolation(f"moe: {done} steps recorded of {len(tokens)}")
+        finished = sum(tokens[:done]) * m
+        current = c.token_layers - finished
+        in_flight = tokens[done] * m if done < len(tokens) else 0
+        if not 0 <= current <= in_flight:
+            raise InvariantViolation(
+                f"moe: {c.token_layers} token-layers run; {done} finished steps hold "
+                f"{finished} and the step in flight at most {in_flight}"
+            )
+
     def policy_names(self) -> str:
         """``gating/placement/prefetch/cache`` registered names of the chosen policies."""
         names = []
@@ -413,8 +510,13 @@ class MoEWorkload(Workload):
             ("gating", self.gating), ("placement", self.placement),
             ("prefetch", self.prefetcher), ("cache", self.cache),
         ):  # fmt: skip
+            # the chosen policy's module is imported: its entries are registered already
+            # (full discovery, which imports every module, only if it is not found there)
             reg = policy_registry.point(f"moe.{point}")
-            names.append(next((e.name for e in reg if e.obj is type(obj)), type(obj).__name__))
+            name = next((e.name for e in reg.loaded() if e.obj is type(obj)), None)
+            if name is None:
+                name = next((e.name for e in reg if e.obj is type(obj)), type(obj).__name__)
+            names.append(name)
         return "/".join(names)
 
     def summary(self, end_s: float) -> dict[str, float | int | str]:

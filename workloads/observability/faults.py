@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
 
 from hetsim.simulator.boundary import json_value
+from hetsim.simulator.limits import PositiveSeconds
 
 LLAMA3_GPUS = 16_384
 LLAMA3_DAYS = 54.0
@@ -115,7 +116,7 @@ class FailSlowKind(_Strict):
     rate_per_gpu_day: float = Field(default=0.0, ge=0)
     slowdown: tuple[float, float] = (1.2, 2.0)  # op time multiplier range (uniform)
     persistent_fraction: float = Field(default=0.5, ge=0, le=1)
-    mean_transient_s: PositiveFloat = 600.0  # exponential duration of a transient one
+    mean_transient_s: PositiveSeconds = 600.0  # exponential duration of a transient one
 
     @model_validator(mode="after")
     def _check(self) -> FailSlowKind:

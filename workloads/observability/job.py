@@ -29,11 +29,11 @@ import math
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveInt
 
 from hetsim.devices.cluster import Cluster
 from hetsim.simulator.engine import InvariantViolation, Simulation
-from hetsim.simulator.limits import MAX_DEVICES
+from hetsim.simulator.limits import MAX_DEVICES, PositiveDays, PositiveSeconds
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.observability.faults import (
@@ -66,17 +66,17 @@ class FaultJobParams(WorkloadParams):
 
     kind: Literal["observability-faults"] = "observability-faults"
     gpus: int = Field(default=10_000, ge=1, le=MAX_DEVICES)
-    duration_days: PositiveFloat = 30.0
+    duration_days: PositiveDays = 30.0
     gpu: str | None = None
     model: TrainingModel = TrainingModel(params=70e9, tokens_per_rank=8192)
     comm: CommConfig = CommConfig(fabric="h100-ib-ndr-multinode")
     fail_stop: FailStopModel = FailStopModel()
     fail_slow: dict[str, FailSlowKind] = Field(default_factory=dict)
-    checkpoint_s: PositiveFloat = 120.0  # write one checkpoint (reconstruction)
-    restart_s: PositiveFloat = 600.0  # reschedule, reload, warm up (reconstruction)
-    watchdog_s: PositiveFloat = 600.0  # collective timeout catching undetected faults
-    replace_s: PositiveFloat = 300.0  # evict a rank and bring in a spare
-    manual_detect_s: PositiveFloat = 86_400.0  # operators find a missed straggler (reconstruction)
+    checkpoint_s: PositiveSeconds = 120.0  # write one checkpoint (reconstruction)
+    restart_s: PositiveSeconds = 600.0  # reschedule, reload, warm up (reconstruction)
+    watchdog_s: PositiveSeconds = 600.0  # collective timeout catching undetected faults
+    replace_s: PositiveSeconds = 300.0  # evict a rank and bring in a spare
+    manual_detect_s: PositiveSeconds = 86_400.0  # operators find a missed straggler (reconstr.)
     gpus_per_node: PositiveInt = 8
     noise: NoiseModel = NoiseModel()  # telemetry noise (a telemetry detector's probe)
     probe: ProbeParams = ProbeParams()  # the probe a telemetry detector runs on
@@ -192,6 +192,23 @@ class FaultJobWorkload(Workload):
             raise InvariantViolation(f"states cover {total} s of a {self.horizon} s run")
         if t.work_s > t.run_s + 1e-6:
             raise InvariantViolation("more work kept than time spent running")
+
+    def check_partial(self) -> None:
+        """At any moment: the states cover the time run so far plus the segment in flight
+        (accounted when it starts), never past the horizon; work kept <= time running."""
+        t, now = self.timeline, self.sim.now
+        total = t.run_s + t.ckpt_s + t.recover_s + t.evict_s
+        eps = 1e-9 * max(self.horizon, 1.0)
+        if not now - eps <= total <= self.horizon + eps:
+            raise InvariantViolation(
+                f"observability-faults: states cover {total} s at t={now} s of a "
+                f"{self.horizon} s run"
+            )
+        if t.work_s > t.run_s + 1e-6 or t.saved_s > t.work_s + 1e-6:
+            raise InvariantViolation(
+                f"observability-faults: {t.work_s} s of work kept ({t.saved_s} s saved) "
+                f"in {t.run_s} s running"
+            )
 
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """Fault, recovery and efficiency figures (see :attr:`metrics`)."""

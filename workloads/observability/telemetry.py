@@ -1,7 +1,9 @@
 """Per-rank, per-operator timings of a data-parallel training job, a window at a time.
 
 One iteration of rank r runs four operators in order: ``dataload`` (host input
-pipeline), ``forward`` and ``backward`` (GPU compute, priced by the device roofline),
+pipeline), ``forward`` and ``backward`` (GPU compute: with ``architecture``, a dense catalogue
+model's kernels as the training-parallel step prices them; otherwise ``2 P T`` FLOPs on
+the device roofline),
 then enters the gradient all-reduce. The collective starts when its last rank arrives
 (``max_r entry_r``) and, being a ring, runs at the pace of its slowest link: its
 duration is ``max_r send_r``, where ``send_r`` is the time rank r's own link needs for
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
@@ -44,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validato
 from hetsim.devices.catalogue import fabric_spec, link_spec
 from hetsim.devices.collectives import AlgorithmFit, CollectiveFabric, collective_time_s
 from hetsim.devices.compute import ComputeDevice
+from hetsim.simulator.limits import Seconds
 
 OPS = ("dataload", "forward", "backward", "send")
 COMPUTE_OPS = ("dataload", "forward", "backward")
@@ -61,21 +65,37 @@ class _Strict(BaseModel):
 
 
 class TrainingModel(_Strict):
-    """Work of one data-parallel rank per iteration (dense transformer, 6 x P x T FLOPs)."""
+    """Work of one data-parallel rank per iteration: a dense catalogue transformer priced
+    kernel by kernel (``architecture``), or ``6 x P x T`` FLOPs on the device roofline."""
 
-    params: PositiveFloat = 1.3e9  # model parameters P
+    params: PositiveFloat = 1.3e9  # model parameters P (replaced by the architecture's)
     tokens_per_rank: int = Field(default=16_384, ge=1)  # tokens per rank per iteration T
     dtype: str = "bf16"
     grad_bytes_per_param: PositiveFloat = 2.0  # bf16 gradients
-    dataload_s: float = Field(default=0.02, ge=0)  # host input pipeline per iteration
+    dataload_s: Seconds = Field(default=0.02, ge=0)  # host input pipeline per iteration
+    architecture: str | None = Field(
+        default=None,
+        description="dense catalogue model (workloads/models/dense.yaml) whose layers price "
+        "forward and backward kernel by kernel as training-parallel does (TP 1); its "
+        "parameter count replaces params. null: 2 P T FLOPs per pass on the device roofline",
+    )
+    seq_len: int = Field(default=2048, ge=1, le=1 << 20, description="tokens per sequence")
+
+    def param_count(self) -> float:
+        """P: the architecture's parameters when one is named, else ``params``."""
+        if self.architecture is None:
+            return self.params
+        from hetsim.workloads.training.step import dense_model
+
+        return float(dense_model(self.architecture).params)
 
     def forward_flops(self) -> float:
         """2 P T (one multiply-add per parameter per token)."""
-        return 2.0 * self.params * self.tokens_per_rank
+        return 2.0 * self.param_count() * self.tokens_per_rank
 
     def grad_bytes(self) -> int:
         """Bytes all-reduced per iteration."""
-        return int(self.params * self.grad_bytes_per_param)
+        return int(self.param_count() * self.grad_bytes_per_param)
 
 
 class CommConfig(_Strict):
@@ -117,7 +137,7 @@ class NoiseModel(_Strict):
         "(PAI 2020 job 2's shared per-iteration component)",
     )
     spike_prob: float = Field(default=1e-4, ge=0, le=1)
-    spike_s: tuple[float, float] = (0.5, 3.0)  # uniform range of one hiccup, seconds
+    spike_s: tuple[Seconds, Seconds] = (0.5, 3.0)  # uniform range of one hiccup, seconds
 
     @model_validator(mode="after")
     def _check(self) -> NoiseModel:
@@ -146,14 +166,42 @@ class BaseTimes:
 
 
 def base_times(model: TrainingModel, comm: CommConfig, gpu: ComputeDevice, ranks: int) -> BaseTimes:
-    """Ask the device roofline and the collective model for the nominal times."""
-    fwd = model.forward_flops()
-    weight_bytes = model.params * 2.0  # weights read once per pass
-    fwd_s = gpu.op_time_s(fwd, weight_bytes, model.dtype)
-    bwd_s = gpu.op_time_s(2.0 * fwd, 2.0 * weight_bytes, model.dtype)
+    """Nominal times: compute from the kernel classes (``architecture``) or the device
+    roofline, the all-reduce from the collective model."""
     fabric = comm.fabric_spec()
+    if model.architecture is not None:
+        fwd_s, bwd_s = _kernel_passes_s(model, gpu, fabric)
+    else:
+        fwd = model.forward_flops()
+        weight_bytes = model.params * 2.0  # weights read once per pass
+        fwd_s = gpu.op_time_s(fwd, weight_bytes, model.dtype)
+        bwd_s = gpu.op_time_s(2.0 * fwd, 2.0 * weight_bytes, model.dtype)
     send_s = collective_time_s("all_reduce", ranks, model.grad_bytes(), fabric, comm.algorithm)
     return BaseTimes(model.dataload_s, fwd_s, bwd_s, send_s)
+
+
+def _kernel_passes_s(
+    model: TrainingModel, gpu: ComputeDevice, fabric: CollectiveFabric
+) -> tuple[float, float]:
+    """Forward and backward seconds of one rank's tokens, kernel by kernel (the
+    training-parallel step model at TP 1: layers, embedding and LM head)."""
+    from hetsim.devices.precision import Format, Precision
+    from hetsim.workloads.training.parallel_comm import Fabrics, Layout
+    from hetsim.workloads.training.step import dense_model
+    from hetsim.workloads.training.step_cost import MicroBatchCost, StepKnobs
+
+    dm = dense_model(model.architecture or "")
+    micro = max(1, model.tokens_per_rank // model.seq_len)
+    fmt = cast(Format, model.dtype)
+    prec = Precision(fmt, fmt, fmt)
+    knobs = StepKnobs(micro_batch=micro, seq_len=model.seq_len, sequence_parallel=False)
+    mb = MicroBatchCost(gpu.spec, dm, Layout(), Fabrics(fabric, fabric, fabric.bandwidth_Bps),
+                        knobs, prec)  # fmt: skip
+    scale = model.tokens_per_rank / (micro * model.seq_len)  # a partial last sequence
+    emb, head = mb.embedding, mb.head
+    fwd = dm.layers * mb.layer_fwd_s() + emb[0] + head[0]
+    bwd = dm.layers * mb.layer_bwd_s() + emb[1] + head[1]
+    return fwd * scale, bwd * scale
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator
 
 from hetsim.devices.cluster import Cluster
 from hetsim.simulator.engine import InvariantViolation, Simulation
-from hetsim.simulator.limits import MAX_DEVICES, MAX_GPUS_PER_NODE
+from hetsim.simulator.limits import MAX_DEVICES, MAX_GPUS_PER_NODE, PositiveSeconds
 from hetsim.simulator.registry import workloads
-from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.base import Workload, WorkloadParams, conserve
 from hetsim.workloads.observability.faults import FAIL_SLOW_CAUSE
 from hetsim.workloads.observability.scoring import Straggler, Tally, score
 from hetsim.workloads.observability.tables import ObservabilityTables, StragglerKind
@@ -67,8 +67,8 @@ class ObservabilityParams(WorkloadParams):
         "(the same on every rank, as a ring exposes it) or its own link time (idealised)",
     )
     stragglers: dict[str, StragglerKind] = Field(default_factory=dict)
-    replace_s: PositiveFloat = 60.0  # evict a rank and bring in a spare (reconstruction)
-    restart_s: PositiveFloat = 600.0  # restart the job from a checkpoint (reconstruction)
+    replace_s: PositiveSeconds = 60.0  # evict a rank and bring in a spare (reconstruction)
+    restart_s: PositiveSeconds = 600.0  # restart the job from a checkpoint (reconstruction)
     checkpoint_iters: PositiveInt = 500
     record_rank_windows: bool = True
     record_telemetry: bool = False  # one row per rank-iteration (small runs only)
@@ -110,7 +110,8 @@ class ObservabilityWorkload(Workload):
         "mean_delay_s": "mean over detected faults of first true finding time - fault start",
         "p50_delay_s": "median of the same delays",
         "windows": "analysis windows run",
-        "nominal_iteration_s": "noise- and fault-free iteration time (roofline + collective model)",
+        "nominal_iteration_s": "noise- and fault-free iteration time (kernel classes with "
+        "model.architecture, else the device roofline; plus the collective model)",
         "mean_iteration_s": "mean simulated iteration time",
         "slowdown": "mean_iteration_s / nominal_iteration_s",
         "evictions": "ranks evicted and replaced by the mitigation policy",
@@ -299,6 +300,26 @@ class ObservabilityWorkload(Workload):
         for f in self.faults:
             if f.detected_s < f.start_s:
                 raise InvariantViolation(f"fault {f.fault_id} detected before it started")
+
+    def check_partial(self) -> None:
+        """At any moment: the iterations of the windows recorded are those run, the rest
+        in flight or to come; no fault detected before it started or after now."""
+        p, windows = self.params, self.tables._windows
+        recorded = int(windows.column("iterations").sum()) if len(windows) else 0
+        if len(windows) != self.windows or recorded != self.iteration:
+            raise InvariantViolation(
+                f"observability: {len(windows)} windows of {recorded} iterations recorded, "
+                f"{self.windows} windows of {self.iteration} iterations run"
+            )
+        in_flight = min(p.window_iters, p.iterations - self.iteration)
+        conserve("observability iterations", p.iterations, self.iteration, in_flight,
+                 p.iterations - self.iteration - in_flight)  # fmt: skip
+        for f in self.faults:
+            if f.detected_s < f.start_s or f.detected_s > self.sim.now:
+                raise InvariantViolation(
+                    f"observability fault {f.fault_id} detected at {f.detected_s} s, outside "
+                    f"[{f.start_s}, {self.sim.now}] s"
+                )
 
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """Detection quality (see :mod:`workloads.observability_scoring`) and run figures."""

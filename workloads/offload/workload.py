@@ -28,7 +28,7 @@ from hetsim.devices.memory import OutOfMemory
 from hetsim.devices.secure_copy import SecureCopy
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
-from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.base import Workload, WorkloadParams, check_steps
 from hetsim.workloads.models.dense import model_spec
 from hetsim.workloads.offload.costs import CopyPaths, DenseCosts
 from hetsim.workloads.offload.schedule import Clocks, LayerWork, run_layer
@@ -336,6 +336,18 @@ class OffloadWorkload(Workload):
             for _, _, ctx in self._phases():
                 total += gpu_layers * p.batch * ctx * c.kv_bytes_per_token_layer * (1 - plan.kv_gpu)
         return total
+
+    def check_partial(self) -> None:
+        """At any moment: steps recorded in order, none after now, one in flight at most;
+        decode steps timed once each."""
+        tbl = self.steps_tbl
+        done = len(tbl)
+        check_steps("offload steps", len(self._phases()), done,
+                    tbl.column("end_s") if done else [], self.sim.now)  # fmt: skip
+        decodes = int((tbl.column("phase") == "decode").sum()) if done else 0
+        if decodes != len(self.decode_steps):
+            raise InvariantViolation(f"offload: {decodes} decode steps recorded, "
+                                     f"{len(self.decode_steps)} timed")  # fmt: skip
 
     def check(self) -> None:
         """Every step ran; time moved forward."""

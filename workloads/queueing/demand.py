@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec
+from hetsim.simulator.limits import MAX_SCALE
 from hetsim.workloads.models.dense import model_spec
 from hetsim.workloads.models.transformer_cost import TransformerCost, prefill_batch
 from hetsim.workloads.paths import resolve_path
@@ -48,7 +49,7 @@ class TraceArrivals(_Strict):
     time_column: str = "arrival_s"
     flops_column: str | None = None
     bytes_column: str | None = None
-    time_scale: PositiveFloat = 1.0
+    time_scale: Annotated[float, Field(gt=0, le=MAX_SCALE)] = 1.0
 
 
 Arrivals = Annotated[PoissonArrivals | TraceArrivals, Field(discriminator="kind")]

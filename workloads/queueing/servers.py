@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable
 
 from hetsim.devices.compute import ComputeDevice
+from hetsim.simulator.engine import Timer
 
 Done = Callable[[int, int, float, float], None]  # (request, server index, start_s, end_s)
 
@@ -23,6 +24,8 @@ class FcfsServer:
         self.index = index
         self.device = device
         self.env = device.sim.env
+        self._timer = Timer(device.sim, self._on_finish)
+        self._spans = device.sim.recorder.record_spans  # fixed when the run is built
         self.on_done = on_done
         self.queue: deque[tuple[int, float]] = deque()  # (request, service_s)
         self.busy = False
@@ -44,8 +47,10 @@ class FcfsServer:
         """Queue ``request`` here (starts now if the server is idle)."""
         now = self.env.now
         self.busy_until_s = max(self.busy_until_s, now, self.available_at_s) + service_s
-        if not self.busy and self.loaded and not self.queue:  # start_next's case, direct
-            self._start(request, service_s)
+        if not self.busy and self.loaded and not self.queue:  # start_next's case: _start
+            self.busy = True
+            self._request, self._start_s = request, now
+            self._timer.start(service_s)
             return
         self.queue.append((request, service_s))
         self.start_next()
@@ -65,22 +70,21 @@ class FcfsServer:
         # one request in service at a time: it and its start are kept here
         self.busy = True
         self._request, self._start_s = request, self.env.now
-        self.env.timeout(service_s).callbacks.append(self._on_finish)
+        self._timer.start(service_s)
 
     def _on_finish(self, _ev: object) -> None:
-        self._finish(self._request, self._start_s)
-
-    def _finish(self, request: int, start_s: float) -> None:
+        request, start_s = self._request, self._start_s  # the request in service
         end = self.env.now
         device = self.device
-        if device.sim.recorder.record_spans:
+        if self._spans:
             device.record_busy(start_s, end, f"req {request}")
         else:  # record_busy's accounting without building a span name no one reads
             device.busy_s += end - start_s
             device.ops += 1
         self.busy = False
         self.on_done(request, self.index, start_s, end)
-        self.start_next()
+        if self.queue:
+            self.start_next()
 
 
 class PsServer:

@@ -19,7 +19,7 @@ from pydantic import Field, NonNegativeInt
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.precision import Precision
-from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.engine import InvariantViolation, Simulation, Timer
 from hetsim.simulator.limits import MAX_REQUESTS
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
@@ -51,6 +51,7 @@ class IdleIndex:
         self._type_of = type_of
         self._heaps: dict[str, list[int]] = {t: [] for t in dict.fromkeys(type_of)}
         self._idle: set[int] = set()
+        self.idle = self._idle  # read-only use: truthy when some server is idle
 
     def __bool__(self) -> bool:
         return bool(self._idle)
@@ -171,7 +172,11 @@ class QueueingWorkload(Workload):
         self._completed = 0
         self._arrived = 0
         self._next = 0  # the request whose arrival is scheduled
+        self._central_queue = bool(self.dispatch.central_queue)  # a policy class constant
         self._rows = sim.recorder.table("requests", REQUEST_COLUMNS)
+        self._row = self._rows.row_sink()  # a row: a tuple of the REQUEST_COLUMNS
+        self._names = [s.device.name for s in self.servers]
+        self._arrival_timer = Timer(sim, self._on_arrival)
         self.setup_s = 0.0
 
     # ---- set-up ---------------------------------------------------------------
@@ -208,18 +213,22 @@ class QueueingWorkload(Workload):
     # ---- arrivals and dispatch ---------------------------------------------------
     def _schedule_arrival(self, i: int) -> None:
         # arrivals are scheduled one at a time, in order: the pending one is _next
-        env = self.sim.env
         self._next = i
-        env.timeout(max(0.0, self._arrival[i] - env.now)).callbacks.append(self._on_arrival)
+        self._arrival_timer.start_at(self._arrival[i])
 
     def _on_arrival(self, _ev: object) -> None:
-        self._arrive(self._next)
-
-    def _arrive(self, i: int) -> None:
+        i = self._next
         self._arrived += 1
-        if i + 1 < len(self._arrival):
-            self._schedule_arrival(i + 1)
-        if not self.dispatch.central_queue:
+        if i + 1 < len(self._arrival):  # _schedule_arrival(i + 1), inlined
+            self._next = i + 1
+            self._arrival_timer.start_at(self._arrival[i + 1])
+        if self._central_queue and not self._idle.idle:  # the busy case first
+            self._central.append(i)
+        else:
+            self._dispatch(i)
+
+    def _dispatch(self, i: int) -> None:
+        if not self._central_queue:
             self._send(i, self.dispatch.choose(self._view(i, self.servers)))
         elif self._idle:
             candidates = [self.servers[k] for k in self._idle.tops()]
@@ -272,10 +281,10 @@ class QueueingWorkload(Workload):
     # ---- completions -------------------------------------------------------------
     def _done(self, i: int, index: int, start_s: float, end_s: float) -> None:
         server = self.servers[index]
-        self._rows.append(
-            i, server.device.name, self._arrival[i], start_s, end_s,
+        self._row((
+            i, self._names[index], self._arrival[i], start_s, end_s,
             self._service[index][i], self._flops[i],
-        )  # fmt: skip
+        ))  # fmt: skip
         self._completed += 1
         if self._central and server.loaded and not server.busy:  # _kick's busiest case
             j = self._central.popleft()

@@ -7,9 +7,11 @@ the units with their goodput estimates and prices, the free GPUs per type and th
 configs) and executes the policy's :class:`~schedulers.serving.view.ScaleDecision`:
 
 * **scale out**: the new instances are placed on free GPUs (a TP group on one node) and
-  provisioned now (their cost starts); each loads its weights from its node's CPU over
-  the topology (``weight bytes / tp`` per GPU, as at start), and the unit joins the
-  routing pools only once every instance of it is ready (warm-up);
+  provisioned now (their cost starts); each cold-starts (``workload.cold_start``: image
+  pull and the model's download from remote storage, then its weights from its node's
+  CPU over the topology, ``weight bytes / tp`` per GPU as at start, then the engine
+  warm-up), and the unit joins the routing pools only once every instance of it is
+  ready;
 * **scale in**: every instance of the unit leaves the routing pools at once (no new
   request, no new KV hand-off), finishes what it holds, and is released (cost stops,
   GPUs and memory return to the free pool) when its queues, batch and KV are empty.
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from hetsim.devices.cluster import Cluster
     from hetsim.simulator.engine import Simulation
     from hetsim.workloads.serving.deploy import Config, Slo
+    from hetsim.workloads.serving.estimate import Lengths
     from hetsim.workloads.serving.metrics import RequestTimes
     from hetsim.workloads.serving.view import InstanceSpec
 
@@ -62,8 +65,9 @@ class ScaledDeployment(Protocol):
     #: per-request arrival, first-token and finish times and lengths
     times: RequestTimes
     slo: Slo
-    #: the priced (GPU type, TP) configurations
+    #: the priced (GPU type, TP) configurations, estimated on the held-out ``sizing``
     configs: dict[tuple[str, int], Config]
+    sizing: Lengths
     #: every instance ever started, by number, and the devices of each
     instances: list[Instance]
     placement: list[list[str]]
@@ -169,8 +173,12 @@ class Autoscaler:
         units = tuple(self._unit_view(u) for u in sorted(self.units.values(), key=_key))
         cap = sum(u.goodput_rps for u in units if u.state != "draining")
         free = tuple((k, sum(len(d) for d in nodes.values())) for k, nodes in w._free.items())
+        # lengths from history only: prompts of the window's arrivals, outputs of the
+        # window's finished requests (the sizing sample's means before any)
+        prompt = float(t.prompt[first:arrived].mean()) if arrived > first else w.sizing.prompt_mean
+        output = float(t.output[fin].mean()) if fin.any() else w.sizing.output_mean
         dep = DeploymentView(
-            rate, float(t.prompt.mean()), float(t.output.mean()), w.slo.ttft_s, w.slo.tpot_s,
+            rate, prompt, output, w.slo.ttft_s, w.slo.tpot_s,
             free, tuple(c.view for c in w.configs.values()),
         )  # fmt: skip
         disagg = any(s.role != "mixed" for s in w.instances)

@@ -4,8 +4,9 @@ presets, and how a deployment's instances are placed on the cluster's GPUs.
 Every goodput in a :class:`ConfigView` (prefill-only, decode-only, colocated, and
 colocated per request-size bucket for Melange) comes from ONE predictor,
 :class:`workloads.serving_estimate.Estimator`: the largest Poisson rate whose predicted
-SLO attainment reaches the sizing attainment (``sizing_attainment``, 0.9), on the
-workload's sampled (prompt, output) lengths (see that module for the formulas). So the
+SLO attainment reaches the sizing attainment (``sizing_attainment``, 0.9), on a held-out
+sample of the workload's (prompt, output) lengths, never the measured requests
+(``workload.sizing_source``; see that module for the formulas). So the
 colocated (vLLM), DistServe, Cauchy and Melange policies size with the same rule.
 
 Request-size buckets (Melange's input for its integer program): the sample is cut at
@@ -24,6 +25,7 @@ import numpy as np
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.collectives import CollectiveFabric
 from hetsim.devices.precision import Precision
+from hetsim.devices.prices import preset_price, price_presets
 from hetsim.devices.spec import DeviceSpec
 from hetsim.simulator import registry
 from hetsim.workloads.models.dense import ModelSpec
@@ -32,33 +34,27 @@ from hetsim.workloads.serving.cost import IterationCost, pcie_fabric
 from hetsim.workloads.serving.estimate import Estimator, Lengths, Targets
 from hetsim.workloads.serving.view import BucketEstimate, ConfigView, InstanceSpec
 
-# $/GPU-hour presets beside the catalogue's own ("catalogue": DeviceSpec.prices default).
-# Sources: ../shared/papers/serving.md section 3 (confidence tags kept).
-PRICE_PRESETS: dict[str, dict[str, float]] = {
-    # AWS on-demand list prices, point in time [page]
-    "aws-ondemand": {"l4": 0.81, "a10": 1.00, "l40s": 1.84, "a100-80gb": 4.60, "h100-sxm": 8.22},
-    # Melange (2024) Table 1 [recall, verify]
-    "melange2024": {"l4": 0.70, "a10": 1.01, "a100-80gb": 3.67, "h100-sxm": 7.5164},
-    # RunPod list prices, point in time [page]
-    "runpod": {"l40s": 1.03, "a100-80gb": 1.94, "h100-sxm": 3.99},
-}
+DEFAULT_PRICE_PRESET = "aws-ondemand"
+"""The preset a scenario that names none gets: one provider (AWS), the only provider in
+``devices/prices.yaml`` that rents every serving GPU type of the shipped scenarios."""
 
 
 def gpu_price(spec: DeviceSpec, preset: str) -> float:
-    """$/hour of one GPU of ``spec`` under ``preset`` (KeyError names what is missing);
-    preset ``none`` prices nothing (0 $/h: cost metrics are 0, for runs about speed only)."""
+    """$/hour of one GPU of ``spec`` under ``preset``: a provider preset of
+    ``devices/prices.yaml`` (KeyError naming the preset and the GPU type when that
+    provider has no price for it); ``catalogue``: the device catalogue's default price
+    (whichever provider listed each type: mixes providers, and the run warns); ``none``
+    prices nothing (0 $/h: cost metrics are 0, for runs about speed only)."""
     if preset == "none":
         return 0.0
     if preset == "catalogue":
         return spec.price("default").usd_per_hour
-    if preset not in PRICE_PRESETS:
+    if preset not in price_presets():
         raise KeyError(
-            f"price_preset: unknown {preset!r}; valid: catalogue, none, {', '.join(PRICE_PRESETS)}"
+            f"price_preset: unknown {preset!r}; valid: {', '.join(price_presets())}, "
+            "catalogue, none"
         )
-    table = PRICE_PRESETS[preset]
-    if spec.name not in table:
-        raise KeyError(f"price_preset: {preset} has no price for {spec.name}; has {sorted(table)}")
-    return table[spec.name]
+    return preset_price(preset, spec.name)
 
 
 @dataclass(frozen=True)
@@ -92,9 +88,13 @@ def bucket_key(prompts: np.ndarray, outputs: np.ndarray) -> np.ndarray:
     return pb * (len(OUTPUT_EDGES) + 1) + ob
 
 
-def size_buckets(lengths: Lengths) -> list[tuple[int, Lengths, float]]:
-    """Non-empty size buckets of a sample: (key, its requests, its share)."""
-    keys = bucket_key(lengths.prompts, lengths.outputs)
+def size_buckets(
+    lengths: Lengths, predicted: np.ndarray | None = None
+) -> list[tuple[int, Lengths, float]]:
+    """Non-empty size buckets of a sample: (key, its requests, its share). Requests are
+    bucketed by ``predicted`` output lengths when given (what routing will see), their
+    true lengths in each bucket price its goodput."""
+    keys = bucket_key(lengths.prompts, lengths.outputs if predicted is None else predicted)
     out = []
     for key in sorted(set(keys.tolist())):
         sel = keys == key
@@ -166,11 +166,13 @@ def candidate_configs(
     preset: str,
     cap: int,
     overheads: EngineOverheads | None = None,
+    predicted: np.ndarray | None = None,
 ) -> list[Config]:
     """Every (type, TP) that fits the model; ``gpus``: type -> (spec, count, memory);
-    ``lengths``: a sample of the workload's requests; ``targets``: the SLOs and the
-    sizing attainment; ``cap``: the largest decode batch."""
-    buckets = size_buckets(lengths)
+    ``lengths``: a held-out sample of the workload's requests; ``targets``: the SLOs and
+    the sizing attainment; ``cap``: the largest decode batch; ``predicted``: the
+    sample's predicted output lengths, which the size buckets are cut by."""
+    buckets = size_buckets(lengths, predicted)
     out: list[Config] = []
     short: list[str] = []
     for name, (spec, count, memory) in gpus.items():

@@ -86,6 +86,16 @@ class Lengths:
         ctx = self.prompts + self.outputs / 2.0
         return float((self.steps * ctx).sum() / self.steps.sum())
 
+    @property
+    def prompt_mean(self) -> float:
+        """Mean prompt tokens."""
+        return float(self.prompts.mean())
+
+    @property
+    def output_mean(self) -> float:
+        """Mean output tokens."""
+        return float(self.outputs.mean())
+
     @cached_property
     def kv_per_seq(self) -> float:
         """Mean KV tokens a finished sequence holds, ``E[P] + E[O]``."""

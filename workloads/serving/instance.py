@@ -41,6 +41,12 @@ WAITING_VIEW = 64  # queue entries a batching policy sees
 NO_SEQUENCE = 1 << 62  # min(left0) of an empty batch
 
 
+def kv_flow_ids(i: int) -> tuple[int, int]:
+    """Trace flow ids of request ``i``'s KV hand-off: prefill -> transfer, transfer ->
+    decode."""
+    return 2 * i, 2 * i + 1
+
+
 @dataclass
 class RequestState:
     """Mutable per-request state shared by the instances (plain lists: hot path)."""
@@ -51,13 +57,14 @@ class RequestState:
     preemptions: list[int] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Lud:
     """Lexical-unit decoding: ``lookahead`` positions per step, each next one accepted
-    with probability ``accept_p`` (truncated geometric, E[A] = (1 - p^K) / (1 - p))."""
+    with request ``i``'s probability ``accept_p[i]`` (truncated geometric, E[A] =
+    (1 - p^K) / (1 - p)); the workload draws one probability per request."""
 
     lookahead: int
-    accept_p: float
+    accept_p: np.ndarray  # per request index
 
 
 class Instance(CachedKv):
@@ -108,6 +115,7 @@ class Instance(CachedKv):
         self.draining = False
         self.on_drained: Callable[[Instance], None] | None = None
         self.goodput_rps = 0.0
+        self.kv_layerwise = False  # a prefill instance sends KV layer by layer (Splitwise)
         self.iterations = 0
         self.busy_s = 0.0
         self.preemptions = 0
@@ -122,7 +130,13 @@ class Instance(CachedKv):
         # the iteration in flight (one at a time): start, prefilled requests, decodes,
         # accepted tokens per decode (LUD)
         self._it: tuple[float, list[int], int, np.ndarray | None] = (0.0, [], 0, None)
-        self.track = sim.recorder.track(f"instance{number}:{role}", group="serving")
+        #: trace tracks of the GPUs the instance runs on (set when placed: :meth:`place`)
+        self.device_tracks: tuple[str, ...] = ()
+
+    def place(self, device_tracks: tuple[str, ...]) -> None:
+        """Run on the GPUs whose trace tracks are ``device_tracks`` (TP group order):
+        each iteration is recorded as a span on every one of them."""
+        self.device_tracks = device_tracks
 
     # ---- what routers see ------------------------------------------------------------
     def view(self) -> InstanceView:
@@ -134,6 +148,12 @@ class Instance(CachedKv):
         )  # fmt: skip
 
     # ---- inputs ------------------------------------------------------------------------
+    @property
+    def iteration_start_s(self) -> float:
+        """Start of the iteration running now or, between iterations, of the last one
+        (during its completion callbacks: of the iteration that just ended)."""
+        return self._it[0]
+
     def submit(self, i: int) -> None:
         """A request to prefill (entry) or to re-prefill after preemption."""
         self.waiting.append(i)
@@ -309,7 +329,8 @@ class Instance(CachedKv):
         b = len(self.ids)
         accepted = None
         if self.lud is not None and self.rng is not None:
-            accepted = np.minimum(self.rng.geometric(1.0 - self.lud.accept_p, b), k)
+            p = self.lud.accept_p[np.asarray(self.ids, dtype=np.int64)]
+            accepted = np.minimum(self.rng.geometric(1.0 - p), k)
             left = np.array(self._left0, dtype=np.int64) - self._steps
             accepted = np.minimum(accepted, left)
         return k * b, self._ctx0_sum + b * self._steps, accepted
@@ -340,6 +361,9 @@ class Instance(CachedKv):
             self.pending.popleft()
             self._set_used(self.used_blocks + need)
             self._join(i, self.reqs.prefill_len[i])
+            rec = self.sim.recorder
+            if rec.record_spans and self.device_tracks:  # the KV arrow ends at this iteration
+                rec.flow(kv_flow_ids(i)[1], "f", self.device_tracks[0], self._env.now, "kv")
 
     def _join(self, i: int, ctx: int) -> None:
         c0, left0 = ctx - self._steps, self.reqs.left[i] + self._steps
@@ -356,8 +380,7 @@ class Instance(CachedKv):
         self.iterations += 1
         self.busy_s += now - start
         if self.sim.recorder.record_spans:
-            name = "mixed" if taken and n_dec else ("prefill" if taken else "decode")
-            self.sim.recorder.span(self.track, name, start, now, None)
+            self._record_iteration(start, now, len(taken), n_dec)
         if n_dec:
             self._advance_decodes(n_dec, acc)
         for i in reversed(taken):
@@ -370,6 +393,14 @@ class Instance(CachedKv):
             self.kick()
         if self.draining:
             self.check_drained()
+
+    def _record_iteration(self, start: float, end: float, prefills: int, decodes: int) -> None:
+        """One span per GPU of the instance for the iteration [start, end]."""
+        name = "mixed" if prefills and decodes else ("prefill" if prefills else "decode")
+        args = {"instance": self.number, "role": self.role, "prefills": prefills,
+                "decodes": decodes}  # fmt: skip
+        for track in self.device_tracks:
+            self.sim.recorder.span(track, name, start, end, args)
 
     def _prefilled(self, i: int) -> None:
         """Request ``i``'s prefill chunk ran: requeue it, emit its first token, hand

@@ -17,6 +17,7 @@ from pydantic import (
 from hetsim.devices.kernels import LaunchModel
 from hetsim.devices.precision import Precision
 from hetsim.devices.secure_copy import SecureCopy
+from hetsim.simulator.limits import PositiveSeconds, Seconds
 from hetsim.workloads.base import WorkloadParams
 from hetsim.workloads.models.dense import model_spec
 from hetsim.workloads.models.transformer_cost import EngineOverheads
@@ -35,19 +36,85 @@ class SloConfig(BaseModel):
     """Latency SLOs of every request."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    ttft_s: PositiveFloat = 1.0
-    tpot_s: PositiveFloat = 0.1
+    ttft_s: PositiveSeconds = 1.0
+    tpot_s: PositiveSeconds = 0.1
+
+
+class ColdStart(BaseModel):
+    """What a serving instance added by the autoscaler waits for before it serves
+    (scale-out; the initial deployment is loaded before traffic starts): its container
+    image is pulled, the model's weights are downloaded from remote storage to the node,
+    copied to the GPUs over the topology (as at start), and the engine warms up
+    (torch.compile, CUDA-graph capture, KV allocation). Defaults from published
+    measurements (all overridable; sweep them):
+
+    * ``image_pull_s`` 60 s: a fresh pull of a 2-5 GB serving runtime image takes
+      30-60 s (kunwar.page, "The model cold-start problem", ch. 52); a 2.4 GB inference
+      image took 91 s unoptimised (blog.vertexcover.io, "How we made a 13 GB LLM
+      container cold-start in 40 seconds"); an image with Llama-3.1-8B's weights baked
+      in, 5-6 min (bentoml.com, "Cold-starting LLMs on Kubernetes in under 30 seconds");
+    * ``storage_Bps`` 1 GB/s: object storage read in the same cloud region (kunwar.page
+      ch. 52: "1 GB/s ... typical for cloud-managed S3"; ServerlessLLM, OSDI'24, takes
+      5 GB/s as a fast case: 130 GB in 26 s);
+    * ``engine_warmup_s`` 60 s: vLLM server start to ready with torch.compile and
+      CUDA-graph capture, about 1 min (user report, r/Vllm, Dec 2025, Gemma-3-12B);
+      5-10 s without compilation (kunwar.page ch. 52)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    image_pull_s: Seconds = 60.0
+    storage_Bps: PositiveFloat = 1e9
+    engine_warmup_s: Seconds = 60.0
+
+    def download_s(self, weight_bytes: int) -> float:
+        """Seconds to fetch ``weight_bytes`` from remote storage."""
+        return weight_bytes / self.storage_Bps
+
+
+class OutputEstimate(BaseModel):
+    """The output length a policy sees for a request before it runs (Melange's routing
+    by size bucket and its plan): never the request's true length unless ``kind`` is
+    ``oracle`` (an upper bound, labelled so). ``prompt-history``: the mean output length
+    of the held-out sizing sample's requests in the same prompt-size bucket (a predictor
+    from history and the prompt alone); ``lognormal``: true x (1 + bias) exp(sigma Z -
+    sigma^2 / 2) per request (a learned predictor with that error; E = true x (1 +
+    bias), std of the log error = sigma). ``bias`` and ``noise_sigma`` also apply to
+    ``prompt-history``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["prompt-history", "lognormal", "oracle"] = "prompt-history"
+    bias: float = Field(default=0.0, gt=-1.0)
+    noise_sigma: NonNegativeFloat = 0.0
+
+    @model_validator(mode="after")
+    def _oracle_exact(self) -> OutputEstimate:
+        if self.kind == "oracle" and (self.bias != 0.0 or self.noise_sigma != 0.0):
+            raise ValueError("output_estimate: kind 'oracle' is the true length (no bias, noise)")
+        return self
 
 
 class LudConfig(BaseModel):
     """Lexical unit decoding (LUD, LREC-COLING'24): ``lookahead`` positions per decode
-    step, each accepted with probability ``accept_p`` after the previous one. p = 0.27
-    and K = 4 give E[A] = 1.36 (``../shared/papers/serving.md`` §7.3, a calibration to
-    the abstract's 1.33x, not a measurement)."""
+    step; within a step each next position is accepted with the request's acceptance
+    probability after the previous one (truncated geometric, E[A | p] = (1 - p^K) /
+    (1 - p)). The acceptance is drawn once per request (task) from a Beta distribution
+    with mean ``accept_p`` and concentration ``accept_concentration`` (alpha + beta;
+    None: every request has ``accept_p``).
+
+    Reconstruction, not a measurement: LUD publishes no acceptance or span-length
+    figures (abstract only, no code), so both defaults are labelled guesses. p = 0.27
+    with K = 4 gives E[A] = 1.36 (``../shared/papers/serving.md`` §7.3: a calibration to
+    the abstract's 1.33x); the concentration 10 (per-request sd 0.13) stands for the
+    task-to-task spread speculative decoders report. ``scenarios/lud-robustness.yaml``
+    sweeps all three; the headline is that sweep's range. ``enabled: false`` runs
+    standard decoding (the baseline of that sweep)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: bool = True
     lookahead: PositiveInt = 4
-    accept_p: float = Field(0.27, ge=0.0, lt=1.0)
+    accept_p: float = Field(0.27, ge=0.0, lt=1.0, description="mean acceptance over requests")
+    accept_concentration: PositiveFloat | None = Field(
+        10.0, description="Beta alpha + beta of the per-request acceptance (None: fixed)"
+    )
 
 
 class ServingParams(WorkloadParams):
@@ -114,16 +181,32 @@ class ServingParams(WorkloadParams):
     sizing_attainment: float = Field(0.9, ge=0.5, lt=1.0)
     sizing_headroom: float = Field(0.1, ge=0.0)
     estimate_sample: PositiveInt = 256
+    sizing_source: Literal["holdout", "window"] = Field(
+        "holdout",
+        description="the requests deployment sizing and the autoscaler's configs are "
+        "estimated from, never the measured ones: 'holdout', estimate_sample requests drawn "
+        "apart (own random streams; trace lengths at random rows); 'window', the requests "
+        "arriving before sizing_window_s, their lengths and (without deployment_rate_per_s) "
+        "their rate (needs warmup_s >= sizing_window_s, so that they are not measured)",
+    )
+    sizing_window_s: PositiveSeconds = 60.0
+    output_estimate: OutputEstimate = Field(default_factory=OutputEstimate)
+    cold_start: ColdStart = ColdStart()
     goodput: Literal["estimate", "simulate"] = "estimate"
-    price_preset: str = "catalogue"
+    price_preset: str = Field(
+        "aws-ondemand",
+        description="$/GPU-hour preset: one provider's list in devices/prices.yaml "
+        "(aws-ondemand, aws-capacity-blocks-2024, lambda, runpod, melange2024), catalogue "
+        "(each GPU's catalogue default: mixes providers) or none",
+    )
     tokens: Literal["output", "total"] = "output"
     lud: LudConfig | None = None
     truncate_to_context: bool = True
     gpus: list[str] | None = None
     load_weights: bool = True
     slo_classes: list[SloClass] = Field(default_factory=list)
-    report_window_s: PositiveFloat = 60.0
-    warmup_s: NonNegativeFloat = Field(
+    report_window_s: PositiveSeconds = 60.0
+    warmup_s: Seconds = Field(
         0.0,
         description="steady-state cut: requests arriving before this simulated time are "
         "left out of the latency, throughput and SLO metrics (not of cost, which counts "
@@ -154,6 +237,15 @@ class ServingParams(WorkloadParams):
             LaunchModel(self.cpu_launch_s, self.cuda_graphs), self.framework_overhead_s + toll,
             self.framework_per_seq_s, self.fused_elementwise,
         )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _sizing_window(self) -> ServingParams:
+        if self.sizing_source == "window" and self.warmup_s < self.sizing_window_s:
+            raise ValueError(
+                f"warmup_s: must be >= sizing_window_s ({self.sizing_window_s:g}) with "
+                "sizing_source 'window' (the sizing window is not measured)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _classes(self) -> ServingParams:

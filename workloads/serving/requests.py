@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt
 
-from hetsim.simulator.limits import MAX_REQUESTS
+from hetsim.simulator.limits import MAX_REQUESTS, PositiveSeconds, Seconds
 from hetsim.workloads.serving.lengths import SyntheticLengths
 from hetsim.workloads.serving.traces import (
     BlockHashes,
@@ -37,8 +37,8 @@ from hetsim.workloads.serving.traces import (
 class SurgeConfig(Strict):
     """The arrival rate is ``factor`` times higher during ``[start_s, start_s + duration_s)``."""
 
-    start_s: NonNegativeFloat
-    duration_s: PositiveFloat
+    start_s: Seconds
+    duration_s: PositiveSeconds
     factor: PositiveFloat
 
 
@@ -68,8 +68,8 @@ class SloClass(Strict):
     class when the trace names each request's class (``requests.trace.class_column``)."""
 
     name: str = Field(min_length=1)
-    ttft_s: PositiveFloat
-    tpot_s: PositiveFloat
+    ttft_s: PositiveSeconds
+    tpot_s: PositiveSeconds
     share: float | None = Field(None, gt=0.0, le=1.0)
 
 

@@ -103,6 +103,7 @@ class SubSimGoodput:
         wl = dict(self.workload, requests=req, deployment_rate_per_s=None, gpus=None)
         wl["load_weights"] = False
         wl["goodput"] = "estimate"  # no sub-simulations inside a sub-simulation
+        wl["sizing_source"] = "holdout"  # the unit is fixed: no sizing window to set aside
         entries = [{"role": s.role, "gpu_type": s.gpu_type, "tp": s.tp} for s in unit]
         return {
             "name": "subsim",

@@ -25,10 +25,11 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from hetsim.simulator.boundary import MAX_FIELD_CHARS, json_value
 from hetsim.simulator.errors import TraceError
+from hetsim.simulator.limits import PositiveSeconds, Seconds
 from hetsim.workloads.paths import resolve_path
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -49,8 +50,8 @@ class TraceConfig(Strict):
     format: Literal["azure", "mooncake", "servegen"]
     path: str
     lengths_path: str | None = None  # servegen: the token_pdf file
-    window_s: PositiveFloat | None = None  # servegen: simulated seconds per window
-    start_s: NonNegativeFloat = 0.0  # servegen: skip windows starting before this
+    window_s: PositiveSeconds | None = None  # servegen: simulated seconds per window
+    start_s: Seconds = 0.0  # servegen: skip windows starting before this
     clients: list[int] | None = None  # servegen: these clients only (default all)
     class_column: str | None = None  # azure: a column naming each row's SLO class
     hash_block_tokens: PositiveInt = 512  # mooncake: prompt tokens per hash_ids entry

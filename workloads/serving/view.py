@@ -49,8 +49,23 @@ class ConfigView(NamedTuple):
     buckets: tuple[BucketEstimate, ...] = ()  # per request-size bucket (colocated)
 
 
+class SearchBudget(NamedTuple):
+    """How hard a simulate-and-bisect goodput search works per candidate unit: runs of
+    ``max(num_requests, rate x duration_s)`` Poisson requests, ``steps`` bisection
+    steps on the rate, judged on SLO ``attainment``, ``routing`` inside the unit."""
+
+    num_requests: int = 300
+    duration_s: float = 60.0
+    steps: int = 5
+    attainment: float = 0.9
+    routing: str = "jsq"
+
+
 class DeploymentView(NamedTuple):
-    """What a deployment policy decides from: load, SLOs, GPU availability, configs."""
+    """What a deployment policy decides from: load, SLOs, GPU availability, configs.
+
+    Lengths and rate come from the held-out sizing sample (``workload.sizing_source``),
+    never from the requests the run measures."""
 
     target_rate_per_s: float
     mean_prompt_tokens: float
@@ -62,19 +77,27 @@ class DeploymentView(NamedTuple):
     # the mechanism's goodput of a unit measured by sub-simulation, None when off
     # (workloads/serving/subsim.py): measure(unit's instances, estimate req/s) -> req/s
     measure: Callable[[tuple[InstanceSpec, ...], float], float] | None = None
+    # simulate(unit's instances, estimate req/s, budget) -> the largest req/s whose
+    # simulated SLO attainment reaches budget.attainment, bisected on short seeded runs
+    # of Poisson requests drawn from the workload's laws, over 1 + sizing_headroom as
+    # every estimate (None: not available)
+    simulate: Callable[[tuple[InstanceSpec, ...], float, SearchBudget], float] | None = None
 
 
 class InstanceSpec(NamedTuple):
     """One instance to provision: its role, GPU type, TP degree and group (combo).
 
     ``plan``: (bucket key, req/s) of the request-size buckets the deployment planned
-    this instance to serve (Melange; empty: no plan, any request)."""
+    this instance to serve (Melange; empty: no plan, any request); ``kv_layerwise``: a
+    prefill instance sends each layer's KV as soon as it is computed, overlapped with
+    the rest of the prefill (Splitwise), instead of after the whole prefill."""
 
     role: Role
     gpu_type: str
     tp: int
     group: int = 0
     plan: tuple[tuple[int, float], ...] = ()
+    kv_layerwise: bool = False
 
 
 class DeploymentPolicy(Protocol):

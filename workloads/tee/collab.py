@@ -23,8 +23,9 @@ from pydantic import Field, PositiveInt
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.mee import aes_engine
 from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import workloads
-from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.base import Workload, WorkloadParams, check_steps
 from hetsim.workloads.tee.collab_costs import (
     CollabConfig,
     StepResult,
@@ -55,7 +56,7 @@ class TeeCollabParams(WorkloadParams):
     recompute: bool = Field(default=True, description="activation checkpointing per layer")
     adam_flops_per_param: float = Field(default=12.0, ge=0, description="reconstruction")
     secure: SecureMemoryParams = SecureMemoryParams()
-    verify_latency_s: float = Field(
+    verify_latency_s: Seconds = Field(
         default=1e-6, ge=0, description="one MAC check (reconstruction)"
     )
     tile_bytes: float = Field(
@@ -93,7 +94,7 @@ class TeeCollabParams(WorkloadParams):
     detector_streams: PositiveInt = Field(
         default=16, description="interleaved streams the detector tracks (reconstruction)"
     )
-    commit_latency_s: float = Field(
+    commit_latency_s: Seconds = Field(
         default=1e-6, ge=0, description="MAC finalise + check before a commit (reconstr.)"
     )
     verify_window_layers: PositiveInt = Field(
@@ -248,6 +249,12 @@ class TeeCollabWorkload(Workload):
         self.done.succeed()
 
     # ---- results ------------------------------------------------------------------
+    def check_partial(self) -> None:
+        """At any moment: the steps counted are those recorded, in order, none after
+        now; one more in flight at most."""
+        ends: Any = self._rows.column("end_s") if len(self._rows) else []
+        check_steps("tee-collab steps", self.params.steps, self._steps_done, ends, self.sim.now)
+
     def check(self) -> None:
         """Every step ran; the attribution adds up to the stall."""
         if self._steps_done != self.params.steps:

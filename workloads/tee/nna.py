@@ -23,7 +23,7 @@ from hetsim.devices.cluster import Cluster
 from hetsim.devices.enclave import EnclaveSpec
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
-from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.base import Workload, WorkloadParams, check_steps
 from hetsim.workloads.tee.dag import makespan_s, run_tasks
 from hetsim.workloads.tee.models import dnn_table
 from hetsim.workloads.tee.nna_costs import (
@@ -198,6 +198,16 @@ class TeeNnaWorkload(Workload):
                 raise InvariantViolation(f"step took {env.now - start}, estimated {self.step_s}")
             self._done_steps += 1
         self.done.succeed()
+
+    def check_partial(self) -> None:
+        """At any moment: the steps done, each ``step_s`` long back to back from t=0,
+        end no later than now, and the one in flight no later than a step after."""
+        k, step, slack = self._done_steps, self.step_s, 1 + 1e-8  # each step within 1e-9
+        ends = [step * (i + 1) for i in range(min(k, self.params.steps + 1))]
+        check_steps("tee-nna steps", self.params.steps, k, ends, self.sim.now * slack)
+        if k < self.params.steps and self.sim.now > (k + 1) * step * slack:
+            raise InvariantViolation(f"tee-nna: {k} steps done at t={self.sim.now} s, "
+                                     f"steps of {step} s")  # fmt: skip
 
     def check(self) -> None:
         """Every step ran; the makespan lies between the busiest resource and the sum."""

@@ -44,6 +44,15 @@ METRICS = {
     "device_state_bytes": "model-state bytes held on the device at the end: 16 B/param, "
     "or 4 B/param with the optimizer offloaded",
     "mfu": "forward+backward FLOPs of the completed iterations / (their time x peak FLOP/s)",
+    "model_error_p50": "kernel-fit residual p50, weighted by each kernel class's share of the "
+    "first iteration's op time (absent under cost_model: roofline; docs/metrics.md)",
+    "model_error_p90": "as model_error_p50, the p90 residual",
+    "model_fits": "least trusted kernel fit used: calibrated, borrowed or uncalibrated "
+    "(roofline under cost_model: roofline)",
+    "kernel_classes": "kernel classes the ops were priced by",
+    "borrowed_fits": "device.class<-lender for every class not fitted on this device",
+    "fit_extrapolated": "a kernel class used beyond the sizes it was fitted on (the error "
+    "band then understates the error); empty if none",
 }
 
 

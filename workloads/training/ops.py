@@ -78,6 +78,7 @@ class OpSequence:
     op_flops: list[float] = field(default_factory=list)
     op_bytes: list[float] = field(default_factory=list)
     op_dispatches: list[int] = field(default_factory=list)
+    op_kind: list[str] = field(default_factory=list)  # gemm_qkv, attn, elem, ... (_flops keys)
     op_ins: list[tuple[int, ...]] = field(default_factory=list)
     op_outs: list[tuple[int, ...]] = field(default_factory=list)
     t_key: list[tuple[int, str]] = field(default_factory=list)
@@ -105,6 +106,7 @@ class OpSequence:
         i = self.n_ops
         family = "gemm" if kind.startswith("gemm") else kind
         self.op_dispatches.append(DISPATCHES.get((family, phase), DISPATCHES[("other", FWD)]))
+        self.op_kind.append(kind)
         self.op_name.append(name)
         self.op_phase.append(phase)
         self.op_layer.append(layer)

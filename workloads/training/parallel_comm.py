@@ -14,7 +14,9 @@ each node it spans, and spans ``N = n / g`` nodes.
   reduce-scatter keep only their own half). Every GPU of a node drives its own NIC
   (rail-optimised: ``node_nic_Bps / gpus_per_node`` each, since the node's other GPUs run
   their own groups' collectives at the same time), with the scale-out fabric's fitted
-  efficiency curve and per-step latency.
+  efficiency curve and per-step latency. An all-to-all (expert parallelism) sends the
+  ``(n - g) / n`` of each buffer bound for other nodes on that NIC share while the
+  ``(g - 1) / n`` for the node's own members crosses NVLink at the same time.
 
 Point-to-point sends between pipeline stages cross a node boundary when
 ``tp cp dp >= gpus_per_node`` and then use one GPU's NIC share; otherwise NVLink.
@@ -38,6 +40,8 @@ class Layout:
     dp: int = 1
     pp: int = 1
     gpus_per_node: int = 8
+    #: expert-parallel ranks, carved out of the ``tp cp dp`` ranks of a stage
+    ep: int = 1
 
     @property
     def world(self) -> int:
@@ -46,14 +50,17 @@ class Layout:
 
     def stride(self, dim: str) -> int:
         """Rank distance between neighbours of a ``tp``/``cp``/``dp``/``dpcp``/``pp`` group
-        (``dpcp``: the ranks that hold the same weights, which reduce gradients together)."""
+        (``dpcp``: the ranks that hold the same weights, which reduce gradients together;
+        ``ep``: consecutive ranks, Megatron-core's expert rank order with expert tensor
+        parallel 1; ``edp``: the ranks holding the same experts, ``ep`` apart)."""
         return {"tp": 1, "cp": self.tp, "dp": self.tp * self.cp, "dpcp": self.tp,
-                "pp": self.tp * self.cp * self.dp}[dim]  # fmt: skip
+                "pp": self.tp * self.cp * self.dp, "ep": 1, "edp": self.ep}[dim]  # fmt: skip
 
     def size(self, dim: str) -> int:
-        """Ranks of a ``tp``/``cp``/``dp``/``dpcp``/``pp`` group."""
+        """Ranks of a ``tp``/``cp``/``dp``/``dpcp``/``pp``/``ep``/``edp`` group."""
         return {"tp": self.tp, "cp": self.cp, "dp": self.dp, "dpcp": self.dp * self.cp,
-                "pp": self.pp}[dim]  # fmt: skip
+                "pp": self.pp, "ep": self.ep,
+                "edp": self.tp * self.cp * self.dp // self.ep}[dim]  # fmt: skip
 
     def per_node(self, dim: str) -> int:
         """Members of one group on each node it spans (``g`` of the module doc)."""
@@ -99,8 +106,11 @@ class Fabrics:
             )
         if op in ("reduce_scatter", "all_gather"):
             return collective_time_s(op, g, size, self.intra) + inter
-        # all-to-all: every rank sends (n - g) / n of its buffer across nodes
-        return collective_time_s(op, n, size, self.rail)
+        # all-to-all: every rank sends (n - g) / n of its buffer across nodes on its NIC
+        # share and (g - 1) / n to its node's other members on NVLink, both at once
+        off = collective_time_s(op, n, max(int(size * (n - g) / (n - 1)), 1), self.rail)
+        on = collective_time_s(op, g, max(size * g // n, 1), self.intra)
+        return max(off, on)
 
     def p2p_s(self, layout: Layout, nbytes: float) -> float:
         """Seconds to send ``nbytes`` to the next pipeline stage."""

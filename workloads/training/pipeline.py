@@ -26,7 +26,7 @@ from pydantic import Field, PositiveInt
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import MemoryPool, OutOfMemory
 from hetsim.simulator import registry
-from hetsim.simulator.engine import Simulation
+from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.training.model import (
@@ -34,7 +34,13 @@ from hetsim.workloads.training.model import (
     activation_bytes_per_layer,
     layer_forward_flops,
 )
-from hetsim.workloads.training.pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
+from hetsim.workloads.training.pipeline_sim import (
+    bubble_fraction,
+    peak_in_flight,
+    run_schedule,
+    unit_conservation,
+)
+from hetsim.workloads.training.slice_exchange import exposed_s, redistribution
 from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 
 UNIT_COLUMNS = ("stage", "kind", "micro", "chunk", "slice", "start_s", "end_s")
@@ -75,6 +81,8 @@ class PipelineWorkload(Workload):
         "mfu": "model FLOPs per device (3x forward, no recompute) / (makespan x peak)",
         "p2p_bytes": "activation and gradient bytes sent between (virtual) stages, all stages "
         "together (per TP rank)",
+        "exchange_bytes": "SlimPipe's attention-context exchange bytes per step, all stages "
+        "together (per TP rank; reconstruction, balance: redistribute)",
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: PipelineParams,
@@ -124,15 +132,39 @@ class PipelineWorkload(Workload):
         m, p = self.params.model, self.params
         view, x = self._view(), self._bounds()
         lo, hi = x[:-1], x[1:]
-        self.f_flops = (
-            view.linear_flops * (hi - lo) + view.causal_attn_flops * (hi**2 - lo**2)
-        ) * self.k
+        attn = hi**2 - lo**2
+        n = self.sched.slices
+        xf = xb = np.zeros(n)
+        tokens = m.seq_len * (hi - lo)
+        self.exchange_bytes = 0.0
+        if self.sched.redistribute and n > 1:  # SlimPipe: every slice at the mean attention
+            if self.sched.bounds:
+                raise ValueError("policies.schedule: workload redistribution needs uniform "
+                                 "slices")  # fmt: skip
+            attn = np.full(n, 1.0 / n)
+            d, hq = m.hidden // m.heads, m.heads / p.tp
+            pairs = [ex.bytes(float(t) * m.micro_batch, d, hq, hq, 2.0)
+                     for ex, t in zip(redistribution(n), tokens, strict=True)]  # fmt: skip
+            xb_f, xb_b = [f for f, _ in pairs], [b for _, b in pairs]
+            once = [ex.heavy for ex in redistribution(n)]  # a pair's bytes counted once
+            self.exchange_bytes = self.k * float(
+                sum(f + b for f, b, h in zip(xb_f, xb_b, once, strict=True) if h)
+            )
+        self.f_flops = (view.linear_flops * (hi - lo) + view.causal_attn_flops * attn) * self.k
         wbytes = np.full(len(lo), 2.0 * self.k * m.params_per_layer / p.tp)
         self.f_s = self.dev.op_times_s(self.f_flops, wbytes, p.dtype)
         self.b_s = self.dev.op_times_s(2 * self.f_flops, 2 * wbytes, p.dtype)
+        if self.exchange_bytes:  # overlapped with the unit's attention share of its time
+            share = view.causal_attn_flops * attn * self.k / self.f_flops
+            ov = self.sched.exchange_overlap
+            xf = np.array([exposed_s(self.link.transfer_time_s(int(b * self.k)), a, ov)
+                           for b, a in zip(xb_f, share * self.f_s, strict=True)])  # fmt: skip
+            xb = np.array([exposed_s(self.link.transfer_time_s(int(b * self.k)), a, ov)
+                           for b, a in zip(xb_b, share * self.b_s, strict=True)])  # fmt: skip
+        self.f_s = self.f_s + xf
+        self.b_s = self.b_s + xb
         if p.recompute == "full":
             self.b_s = self.b_s + self.f_s
-        tokens = m.seq_len * (hi - lo)
         full = np.array([activation_bytes_per_layer(int(s), m.micro_batch, m.hidden, m.heads,
                          m.ffn, flash=True, tp=p.tp) for s in tokens])  # fmt: skip
         # full recompute keeps each layer's input; a sliced schedule also keeps the K and V
@@ -204,6 +236,43 @@ class PipelineWorkload(Workload):
                     total += int(self.p2p_bytes_unit[u.slice])
         return total
 
+    def _conservation(self, finished: bool) -> None:
+        """Microbatches through the stages (:func:`unit_conservation`); the activation
+        bytes each stage pool holds now are those of its units in flight (forward begun,
+        backward not ended), unless an allocation failed (``oom``: the rest is dropped)."""
+        p = self.params
+        unit_conservation("training-pipeline", self.sched.order, self.starts, self.ends,
+                          p.micro_batches, len(self.rows))  # fmt: skip
+        if self.oom:
+            return
+        now, events = self.sim.now, self._events()
+        held = [0] * p.stages
+        for t, _, d, nbytes in events:
+            if t < now or (finished and t <= now):
+                held[d] += nbytes
+        at_now = [(d, nbytes) for t, _, d, nbytes in events if t == now and not finished]
+        for d, pool in enumerate(self.pools):
+            want = {held[d]}
+            level = held[d]
+            for e, nbytes in at_now:  # events at now: some may have run, in order
+                if e == d:
+                    level += nbytes
+                    want.add(level)
+            got = pool.usage_by_tag().get("activations", 0)
+            if got not in want:
+                raise InvariantViolation(
+                    f"training-pipeline: stage {d} holds {got} activation bytes, its "
+                    f"microbatches in flight {held[d]}"
+                )
+
+    def check_partial(self) -> None:
+        """At any moment: microbatches conserved and activation memory accounted."""
+        self._conservation(finished=False)
+
+    def check(self) -> None:
+        """At the end: every microbatch's units ran; no activation left held."""
+        self._conservation(finished=True)
+
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """See :attr:`metrics`."""
         makespan = max(max(e) for e in self.ends)
@@ -221,4 +290,8 @@ class PipelineWorkload(Workload):
             "oom": int(bool(self.oom)),
             "mfu": useful / (makespan * self.dev.spec.peak(self.params.dtype)),
             "p2p_bytes": p2p,
+            "exchange_bytes": self.exchange_bytes
+            * self.params.micro_batches
+            * self.params.stages
+            * self.sched.chunks,
         }

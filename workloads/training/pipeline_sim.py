@@ -12,7 +12,8 @@ other forever is a ValueError.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -99,3 +100,49 @@ def peak_in_flight(order: tuple[Unit, ...], act_bytes: Callable[[Unit], float]) 
         else:
             held -= act_bytes(u)
     return peak
+
+
+def unit_conservation(
+    what: str, order: Sequence[Sequence[Unit]], starts: Sequence[Sequence[float]],
+    ends: Sequence[Sequence[float]], micro_batches: int, recorded: int,
+) -> None:  # fmt: skip
+    """Conservation of microbatches through the pipeline: on every stage, each of the
+    ``micro_batches`` has the same forward units, each forward unit exactly one backward
+    that starts after it ends; every unit has a finite, ordered time; ``recorded`` (rows
+    of the units table) counts every unit once. Raises naming the stage and the unit."""
+    from hetsim.simulator.engine import InvariantViolation
+
+    total = sum(len(o) for o in order)
+    if recorded != total:
+        raise InvariantViolation(f"{what}: {recorded} units recorded of {total} scheduled")
+    for d, units in enumerate(order):
+        if not len(units) == len(starts[d]) == len(ends[d]):
+            raise InvariantViolation(f"{what}: stage {d} has {len(units)} units, "
+                                     f"{len(starts[d])} timed")  # fmt: skip
+        fwd: dict[tuple[int, int, int], float] = {}
+        bwd: dict[tuple[int, int, int], float] = {}
+        for u, a, b in zip(units, starts[d], ends[d], strict=True):
+            key = (u.micro, u.chunk, u.slice)
+            if not (math.isfinite(a) and math.isfinite(b) and 0 <= a <= b):
+                raise InvariantViolation(f"{what}: stage {d} unit {u} runs [{a}, {b}] s")
+            seen = fwd if u.kind == "F" else bwd
+            if key in seen or not 0 <= u.micro < micro_batches:
+                raise InvariantViolation(f"{what}: stage {d} unit {u} repeated or of no "
+                                         "microbatch")  # fmt: skip
+            seen[key] = a if u.kind == "B" else b
+        if set(fwd) != set(bwd):
+            key = min(set(fwd) ^ set(bwd))
+            raise InvariantViolation(f"{what}: stage {d} microbatch {key[0]} (chunk {key[1]}, "
+                                     f"slice {key[2]}) has a forward without backward or "
+                                     "the reverse")  # fmt: skip
+        early = [k for k in fwd if bwd[k] < fwd[k]]
+        if early:
+            raise InvariantViolation(f"{what}: stage {d} microbatch {early[0][0]} starts its "
+                                     "backward before its forward ends")  # fmt: skip
+        per_micro = {m: 0 for m in range(micro_batches)}
+        for m, _, _ in fwd:
+            per_micro[m] += 1
+        if len(set(per_micro.values())) > 1:
+            m = min(per_micro, key=lambda k: per_micro[k])
+            raise InvariantViolation(f"{what}: stage {d} runs {per_micro[m]} forward units of "
+                                     f"microbatch {m}, others more")  # fmt: skip

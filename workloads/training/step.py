@@ -12,6 +12,9 @@ costs what its ``pp`` stages cost. Per stage:
    layers' kernels (:mod:`hetsim.workloads.training.step_cost`: GEMMs, attention,
    elementwise, exposed TP and CP communication, recomputation), plus the embedding on
    the first virtual stage and the LM head and loss on the last.
+   MoE layers add the expert-parallel all-to-alls and the local experts' GEMMs
+   (:mod:`~hetsim.workloads.training.step_cost`); a stage's leading ``dense_layers`` keep
+   the dense MLP.
 2. **ZeRO-3 / FSDP** (``zero: 3``): inside every unit a compute stream and a
    communication stream: each layer's parameters are all-gathered before its forward and
    again before its backward (``fsdp_prefetch`` layers ahead), its gradients
@@ -40,7 +43,9 @@ under full recomputation, Megatron's convention).
 
 Memory per rank, by category: 16-bit parameters (2 B), gradients (``grad_bytes_per_param``),
 optimizer states (12 B: fp32 master, momentum, variance), each divided by DP x CP as
-ZeRO stage 1 (optimizer), 2 (+ gradients) and 3 (+ parameters) shard them; activations of
+ZeRO stage 1 (optimizer), 2 (+ gradients) and 3 (+ parameters) shard them (a rank holds
+``E / ep`` routed experts per MoE layer, whose states shard over the ``tp cp dp / ep``
+ranks holding the same experts, and reduce their gradients over them); activations of
 the micro-batches in flight (from the schedule's order); buffers (fp32 logits and their
 gradient on the last stage, gathered FSDP layers, DP buckets). A stage whose total exceeds
 the device's memory makes ``oom = 1`` and ``oom_detail`` names the stage and its largest
@@ -49,22 +54,40 @@ categories.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.kernels import elementwise_time_s, kernel_fits
 from hetsim.devices.precision import Precision
-from hetsim.simulator.engine import Simulation
+from hetsim.simulator.budget import WorkEstimate
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.models.dense import ModelSpec
 from hetsim.workloads.training.parallel_comm import Fabrics, Layout
-from hetsim.workloads.training.pipeline_sim import bubble_fraction, peak_in_flight, run_schedule
+from hetsim.workloads.training.pipeline_sim import (
+    bubble_fraction,
+    peak_in_flight,
+    run_schedule,
+    unit_conservation,
+)
+from hetsim.workloads.training.slice_exchange import exposed_s, redistribution
 from hetsim.workloads.training.step_cost import (
     DenseModel,
     MicroBatchCost,
@@ -82,6 +105,10 @@ OPTIMIZER_STATE_BYTES = 12
 PARAM_BYTES = 2
 
 UNIT_COLUMNS = ("stage", "kind", "micro", "chunk", "start_s", "end_s")
+STAGE_MEMORY_COLUMNS = ("stage", "params_bytes", "grads_bytes", "optimizer_bytes",
+                        "activations_bytes", "buffers_bytes", "capacity_bytes")  # fmt: skip
+"""Table ``stage_memory``: one rank of each pipeline stage, its peak bytes by category
+(:class:`StageMemory`) and the device's memory."""
 
 
 class ModelParams(BaseModel):
@@ -97,6 +124,11 @@ class ModelParams(BaseModel):
     vocab: PositiveInt
     gated_mlp: bool = True
     tied_embeddings: bool = False
+    experts: NonNegativeInt = Field(0, description="routed experts per MoE layer (0: dense)")
+    top_k: NonNegativeInt = Field(0, description="experts each token is routed to")
+    expert_ffn: NonNegativeInt = Field(0, description="FFN width of one routed expert")
+    shared_ffn: NonNegativeInt = Field(0, description="FFN width of the shared experts together")
+    dense_layers: NonNegativeInt = Field(0, description="leading layers with the dense ffn")
 
     @model_validator(mode="after")
     def _shape(self) -> ModelParams:
@@ -105,6 +137,10 @@ class ModelParams(BaseModel):
         kvh = self.kv_heads or self.heads
         if self.heads % kvh:
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kvh}")
+        if self.experts and not (0 < self.top_k <= self.experts and self.expert_ffn):
+            raise ValueError(f"experts {self.experts}: needs 0 < top_k <= experts and expert_ffn")
+        if self.experts and self.dense_layers >= self.layers:
+            raise ValueError(f"dense_layers {self.dense_layers}: must be < layers {self.layers}")
         return self
 
 
@@ -118,8 +154,21 @@ class ParallelTrainingParams(WorkloadParams):
     device: str | None = None
     tp: PositiveInt = 1
     cp: PositiveInt = 1
+    cp_comm: Literal["ring", "ulysses"] = Field(
+        "ring",
+        description="context-parallel exchange: ring attention's K/V, or Ulysses' "
+        "all-to-all of heads",
+    )
     pp: PositiveInt = 1
     dp: PositiveInt = Field(1, description="data-parallel degree (FSDP shards included)")
+    ep: PositiveInt = Field(1, description="expert-parallel degree, out of the tp x cp x dp ranks")
+    moe_capacity_factor: PositiveFloat | None = Field(
+        None, description="expert capacity over the balanced share (None: dropless)"
+    )
+    moe_load_imbalance: float = Field(
+        1.0, ge=1.0, description="busiest EP rank's routed tokens over the balanced share"
+    )
+    moe_pad_to_capacity: bool = False
     gpus_per_node: PositiveInt = 8
     micro_batch: PositiveInt = 1
     seq_len: PositiveInt = 2048
@@ -128,7 +177,11 @@ class ParallelTrainingParams(WorkloadParams):
         "bf16", description="GEMM format (fp8: FP8 linears, attention stays bf16)"
     )
     sequence_parallel: bool = True
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Literal["none", "selective", "op", "full"] = Field(
+        "none",
+        description="activation recomputation: Megatron's selective (attention core), "
+        "torchtitan's op-level selective (op), or full",
+    )
     tp_comm_overlap: bool = False
     tp_overlap_chunks: PositiveInt = 4
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage; 3 is FSDP FULL_SHARD")
@@ -147,7 +200,7 @@ class ParallelTrainingParams(WorkloadParams):
         0.86, gt=0, le=1.5, description="reconstruction, step_cost"
     )
     dropout: bool = Field(False, description="dropout masks stored (GPT-style training)")
-    step_overhead_s: NonNegativeFloat = Field(
+    step_overhead_s: Seconds = Field(
         0.0, description="per-step host work (data loading, logging); named, default none"
     )
 
@@ -160,6 +213,9 @@ class ParallelTrainingParams(WorkloadParams):
             )
         if self.seq_len % self.cp:
             raise ValueError(f"seq_len {self.seq_len} is not a multiple of cp {self.cp}")
+        if (self.tp * self.cp * self.dp) % self.ep:
+            raise ValueError(f"ep {self.ep} does not divide tp x cp x dp = "
+                             f"{self.tp * self.cp * self.dp}")  # fmt: skip
         return self
 
 
@@ -168,7 +224,9 @@ def dense_model(model: str | ModelParams) -> DenseModel:
     if isinstance(model, ModelParams):
         return DenseModel(model.name, model.layers, model.hidden, model.heads,
                           model.kv_heads or model.heads, model.ffn, model.vocab,
-                          model.gated_mlp, model.tied_embeddings)  # fmt: skip
+                          model.gated_mlp, model.tied_embeddings, model.experts,
+                          model.top_k, model.expert_ffn, model.shared_ffn,
+                          model.dense_layers)  # fmt: skip
     from hetsim.simulator import registry
 
     if model not in registry.models:
@@ -211,23 +269,29 @@ def layer_split(layers: int, stages: int) -> list[int]:
 
 
 def fsdp_pass(
-    layers: int, compute_s: float, gather_s: float, reduce_s: float, prefetch: int,
-    extra_gather_s: float = 0.0,
+    layers: int, compute_s: float | Sequence[float], gather_s: float | Sequence[float],
+    reduce_s: float | Sequence[float], prefetch: int, extra_gather_s: float = 0.0,
 ) -> tuple[float, float]:  # fmt: skip
     """(duration, exposed communication) of ``layers`` layers under FSDP: a compute
     stream and one communication stream in issue order. Layer ``j``'s all-gather is issued
     when layer ``j - prefetch`` starts (the first ``prefetch`` at once); its compute waits
     for it; its reduce-scatter (``reduce_s > 0``, backward) is issued when its compute ends.
-    ``extra_gather_s`` is added to the first gather (embedding or head parameters)."""
+    ``extra_gather_s`` is added to the first gather (embedding or head parameters). Each
+    of the three times is one value for every layer or one per layer (MoE and dense
+    layers differ)."""
     if layers <= 0:
         return 0.0, 0.0
+    comp, gath, red = (
+        [float(x)] * layers if isinstance(x, (int, float)) else [float(v) for v in x]
+        for x in (compute_s, gather_s, reduce_s)
+    )
     comm_free = 0.0
     gathered = [0.0] * layers
 
     def issue(j: int, t: float) -> None:
         nonlocal comm_free
         begin = max(comm_free, t)
-        comm_free = begin + gather_s + (extra_gather_s if j == 0 else 0.0)
+        comm_free = begin + gath[j] + (extra_gather_s if j == 0 else 0.0)
         gathered[j] = comm_free
 
     for j in range(min(prefetch, layers)):
@@ -237,29 +301,34 @@ def fsdp_pass(
         begin = max(free, gathered[j])
         if j + prefetch < layers:
             issue(j + prefetch, begin)
-        free = begin + compute_s
-        if reduce_s > 0:
-            comm_free = max(comm_free, free) + reduce_s
+        free = begin + comp[j]
+        if red[j] > 0:
+            comm_free = max(comm_free, free) + red[j]
     end = max(free, comm_free)
-    return end, end - layers * compute_s
+    return end, end - sum(comp)
 
 
 def bucket_tail(
-    ready_s: list[float], grads: list[float], bucket: float, comm_s: Any, start_s: float | None
-) -> float:
+    ready_s: list[float], grads: list[float], bucket: float, comm_s: Any, start_s: float | None,
+    groups: list[str] | None = None,
+) -> float:  # fmt: skip
     """End of the last bucket's reduction: gradients of ``grads[i]`` parameters become
     ready at ``ready_s[i]`` (ascending); buckets close when they hold ``bucket``
     parameters (or at the last gradient) and are reduced in order on one stream,
     ``comm_s(params)`` each, starting no earlier than ``start_s`` when given (no
-    overlap) or their ready time."""
-    free, held, t_end = 0.0, 0.0, 0.0
-    n = len(grads)
-    for i in range(n):
-        held += grads[i]
-        if held >= bucket or i == n - 1:
+    overlap) or their ready time. With ``groups`` (a label per gradient: MoE experts
+    reduce over other ranks than the dense weights) each group fills its own buckets and
+    ``comm_s(params, group)`` prices them; they share the one stream."""
+    free, t_end = 0.0, 0.0
+    labels = groups or [""] * len(grads)
+    held: dict[str, float] = {}
+    last = {g: i for i, g in enumerate(labels)}
+    for i, g in enumerate(labels):
+        held[g] = held.get(g, 0.0) + grads[i]
+        if held[g] >= bucket or i == last[g]:
             ready = ready_s[i] if start_s is None else start_s
-            free = max(free, ready) + comm_s(held)
-            held = 0.0
+            free = max(free, ready) + (comm_s(held[g], g) if groups else comm_s(held[g]))
+            held[g] = 0.0
             t_end = free
     return t_end
 
@@ -276,12 +345,16 @@ class ParallelTrainingWorkload(Workload):
         "tokens_per_s_per_gpu": "global batch tokens / iteration_s / world size",
         "model_tflops_per_gpu": "Megatron-formula model FLOPs / iteration_s / GPUs / 1e12",
         "mfu": "model FLOPs per GPU per second / peak of the GEMM format",
-        "hfu": "as mfu with the recomputed forward counted (4/3 under full recompute)",
+        "hfu": "as mfu with the recomputed forward counted (4/3 under full recompute; the "
+        "recomputed matmuls' share under op-level)",
         "compute_s": "critical stage: kernel time of its units (fwd + bwd, no recompute)",
         "recompute_s": "critical stage: recomputed forward time",
         "tp_exposed_s": "critical stage: exposed tensor-parallel communication",
         "cp_exposed_s": "critical stage: exposed ring KV exchange",
         "fsdp_exposed_s": "critical stage: exposed FSDP all-gather/reduce-scatter",
+        "ep_exposed_s": "critical stage: expert-parallel all-to-all (dispatch and combine)",
+        "exchange_exposed_s": "critical stage: SlimPipe's attention-context exchange on the "
+        "critical path (reconstruction)",
         "pp_bubble_s": "critical stage: idle time in the schedule (bubble and p2p waits)",
         "dp_exposed_s": "critical stage: gradient reduction past its last unit",
         "optimizer_s": "AdamW over the local shard",
@@ -290,6 +363,10 @@ class ParallelTrainingWorkload(Workload):
         "p2p_bytes": "activation and gradient bytes sent between stages per step, all stages "
         "of one pipeline replica (per TP rank): 2 m (p v - 1) sends",
         "tp_bytes_per_layer": "TP collective buffer bytes per layer per micro-batch (fwd+bwd)",
+        "ep_bytes_per_layer": "EP all-to-all buffer bytes per rank per MoE layer per "
+        "micro-batch: dispatch + combine, forward + backward",
+        "exchange_bytes_per_layer": "SlimPipe attention-context exchange bytes per rank per "
+        "layer per micro-batch, all slices, forward + backward (reconstruction)",
         "micro_batches": "micro-batches per step per pipeline",
         "world": "GPUs: tp x cp x pp x dp",
         "peak_bytes": "largest, over stages, of the rank's peak memory",
@@ -316,7 +393,17 @@ class ParallelTrainingWorkload(Workload):
         self.model = dense_model(p.model)
         if self.model.heads % p.tp:
             raise ValueError(f"tp: {p.tp} does not divide the model's {self.model.heads} heads")
-        self.layout = Layout(p.tp, p.cp, p.dp, p.pp, p.gpus_per_node)
+        md = self.model
+        if md.moe and md.experts % p.ep:
+            raise ValueError(f"ep: {p.ep} does not divide the model's {md.experts} experts")
+        if p.ep > 1 and not md.moe:
+            raise ValueError(f"ep: {p.ep} needs a model with routed experts")
+        if p.cp_comm == "ulysses" and (md.heads // p.tp) % p.cp:
+            raise ValueError(f"cp: Ulysses needs the {md.heads // p.tp} heads per TP rank to "
+                             f"be a multiple of cp {p.cp}")  # fmt: skip
+        if md.moe and p.tp > 1 and not p.sequence_parallel:
+            raise ValueError("sequence_parallel: MoE layers with tp > 1 need it (Megatron-core)")
+        self.layout = Layout(p.tp, p.cp, p.dp, p.pp, p.gpus_per_node, p.ep)
         inter = fabric_spec(p.inter_fabric)
         self.fabrics = Fabrics(fabric_spec(p.intra_fabric), inter,
                                p.node_nic_Bps or inter.bandwidth_Bps, p.gpus_per_node)  # fmt: skip
@@ -325,14 +412,15 @@ class ParallelTrainingWorkload(Workload):
         self.precision.check(self.spec)
         knobs = StepKnobs(p.micro_batch, p.seq_len, p.sequence_parallel, p.recompute,
                           p.tp_comm_overlap, p.tp_overlap_chunks, p.attn_bwd_flops_ratio,
-                          p.attn_bwd_relative_efficiency, p.dropout)  # fmt: skip
+                          p.attn_bwd_relative_efficiency, p.dropout, p.moe_capacity_factor,
+                          p.moe_load_imbalance, p.moe_pad_to_capacity, p.cp_comm)  # fmt: skip
         self.cost = MicroBatchCost(self.spec, self.model, self.layout, self.fabrics, knobs,
                                    self.precision)  # fmt: skip
         self.m = p.global_batch // (p.dp * p.micro_batch)
         gemm_flops, attn_flops = self.cost.layer_flops()[0], 0.0
         if p.cp == 1:  # the policy's estimate: linear work and causal attention apart
             t, md = self.cost.tokens, self.model
-            gemm_flops = 2.0 * t * md.params_per_layer / p.tp
+            gemm_flops = 2.0 * t * md.active_params(md.moe) / p.tp
             attn_flops = 2.0 * p.micro_batch * p.seq_len**2 * md.heads * md.head_dim / p.tp
         view = PipelineView(p.pp, self.m, gemm_flops, attn_flops)
         self.sched: Schedule = policies["schedule"].schedule(view)
@@ -343,16 +431,47 @@ class ParallelTrainingWorkload(Workload):
                            self.precision, float(lo), float(hi))
             for lo, hi in zip(self._bounds()[:-1], self._bounds()[1:], strict=True)
         ] if self.sched.slices > 1 else [self.cost]  # fmt: skip
+        self.moe_costs = [dataclasses.replace(c, moe_layer=True) for c in self.costs
+                          ] if md.moe else []  # fmt: skip
         self.layers_of = layer_split(self.model.layers, p.pp * self.sched.chunks)
+        first = [sum(self.layers_of[:k]) for k in range(len(self.layers_of))]
+        #: MoE layers of each virtual stage (the leading ``dense_layers`` are dense)
+        self.moe_of = [max(0, min(n, f + n - md.dense_layers)) if md.moe else 0
+                       for f, n in zip(first, self.layers_of, strict=True)]  # fmt: skip
         self.rows = sim.recorder.table("units", UNIT_COLUMNS)
         self._price_units()
 
     # ---- unit times ---------------------------------------------------------------------
-    def _layer_param_bytes(self) -> float:
-        return self.model.params_per_layer / self.layout.tp * PARAM_BYTES
+    def _layer_shards(self, moe: bool) -> list[tuple[float, str]]:
+        """(parameters one rank holds, group that holds the same ones) of one layer: the
+        TP-sharded dense part over DP x CP; a MoE layer's ``E / ep`` local experts over the
+        expert-data-parallel group."""
+        md, lay = self.model, self.layout
+        if not moe:
+            return [(md.params_per_layer / lay.tp, "dpcp")]
+        return [(md.moe_dense_params / lay.tp, "dpcp"),
+                (md.experts / lay.ep * md.expert_params, "edp")]  # fmt: skip
 
-    def _gather_s(self, nbytes: float) -> float:
-        return self.fabrics.time_s("all_gather", self.layout, "dpcp", nbytes)
+    def _layer_param_bytes(self) -> float:
+        """16-bit bytes of the largest layer one rank holds."""
+        kinds = [False, True] if self.model.moe else [False]
+        return max(sum(n for n, _ in self._layer_shards(m)) for m in kinds) * PARAM_BYTES
+
+    def _gather_s(self, nbytes: float, group: str = "dpcp") -> float:
+        return self.fabrics.time_s("all_gather", self.layout, group, nbytes)
+
+    def _layer_fsdp_s(self, moe: bool, op: str) -> float:
+        """One layer's FSDP all-gather or reduce-scatter over the groups of its parts."""
+        return sum(self.fabrics.time_s(op, self.layout, g, n * PARAM_BYTES)
+                   for n, g in self._layer_shards(moe))  # fmt: skip
+
+    def _kinds(self, k: int) -> list[tuple[bool, int]]:
+        """(MoE, count) of the layers of virtual stage ``k``, in model order."""
+        moe = self.moe_of[k]
+        return [(f, n) for f, n in ((False, self.layers_of[k] - moe), (True, moe)) if n]
+
+    def _slice_cost(self, j: int, moe: bool) -> MicroBatchCost:
+        return self.moe_costs[j] if moe else self.costs[j]
 
     def _bounds(self) -> list[float]:
         """Slice boundaries as fractions of the sequence (uniform unless the policy
@@ -372,42 +491,90 @@ class ParallelTrainingWorkload(Workload):
 
     def _price_units(self) -> None:
         """Per (kind, virtual stage, slice): seconds and exposed FSDP time."""
-        self.parts_f: list[dict[str, float]] = []
-        self.parts_b: list[dict[str, float]] = []
+        self.parts_f: list[dict[bool, dict[str, float]]] = []
+        self.parts_b: list[dict[bool, dict[str, float]]] = []
         self.unit: dict[tuple[str, int, int], tuple[float, float]] = {}
         self.p2p_bytes_slice: list[float] = []
         self.p2p_s_slice: list[float] = []
+        self.adj = self._redistribution()
         for j, c in enumerate(self.costs):
             self._price_slice(j, c)
 
+    def _redistribution(self) -> list[dict[str, float]]:
+        """Per slice, what SlimPipe's workload redistribution changes in one layer
+        (:mod:`~hetsim.workloads.training.slice_exchange`, reconstruction): attention
+        seconds moved to or from the mirror slice's device (``attn_f``, ``attn_b``: the
+        slices' mean less the slice's own) and the exposed exchange (``xf``, ``xb``)."""
+        n = len(self.costs)
+        self.exchange_bytes_slice = [0.0] * n
+        if not self.sched.redistribute or n <= 1:
+            return [dict.fromkeys(("attn_f", "attn_b", "xf", "xb"), 0.0) for _ in range(n)]
+        if self.sched.bounds:
+            raise ValueError("policies.schedule: workload redistribution needs uniform slices")
+        md, lay = self.model, self.layout
+        mean_f = sum(c.layer["fwd_attention"] for c in self.costs) / n
+        mean_b = sum(c.layer["bwd_attention"] for c in self.costs) / n
+        hq, kvh = md.heads / lay.tp, max(md.kv_heads / lay.tp, 1.0)
+        a = self.cost.attention_bytes
+        out = []
+        for j, (c, ex) in enumerate(zip(self.costs, redistribution(n), strict=True)):
+            bf, bb = ex.bytes(c.tokens, md.head_dim, hq, kvh, a)
+            self.exchange_bytes_slice[j] = bf + bb if ex.heavy else 0.0
+            ov = self.sched.exchange_overlap
+            out.append({"attn_f": mean_f - c.layer["fwd_attention"],
+                        "attn_b": mean_b - c.layer["bwd_attention"],
+                        "xf": exposed_s(self.fabrics.p2p_s(lay, bf), mean_f, ov),
+                        "xb": exposed_s(self.fabrics.p2p_s(lay, bb), mean_b, ov)})  # fmt: skip
+        return out
+
     def _price_slice(self, j: int, c: MicroBatchCost) -> None:
         p = self.params
-        lay = c.layer
-        f_comp = lay["fwd_gemm"] + lay["fwd_attention"] + lay["fwd_elementwise"]
-        b_comp = lay["bwd_gemm"] + lay["bwd_attention"] + lay["bwd_elementwise"]
-        rec = c.layer_recompute_s()
-        self.parts_f.append({"compute": f_comp, "tp": lay["fwd_tp"], "cp": lay["fwd_cp"]})
-        self.parts_b.append({"compute": b_comp, "tp": lay["bwd_tp"], "cp": lay["bwd_cp"],
-                             "recompute": rec})  # fmt: skip
-        layer_f, layer_b = c.layer_fwd_s(), c.layer_bwd_s()
+        kinds = [False, True] if self.model.moe else [False]
+        f_parts, b_parts, per_f, per_b = {}, {}, {}, {}
+        adj = self.adj[j]
+        moved_f = adj["attn_f"] + adj["xf"]  # redistribution's change to a forward
+        again = moved_f if p.recompute == "full" else 0.0  # ... and to its recomputation
+        for moe in kinds:
+            lc = self._slice_cost(j, moe)
+            lay = lc.layer
+            f_comp = lay["fwd_gemm"] + lay["fwd_attention"] + lay["fwd_elementwise"]
+            b_comp = lay["bwd_gemm"] + lay["bwd_attention"] + lay["bwd_elementwise"]
+            f_parts[moe] = {
+                "compute": f_comp + adj["attn_f"],
+                "tp": lay["fwd_tp"],
+                "cp": lay["fwd_cp"],
+                "ep": lay["fwd_ep"],
+                "exchange": adj["xf"],
+            }
+            b_parts[moe] = {"compute": b_comp + adj["attn_b"], "tp": lay["bwd_tp"],
+                            "cp": lay["bwd_cp"], "ep": lay["bwd_ep"], "exchange": adj["xb"],
+                            "recompute": lc.layer_recompute_s() + again}  # fmt: skip
+            per_f[moe] = lc.layer_fwd_s() + moved_f
+            per_b[moe] = lc.layer_bwd_s() + adj["attn_b"] + adj["xb"] + again
+        self.parts_f.append(f_parts)
+        self.parts_b.append(b_parts)
         last = self.sched.chunks * p.pp - 1
         vh = self.model.vocab * self.model.hidden / self.layout.tp * PARAM_BYTES
+        fsdp = p.zero == 3 and self._shard() > 1
+        ag = {m: self._layer_fsdp_s(m, "all_gather") for m in kinds} if fsdp else {}
+        rs = {m: self._layer_fsdp_s(m, "reduce_scatter") for m in kinds} if fsdp else {}
         for k in range(last + 1):
             edge_f = (c.embedding[0] if k == 0 else 0.0) + (c.head[0] if k == last else 0.0)
             edge_b = (c.embedding[1] if k == 0 else 0.0) + (c.head[1] if k == last else 0.0)
             extra = (vh if k == 0 else 0.0) + (vh if k == last else 0.0)
-            for kind, per_layer, edge in (("F", layer_f, edge_f), ("B", layer_b, edge_b)):
-                if p.zero == 3 and self._shard() > 1:
-                    ag = self._gather_s(self._layer_param_bytes())
-                    rs = 0.0
-                    if kind == "B":
-                        rs = self.fabrics.time_s("reduce_scatter", self.layout, "dpcp",
-                                                 self._layer_param_bytes())  # fmt: skip
-                    dur, exposed = fsdp_pass(self.layers_of[k], per_layer, ag, rs, p.fsdp_prefetch,
-                                             self._gather_s(extra) if extra else 0.0)  # fmt: skip
+            seq = [m for m, n in self._kinds(k) for _ in range(n)]
+            for kind, per, edge in (("F", per_f, edge_f), ("B", per_b, edge_b)):
+                if fsdp:
+                    order = seq if kind == "F" else seq[::-1]
+                    dur, exposed = fsdp_pass(
+                        len(order), [per[m] for m in order], [ag[m] for m in order],
+                        [rs[m] if kind == "B" else 0.0 for m in order], p.fsdp_prefetch,
+                        self._gather_s(extra) if extra else 0.0,
+                    )  # fmt: skip
                     self.unit[(kind, k, j)] = (dur + edge, exposed)
                 else:
-                    self.unit[(kind, k, j)] = (self.layers_of[k] * per_layer + edge, 0.0)
+                    self.unit[(kind, k, j)] = (sum(per[m] * n for m, n in self._kinds(k)) + edge,
+                                               0.0)  # fmt: skip
         sp = self.layout.tp if p.sequence_parallel else 1
         nbytes = c.tokens * self.model.hidden * self.precision.activation_bytes / sp
         self.p2p_bytes_slice.append(nbytes)
@@ -436,28 +603,40 @@ class ParallelTrainingWorkload(Workload):
         self.iteration_s = (max(self.dp_end) + self.opt_s + self.gather_exposed
                             + p.step_overhead_s)  # fmt: skip
         self.memory = [self._memory(d) for d in range(p.pp)]
+        mem = self.sim.recorder.table("stage_memory", STAGE_MEMORY_COLUMNS)
+        for d, m in enumerate(self.memory):  # one rank of each stage, peak by category
+            mem.append(d, m.params, m.grads, m.optimizer, m.activations, m.buffers,
+                       self.capacity)  # fmt: skip
         self.sim.env.process(self._finish())
 
     def _finish(self) -> Any:
         yield self.sim.env.timeout(self.iteration_s)
         self.done.succeed()
 
-    def stage_params(self, d: int) -> float:
-        """Parameters one rank of stage ``d`` holds (its layers, embedding, head)."""
+    def stage_param_groups(self, d: int) -> dict[str, float]:
+        """Parameters one rank of stage ``d`` holds, by the group that holds the same ones:
+        ``dpcp`` (its dense layers' parts, embedding, head) and ``edp`` (routed experts)."""
         md, lay = self.model, self.layout
-        layers = sum(self.layers_of[c * lay.pp + d] for c in range(self.sched.chunks))
-        n = layers * md.params_per_layer / lay.tp
+        out = {"dpcp": 0.0, "edp": 0.0}
+        for c in range(self.sched.chunks):
+            for moe, count in self._kinds(c * lay.pp + d):
+                for n, g in self._layer_shards(moe):
+                    out[g] += count * n
         vh = md.vocab * md.hidden / lay.tp
         if d == 0:
-            n += vh
+            out["dpcp"] += vh
         if d == lay.pp - 1 and not md.tied_embeddings:
-            n += vh
-        return n
+            out["dpcp"] += vh
+        return out
 
-    def _dp_comm_s(self, params: float) -> float:
+    def stage_params(self, d: int) -> float:
+        """Parameters one rank of stage ``d`` holds (its layers, embedding, head)."""
+        return sum(self.stage_param_groups(d).values())
+
+    def _dp_comm_s(self, params: float, group: str = "dpcp") -> float:
         nbytes = params * self.params.grad_bytes_per_param
         op = "all_reduce" if self.params.zero == 0 else "reduce_scatter"
-        return self.fabrics.time_s(op, self.layout, "dpcp", nbytes)
+        return self.fabrics.time_s(op, self.layout, group, nbytes)
 
     def _dp_tail(self, d: int) -> float:
         """When stage ``d``'s gradients are reduced over DP (module doc, item 3)."""
@@ -472,29 +651,35 @@ class ParallelTrainingWorkload(Workload):
             if u.kind == "B" and u.micro == last_micro:  # all its slices: one span
                 a0 = last_b.get(u.chunk, (a, b))[0]
                 last_b[u.chunk] = (min(a0, a), b)
-        per_layer = self.model.params_per_layer / self.layout.tp
-        ready: list[tuple[float, float]] = []
+        ready: list[tuple[float, float, str]] = []
         for chunk, (a, b) in last_b.items():
-            k = self.layers_of[chunk * p.pp + d]
-            step = (b - a) / k
-            ready += [(a + (i + 1) * step, per_layer) for i in range(k)]
-        rest = self.stage_params(d) - sum(g for _, g in ready)
+            k = chunk * p.pp + d
+            seq = [m for m, n in self._kinds(k) for _ in range(n)][::-1]  # backward order
+            step = (b - a) / len(seq)
+            for i, moe in enumerate(seq):
+                ready += [(a + (i + 1) * step, n, g) for n, g in self._layer_shards(moe)]
+        rest = self.stage_param_groups(d)["dpcp"] - sum(n for _, n, g in ready if g == "dpcp")
         if rest > 0:  # embedding / head gradients, ready with the stage's last unit
-            ready.append((self.stage_end[d], rest))
+            ready.append((self.stage_end[d], rest, "dpcp"))
+        ready = [r for r in ready if self.layout.size(r[2]) > 1]
+        if not ready:
+            return end
         ready.sort()
         times, grads = [r[0] for r in ready], [r[1] for r in ready]
         bucket = float(p.bucket_params) / self.layout.tp
         start = None if p.overlap_grad_reduce else end
-        return max(end, bucket_tail(times, grads, bucket, self._dp_comm_s, start))
+        groups = [r[2] for r in ready]
+        return max(end, bucket_tail(times, grads, bucket, self._dp_comm_s, start, groups))
 
-    def _shard(self) -> int:
+    def _shard(self, group: str = "dpcp") -> int:
         """Ranks the optimizer states are sharded over: those holding the same weights
-        (DP x CP, as Megatron-LM's distributed optimizer and FSDP over CP shard them)."""
-        return self.layout.size("dpcp") if self.params.zero >= 1 else 1
+        (DP x CP, as Megatron-LM's distributed optimizer and FSDP over CP shard them;
+        the expert-data-parallel ranks for routed experts)."""
+        return self.layout.size(group) if self.params.zero >= 1 else 1
 
     def _optimizer_s(self, d: int) -> float:
         """AdamW over the local shard, memory-bound (module doc, item 4)."""
-        n = self.stage_params(d) / self._shard()
+        n = sum(v / self._shard(g) for g, v in self.stage_param_groups(d).items())
         nbytes = n * (ADAM_BYTES_PER_PARAM + self.params.grad_bytes_per_param)
         fit = kernel_fits(self.spec).fits.elementwise
         return float(elementwise_time_s(self.spec, fit, nbytes, "add"))
@@ -503,7 +688,7 @@ class ParallelTrainingWorkload(Workload):
         p = self.params
         if p.zero not in (1, 2) or self.layout.size("dpcp") <= 1:
             return 0.0
-        ag = self._gather_s(self.stage_params(d) * PARAM_BYTES)
+        ag = sum(self._gather_s(v * PARAM_BYTES, g) for g, v in self.stage_param_groups(d).items())
         if not p.overlap_param_gather:
             return ag
         first = sum(self.unit[("F", d, j)][0] for j in range(self.sched.slices))
@@ -512,17 +697,25 @@ class ParallelTrainingWorkload(Workload):
     # ---- memory -------------------------------------------------------------------------
     def _memory(self, d: int) -> StageMemory:
         p = self.params
-        n = self.stage_params(d)
-        dp = self.layout.size("dpcp")
-        params = n * PARAM_BYTES / (dp if p.zero == 3 else 1)
-        grads = n * p.grad_bytes_per_param / (dp if p.zero >= 2 else 1)
-        opt = n * OPTIMIZER_STATE_BYTES / (dp if p.zero >= 1 else 1)
-        per_layer = [c.layer_activation_bytes() for c in self.costs]
-        acts = peak_in_flight(
-            self.sched.order[d], lambda u: self.layers_of[self._virtual(d, u)] * per_layer[u.slice]
-        )
-        acts += max(c.layer_working_bytes() for c in self.costs)
+        params = grads = opt = 0.0
+        for g, n in self.stage_param_groups(d).items():
+            shard = self.layout.size(g)
+            params += n * PARAM_BYTES / (shard if p.zero == 3 else 1)
+            grads += n * p.grad_bytes_per_param / (shard if p.zero >= 2 else 1)
+            opt += n * OPTIMIZER_STATE_BYTES / (shard if p.zero >= 1 else 1)
+        kinds = [False, True] if self.model.moe else [False]
+        per_layer = [{m: self._slice_cost(j, m).layer_activation_bytes() for m in kinds}
+                     for j in range(len(self.costs))]  # fmt: skip
+
+        def unit_bytes(u: Unit) -> float:
+            k = self._virtual(d, u)
+            return sum(n * per_layer[u.slice][m] for m, n in self._kinds(k))
+
+        acts = peak_in_flight(self.sched.order[d], unit_bytes)
+        acts += max(self._slice_cost(j, m).layer_working_bytes()
+                    for j in range(len(self.costs)) for m in kinds)  # fmt: skip
         buffers = 0.0
+        dp = self.layout.size("dpcp")
         if d == p.pp - 1:
             buffers += max(c.logits_bytes() for c in self.costs)
         if p.zero == 3 and dp > 1:
@@ -538,17 +731,19 @@ class ParallelTrainingWorkload(Workload):
     def breakdown(self) -> dict[str, float]:
         """Seconds of the critical stage's step by category; they sum to iteration_s."""
         d = self._critical()
-        parts = dict.fromkeys(("compute", "recompute", "tp", "cp", "fsdp"), 0.0)
+        parts = dict.fromkeys(("compute", "recompute", "tp", "cp", "ep", "exchange", "fsdp"), 0.0)
         busy = 0.0
         for u in self.sched.order[d]:
             dur, exposed = self.unit[(u.kind, self._virtual(d, u), u.slice)]
             busy += dur
             per = (self.parts_f if u.kind == "F" else self.parts_b)[u.slice]
-            k = self.layers_of[self._virtual(d, u)]
-            for key, val in per.items():
-                parts[key] += k * val
+            counted = 0.0
+            for moe, k in self._kinds(self._virtual(d, u)):
+                for key, val in per[moe].items():
+                    parts[key] += k * val
+                    counted += k * val
             parts["fsdp"] += exposed
-            parts["compute"] += dur - exposed - k * sum(per.values())
+            parts["compute"] += dur - exposed - counted
         parts["pp_bubble"] = self.stage_end[d] - busy
         parts["dp"] = self.dp_end[d] - self.stage_end[d]
         parts["optimizer"] = self.opt_s
@@ -556,6 +751,35 @@ class ParallelTrainingWorkload(Workload):
         parts["overhead"] = self.params.step_overhead_s
         parts["sync_wait"] = self.iteration_s - sum(parts.values())
         return parts
+
+    @classmethod
+    def estimate_work(cls, params: ParallelTrainingParams) -> WorkEstimate:
+        """Ranks (tp x cp x dp x pp) x microbatches per pipeline."""
+        p = params
+        ranks = p.tp * p.cp * p.dp * p.pp
+        micro = max(p.global_batch // (p.dp * p.micro_batch), 1)
+        return WorkEstimate(float(ranks * micro), None, f"{ranks} ranks x {micro} microbatches")
+
+    def _conservation(self, finished: bool) -> None:
+        """Microbatches through the stages (:func:`unit_conservation`); every stage's
+        units and DP tail end within the step, which ends at ``iteration_s``."""
+        unit_conservation("training-parallel", self.sched.order, self.starts, self.ends,
+                          self.m, len(self.rows))  # fmt: skip
+        late = [d for d in range(self.params.pp)
+                if not self.stage_end[d] <= self.dp_end[d] <= self.iteration_s]  # fmt: skip
+        if late:
+            raise InvariantViolation(f"training-parallel: stage {late[0]} ends after the step")
+        if finished and self.sim.now < self.iteration_s * (1 - 1e-9):
+            raise InvariantViolation(f"training-parallel: the step ended at {self.sim.now} s, "
+                                     f"before its {self.iteration_s} s")  # fmt: skip
+
+    def check_partial(self) -> None:
+        """At any moment (the schedule is priced at the start): microbatches conserved."""
+        self._conservation(finished=False)
+
+    def check(self) -> None:
+        """At the end: microbatches conserved and the step ended at ``iteration_s``."""
+        self._conservation(finished=True)
 
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """See :attr:`metrics`."""
@@ -566,7 +790,7 @@ class ParallelTrainingWorkload(Workload):
         flops = megatron_flops_per_token(self.model, p.seq_len) * tokens
         peak = self.spec.peak(self.precision.math_dtype())
         mfu = flops / world / it / peak
-        hfu = mfu * (4.0 / 3.0 if p.recompute == "full" else 1.0)
+        hfu = mfu * (1.0 + self.cost.recompute_flops_ratio() / 3.0)
         parts = self.breakdown()
         worst = max(range(p.pp), key=lambda d: self.memory[d].total)
         mem = self.memory[worst]
@@ -592,6 +816,8 @@ class ParallelTrainingWorkload(Workload):
             "recompute_s": parts["recompute"],
             "tp_exposed_s": parts["tp"],
             "cp_exposed_s": parts["cp"],
+            "ep_exposed_s": parts["ep"],
+            "exchange_exposed_s": parts["exchange"],
             "fsdp_exposed_s": parts["fsdp"],
             "pp_bubble_s": parts["pp_bubble"],
             "dp_exposed_s": parts["dp"],
@@ -601,6 +827,8 @@ class ParallelTrainingWorkload(Workload):
             "p2p_bytes": p2p,
             "tp_bytes_per_layer": 4 * self.cost.tokens * self.model.hidden
             * self.precision.activation_bytes if lay.tp > 1 else 0.0,
+            "ep_bytes_per_layer": 4 * self.moe_costs[0].ep_bytes() if lay.ep > 1 else 0.0,
+            "exchange_bytes_per_layer": sum(self.exchange_bytes_slice),
             "micro_batches": self.m,
             "world": world,
             "peak_bytes": mem.total,

@@ -28,20 +28,48 @@ norms, adds and dropout run on ``T / tp`` tokens. ``tp_comm_overlap`` (Megatron'
 userbuffer overlap, reconstruction) hides a collective behind the GEMM beside it in
 ``tp_overlap_chunks`` pieces: exposed ``max(comm - gemm, comm / chunks)``.
 
-**Context parallelism** (ring attention, reconstruction of Megatron's CP): each rank keeps
-``s / cp`` tokens (load-balanced causal halves); K and V of the other ``cp - 1`` ranks pass
-around the ring during attention, forward once and backward twice (K, V and their
-gradients), overlapped with the attention kernel: exposed ``max(0, ring - attention)``.
+**Context parallelism** (``cp_comm: ring``, ring attention, reconstruction of Megatron's
+CP): each rank keeps ``s / cp`` tokens (load-balanced causal halves); K and V of the other
+``cp - 1`` ranks pass around the ring during attention, forward once and backward twice
+(K, V and their gradients), overlapped with the attention kernel: exposed
+``max(0, ring - attention)``.
+``cp_comm: ulysses`` (DeepSpeed-Ulysses): an all-to-all turns the rank's ``s / cp`` tokens
+of all heads into all ``s`` tokens of ``1 / cp`` of the heads before attention (Q, K, V)
+and back after it (O); backward all-to-alls dO and dQ, dK, dV. They are not overlapped
+(exposed in full); attention runs unsplit on the rank's heads.
+
+**Expert parallelism** (MoE layers; reconstruction of Megatron-core's all-to-all token
+dispatcher with expert tensor parallel 1, ``ep`` consecutive ranks): the MLP becomes a
+router GEMM on the rank's ``T / tp`` tokens (sequence parallel), a permute, a dispatch
+all-to-all over the ``ep`` group, the ``E / ep`` local experts' GEMMs on their tokens, the
+activation, a combine all-to-all and an unpermute; backward mirrors it (two all-to-alls of
+gradients, dgrad + wgrad). The busiest rank computes and receives ``T / tp x top_k x L``
+token copies, ``L`` the routing load (:attr:`StepKnobs.moe_load`: the imbalance, capped by
+the capacity factor when tokens are dropped, or the capacity when padded to it); each
+all-to-all moves that many ``h``-wide activations per rank. The all-to-alls are exposed
+(no overlap with compute is modelled). Shared experts run on every token as a TP-sharded
+dense MLP with its TP collectives; a MoE layer without them has only the attention's.
 
 **Activation memory** per layer and micro-batch (Korthikanti et al., 2022, Sec. 4, with
 flash attention): ``10 s b h`` outside the TP region (``8 s b h`` without dropout, whose
 two masks are the difference; divided by ``tp`` with sequence parallelism) plus
 ``8 s b h + m s b f`` inside it (divided by ``tp``), ``m = 4`` for a GeLU MLP and 6 for
-a gated one (up, gate and their product); ``s`` is the rank's ``s / cp``. Full
+a gated one (up, gate and their product); ``s`` is the rank's ``s / cp``. A MoE layer
+keeps its shared experts' ``m s b f`` the same way and, for each routed token copy, its
+permuted input (``2 h``) and the expert's ``m f``. Full
 recomputation keeps only each layer's ``2 s b h`` input (``/ tp`` with
 SP) and charges the whole forward again; selective recomputation (Megatron's) drops the
 attention core's ``5 a s^2 b`` only, which flash attention never stores, so with flash it
 costs and saves nothing.
+
+**Op-level selective checkpointing** (``recompute: op``, torchtitan's
+``selective_ac_option = "op"``): inside each layer, the outputs of the attention kernel and
+of every other matmul are saved, in forward order the 1st, 3rd, ... of ``wq, wk, wv, wo,
+w1, w3, w2`` (torchtitan's policy recomputes "every second mm"; its count runs on across
+calls, so which half is saved alternates, and the first call's half is priced here), plus
+the layer's input and the attention's fp32 log-sum-exp; everything else (the other
+matmuls, norms, rotary, activation, adds) is recomputed before the layer's backward.
+Dense layers only.
 """
 
 from __future__ import annotations
@@ -61,7 +89,7 @@ from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec
 from hetsim.workloads.training.parallel_comm import Fabrics, Layout
 
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "op", "full"]
 
 #: Elementwise backward bytes as a multiple of the forward's (read x and dy, write dx;
 #: the activation's backward reads both of its inputs and the gradient, writes two).
@@ -81,6 +109,14 @@ class DenseModel:
     vocab: int
     gated_mlp: bool = True
     tied_embeddings: bool = False
+    #: routed experts per MoE layer (0: a dense model), each a ``hidden x expert_ffn`` MLP
+    experts: int = 0
+    top_k: int = 0
+    expert_ffn: int = 0
+    #: FFN width of the shared experts together (0: none), run on every token
+    shared_ffn: int = 0
+    #: leading layers with the dense ``ffn`` MLP (DeepSeek's ``first_k_dense_replace``)
+    dense_layers: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -88,11 +124,53 @@ class DenseModel:
         return self.hidden // self.heads
 
     @property
-    def params_per_layer(self) -> int:
-        """QKV, output projection and MLP weights of one layer (norms left out)."""
+    def moe(self) -> bool:
+        """Whether the model has routed experts."""
+        return self.experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with routed experts (all but the leading ``dense_layers``)."""
+        return self.layers - self.dense_layers if self.moe else 0
+
+    @property
+    def attention_params(self) -> int:
+        """QKV and output projection weights of one layer."""
         h, d = self.hidden, self.head_dim
-        attn = h * (self.heads + 2 * self.kv_heads) * d + self.heads * d * h
-        return attn + (3 if self.gated_mlp else 2) * h * self.ffn
+        return h * (self.heads + 2 * self.kv_heads) * d + self.heads * d * h
+
+    def mlp_params(self, ffn: int) -> int:
+        """Weights of an MLP of width ``ffn`` (three matrices when gated, else two)."""
+        return (3 if self.gated_mlp else 2) * self.hidden * ffn
+
+    @property
+    def params_per_layer(self) -> int:
+        """QKV, output projection and MLP weights of one dense layer (norms left out)."""
+        return self.attention_params + self.mlp_params(self.ffn)
+
+    @property
+    def expert_params(self) -> int:
+        """Weights of one routed expert."""
+        return self.mlp_params(self.expert_ffn)
+
+    @property
+    def moe_dense_params(self) -> int:
+        """Weights of one MoE layer outside the routed experts: attention, router, shared
+        experts (the part sharded like a dense layer's)."""
+        return self.attention_params + self.hidden * self.experts + self.mlp_params(self.shared_ffn)
+
+    def layer_params(self, moe: bool) -> int:
+        """All weights of one dense (``moe`` False) or MoE layer."""
+        if not moe:
+            return self.params_per_layer
+        return self.moe_dense_params + self.experts * self.expert_params
+
+    def active_params(self, moe: bool) -> int:
+        """Weights one token meets in a layer (Megatron's FLOP count: router left out)."""
+        if not moe:
+            return self.params_per_layer
+        routed = self.top_k * self.expert_params
+        return self.attention_params + self.mlp_params(self.shared_ffn) + routed
 
     @property
     def embedding_params(self) -> int:
@@ -102,7 +180,9 @@ class DenseModel:
     @property
     def params(self) -> int:
         """All parameters."""
-        return self.layers * self.params_per_layer + self.embedding_params
+        dense = self.layers - self.moe_layers
+        return (dense * self.params_per_layer + self.moe_layers * self.layer_params(True)
+                + self.embedding_params)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -118,6 +198,26 @@ class StepKnobs:
     attn_bwd_flops_ratio: float = 2.5
     attn_bwd_relative_efficiency: float = 0.86
     dropout: bool = False
+    #: tokens an expert may take as a multiple of the balanced share (None: dropless)
+    moe_capacity_factor: float | None = None
+    #: tokens of the busiest expert-parallel rank over the balanced share, before the
+    #: capacity cap (1.0: balanced routing, as force-balanced benchmarks run it)
+    moe_load_imbalance: float = 1.0
+    #: pad every expert's tokens up to its capacity (Megatron's
+    #: ``moe_pad_expert_input_to_capacity``)
+    moe_pad_to_capacity: bool = False
+    #: context parallelism's exchange: ring attention's K/V ring, or Ulysses' all-to-all
+    cp_comm: Literal["ring", "ulysses"] = "ring"
+
+    @property
+    def moe_load(self) -> float:
+        """Tokens the busiest expert-parallel rank computes and receives over the balanced
+        share: the imbalance, capped by the capacity factor (dropped tokens skip the
+        experts), or the capacity itself when padded to it."""
+        cf = self.moe_capacity_factor
+        if cf is None:
+            return self.moe_load_imbalance
+        return cf if self.moe_pad_to_capacity else min(self.moe_load_imbalance, cf)
 
 
 def megatron_flops_per_token(m: DenseModel, seq_len: int) -> float:
@@ -126,9 +226,12 @@ def megatron_flops_per_token(m: DenseModel, seq_len: int) -> float:
     KV heads and gated MLPs as Megatron-LM's ``num_floating_point_operations`` does):
     ``3 x 2 x`` (per layer: QKV, projection and MLP weights, plus ``2 s h`` of attention
     scores and values, counted without the causal mask) plus the LM head ``2 x 3 h v``.
-    For a GPT (f = 4h, no GQA) this is ``72 l h^2 (1 + s / 6h + v / 12 l h)`` per token."""
-    per_layer = 2.0 * m.params_per_layer + 4.0 * seq_len * m.heads * m.head_dim
-    return 3.0 * (m.layers * per_layer + 2.0 * m.hidden * m.vocab)
+    For a GPT (f = 4h, no GQA) this is ``72 l h^2 (1 + s / 6h + v / 12 l h)`` per token.
+    A MoE layer counts its shared experts and ``top_k`` routed experts, not the router."""
+    attn = 4.0 * seq_len * m.heads * m.head_dim
+    dense = m.layers - m.moe_layers
+    linear = dense * m.active_params(False) + m.moe_layers * m.active_params(True)
+    return 3.0 * (2.0 * linear + m.layers * attn + 2.0 * m.hidden * m.vocab)
 
 
 @dataclass(frozen=True)
@@ -145,6 +248,8 @@ class MicroBatchCost:
     #: sliced schedule: its tokens attend to the ``lo`` before them as cached context)
     slice_lo: float = 0.0
     slice_hi: float = 1.0
+    #: price a layer with routed experts instead of the dense MLP
+    moe_layer: bool = False
 
     @cached_property
     def fits(self) -> KernelFits:
@@ -161,6 +266,11 @@ class MicroBatchCost:
         """Tokens one rank computes per unit: ``b s / cp`` (times the slice's share)."""
         share = self.slice_hi - self.slice_lo
         return round(self.knobs.micro_batch * self.knobs.seq_len * share) // self.layout.cp
+
+    @property
+    def attention_bytes(self) -> float:
+        """Bytes of one attention activation element (16-bit even under FP8 GEMMs)."""
+        return float(self._attn_precision.activation_bytes)
 
     @property
     def _attn_precision(self) -> Precision:
@@ -189,20 +299,17 @@ class MicroBatchCost:
         tp, t, h, d = lay.tp, float(self.tokens), md.hidden, md.head_dim
         a = self.precision.activation_bytes
         heads, kvh = md.heads / tp, max(md.kv_heads / tp, 1.0)
-        gemms = [  # (m, n, k) per rank; the TP collective sits after the 2nd and 4th
-            (t, (heads + 2 * kvh) * d, h),
-            (t, h, heads * d),
-            (t, (2 if md.gated_mlp else 1) * md.ffn / tp, h),
-            (t, h, md.ffn / tp),
-        ]
+        ffn = md.shared_ffn if self.moe_layer else md.ffn
+        up = 2 if md.gated_mlp else 1
+        gemms = self._layer_gemms()
         fb = [self._gemm_fwd_bwd(*g) for g in gemms]
         sp = tp if kn.sequence_parallel else 1
         norm = 2 * self._ew((2 * t * h / sp + h) * a, "norm")
         add = 2 * self._ew(3 * t * h / sp * a, "add")
         rope = self._ew(2 * t * (heads + kvh) * d * a, "rotary")
-        up_n = (2 if md.gated_mlp else 1) * md.ffn / tp
-        act_bytes = (up_n + md.ffn / tp) * t * a
-        act = self._ew(act_bytes, "activation")
+        act_bytes = (up + 1) * ffn / tp * t * a
+        act = self._ew(act_bytes, "activation") if ffn else 0.0
+        moe = self._experts() if self.moe_layer else dict.fromkeys(self._MOE_KEYS, 0.0)
         attn_f, attn_b = self._attention(heads, kvh)
         # TP collectives (per layer: 2 forward, 2 backward, each on the T h buffer)
         buf = t * h * a
@@ -210,23 +317,90 @@ class MicroBatchCost:
             one = self._tp("reduce_scatter", buf) + self._tp("all_gather", buf)
         else:
             one = self._tp("all_reduce", buf)
-        pair = [fb[1], fb[3]]  # the GEMMs each collective follows (fwd) / precedes (bwd)
+        pair = fb[1::2]  # the GEMMs each collective follows (fwd) / precedes (bwd)
         tp_f = sum(self._exposed(one, g[0]) for g in pair)
         tp_b = sum(self._exposed(one, g[1]) for g in pair)
         cp_f, cp_b = self._ring(attn_f, attn_b, kvh)
-        cast_f, cast_b = self._fp8_casts(gemms)
-        fwd_ew = norm + add + rope + act + cast_f
+        cast_f, cast_b = self._fp8_casts(gemms + self._expert_gemms()[1:])
+        fwd_ew = norm + add + rope + act + cast_f + moe["fwd_ew"]
         bwd_ew = (
             norm * EW_BACKWARD_BYTES["norm"] + add * EW_BACKWARD_BYTES["add"]
-            + rope * EW_BACKWARD_BYTES["rotary"]
-            + self._ew(act_bytes * EW_BACKWARD_BYTES["activation"], "activation") + cast_b
+            + rope * EW_BACKWARD_BYTES["rotary"] + cast_b + moe["bwd_ew"]
+            + (self._ew(act_bytes * EW_BACKWARD_BYTES["activation"], "activation") if ffn else 0)
         )  # fmt: skip
         return {
-            "fwd_gemm": sum(f for f, _ in fb), "bwd_gemm": sum(b for _, b in fb),
+            "fwd_gemm": sum(f for f, _ in fb) + moe["fwd_gemm"],
+            "bwd_gemm": sum(b for _, b in fb) + moe["bwd_gemm"],
             "fwd_attention": attn_f, "bwd_attention": attn_b,
             "fwd_elementwise": fwd_ew, "bwd_elementwise": bwd_ew,
             "fwd_tp": tp_f, "bwd_tp": tp_b, "fwd_cp": cp_f, "bwd_cp": cp_b,
+            "fwd_ep": moe["fwd_ep"], "bwd_ep": moe["bwd_ep"],
         }  # fmt: skip
+
+    # ---- routed experts -------------------------------------------------------------
+    _MOE_KEYS = ("fwd_gemm", "bwd_gemm", "fwd_ew", "bwd_ew", "fwd_ep", "bwd_ep")
+
+    @property
+    def routed_tokens(self) -> float:
+        """Token copies the busiest expert-parallel rank computes in one MoE layer:
+        its own ``T / tp`` tokens (sequence-parallel shard) times ``top_k`` times the
+        routing load (:attr:`StepKnobs.moe_load`)."""
+        return self.tokens / self.layout.tp * self.model.top_k * self.knobs.moe_load
+
+    def _expert_gemms(self) -> list[tuple[float, float, float]]:
+        """(m, n, k) of every routed-expert GEMM on one rank, router included: each of
+        its ``E / ep`` experts takes ``routed_tokens / (E / ep)`` tokens."""
+        if not self.moe_layer:
+            return []
+        md = self.model
+        local = md.experts / self.layout.ep
+        n = self.routed_tokens / local
+        up = 2 if md.gated_mlp else 1
+        router = (self.tokens / self.layout.tp, float(md.experts), float(md.hidden))
+        experts = [(n, up * md.expert_ffn, md.hidden), (n, md.hidden, md.expert_ffn)]
+        return [router] + [g for g in experts for _ in range(round(local))]
+
+    def ep_bytes(self) -> float:
+        """Bytes of one expert-parallel all-to-all per rank (dispatch or combine, forward
+        or backward): the busiest rank's routed token copies of ``h`` activations."""
+        return self.routed_tokens * self.model.hidden * self.precision.activation_bytes
+
+    def _experts(self) -> dict[str, float]:
+        """Seconds of the routed experts of one MoE layer (reconstruction of Megatron-core's
+        all-to-all token dispatcher with expert tensor parallel 1): router GEMM; permute,
+        dispatch all-to-all over the ``ep`` group, the local experts' GEMMs (a grouped
+        GEMM priced as its members), activation, combine all-to-all, unpermute. Backward
+        runs the mirror image: two all-to-alls of the gradients, dgrad + wgrad."""
+        md = self.model
+        a = self.precision.activation_bytes
+        fb = [self._gemm_fwd_bwd(*g) for g in self._expert_gemms()]
+        r = self.routed_tokens
+        move = 2.0 * r * md.hidden * a  # read + write one copy of every routed token
+        permute = 2 * self._ew(move, "embedding")  # permute before, unpermute after
+        act_bytes = ((2 if md.gated_mlp else 1) + 1) * md.expert_ffn * r * a
+        act = self._ew(act_bytes, "activation")
+        a2a = 2 * self.fabrics.time_s("all_to_all", self.layout, "ep", self.ep_bytes())
+        return {
+            "fwd_gemm": sum(f for f, _ in fb), "bwd_gemm": sum(b for _, b in fb),
+            "fwd_ew": permute + act,
+            "bwd_ew": permute + self._ew(act_bytes * EW_BACKWARD_BYTES["activation"],
+                                         "activation"),
+            "fwd_ep": a2a, "bwd_ep": a2a,
+        }  # fmt: skip
+
+    def _layer_gemms(self) -> list[tuple[float, float, float]]:
+        """(m, n, k) per rank of a layer's fused GEMMs: QKV, projection, MLP up(+gate) and
+        down (the TP collective sits after the 2nd and 4th); no MLP for a MoE layer without
+        shared experts."""
+        md, tp = self.model, self.layout.tp
+        t, h, d = float(self.tokens), md.hidden, md.head_dim
+        heads, kvh = md.heads / tp, max(md.kv_heads / tp, 1.0)
+        ffn = md.shared_ffn if self.moe_layer else md.ffn
+        up = 2 if md.gated_mlp else 1
+        gemms = [(t, (heads + 2 * kvh) * d, h), (t, h, heads * d)]
+        if ffn:
+            gemms += [(t, up * ffn / tp, h), (t, h, ffn / tp)]
+        return gemms
 
     def _fp8_casts(self, gemms: list[tuple[float, float, float]]) -> tuple[float, float]:
         """(forward, backward) seconds of FP8 casts around the GEMMs (module doc)."""
@@ -244,6 +418,8 @@ class MicroBatchCost:
     def _attention(self, heads: float, kvh: float) -> tuple[float, float]:
         """(forward, backward) seconds of causal flash attention on the rank's tokens."""
         md, kn, cp = self.model, self.knobs, self.layout.cp
+        if kn.cp_comm == "ulysses" and cp > 1:  # all of the sequence, 1/cp of the heads
+            heads, kvh, cp = heads / cp, max(kvh / cp, 1.0), 1
         b, s = kn.micro_batch, kn.seq_len
         q = s / cp
         self_units = b * q * q
@@ -269,11 +445,25 @@ class MicroBatchCost:
         bwd = run(kn.attn_bwd_flops_ratio) / kn.attn_bwd_relative_efficiency
         return fwd, bwd
 
+    def ulysses_bytes(self) -> tuple[float, float]:
+        """(Q, K and V; O) bytes per rank of Ulysses' two all-to-alls per layer forward
+        (backward: dO and dQ, dK, dV of the same sizes). K/V heads fewer than ``cp`` are
+        sent to every rank that needs them (replicated)."""
+        md, lay = self.model, self.layout
+        hq, kvh = md.heads / lay.tp, max(md.kv_heads / lay.tp, 1.0)
+        unit = self.tokens * md.head_dim * self.attention_bytes
+        return unit * (hq + 2 * max(kvh, float(lay.cp))), unit * hq
+
     def _ring(self, attn_f: float, attn_b: float, kvh: float) -> tuple[float, float]:
-        """Exposed seconds of the ring KV exchange (forward, backward)."""
+        """Exposed seconds of the context-parallel exchange (forward, backward): the ring
+        KV exchange, or Ulysses' all-to-alls (``cp_comm``)."""
         cp = self.layout.cp
         if cp <= 1:
             return 0.0, 0.0
+        if self.knobs.cp_comm == "ulysses":
+            one = sum(self.fabrics.time_s("all_to_all", self.layout, "cp", x)
+                      for x in self.ulysses_bytes())  # fmt: skip
+            return one, one
         kv = 2.0 * self.tokens * kvh * self.model.head_dim * self._attn_precision.activation_bytes
         hop = self.fabrics.time_s("all_gather", self.layout, "cp", kv * cp) / (cp - 1)
         ring_f = (cp - 1) * hop
@@ -293,6 +483,38 @@ class MicroBatchCost:
         """Seconds of forward work recomputed before one layer's backward."""
         if self.knobs.recompute == "full":
             return self.layer_fwd_s()
+        if self.knobs.recompute == "op":
+            _, again = self._op_matmuls()
+            gemms = sum(self._gemm(*g) for g in again)
+            casts = self._fp8_casts(self._layer_gemms())[0]  # of the whole forward
+            return gemms + self._fp8_casts(again)[0] + self.layer["fwd_elementwise"] - casts
+        return 0.0
+
+    def _dense_gemms(self) -> list[tuple[float, float, float]]:
+        """(m, n, k) of a dense layer's matmuls as torchtitan's Llama runs them, in forward
+        order: wq, wk, wv, wo, then w1, w3 (gated) and w2 (or fc1, fc2)."""
+        md, tp = self.model, self.layout.tp
+        t, h, d = float(self.tokens), md.hidden, md.head_dim
+        heads, kvh = md.heads / tp, max(md.kv_heads / tp, 1.0)
+        f = md.ffn / tp
+        mlp = [(t, f, h)] * (2 if md.gated_mlp else 1) + [(t, h, f)]
+        return [(t, heads * d, h), (t, kvh * d, h), (t, kvh * d, h), (t, h, heads * d), *mlp]
+
+    def _op_matmuls(self) -> tuple[list[tuple[float, float, float]], ...]:
+        """(saved, recomputed) matmuls of one layer under op-level checkpointing."""
+        if self.moe_layer:
+            raise ValueError("recompute: op (torchtitan's op-level checkpointing) is modelled "
+                             "for dense layers only")  # fmt: skip
+        mms = self._dense_gemms()
+        return mms[0::2], mms[1::2]
+
+    def recompute_flops_ratio(self) -> float:
+        """Recomputed FLOPs of one layer over its forward FLOPs (HFU's extra share)."""
+        if self.knobs.recompute == "full":
+            return 1.0
+        if self.knobs.recompute == "op":
+            again = sum(2.0 * m * n * k for m, n, k in self._op_matmuls()[1])
+            return again / self.layer_flops()[0]
         return 0.0
 
     def layer_flops(self) -> tuple[float, float]:
@@ -301,6 +523,14 @@ class MicroBatchCost:
         md, kn, lay = self.model, self.knobs, self.layout
         t = self.tokens
         gemm = 2.0 * t * md.params_per_layer / lay.tp
+        if self.moe_layer:
+            gemm = (
+                2.0
+                * t
+                * (md.attention_params + md.hidden * md.experts + md.mlp_params(md.shared_ffn))
+                / lay.tp
+            )
+            gemm += 2.0 * self.routed_tokens * md.expert_params
         s, lo, hi = kn.seq_len, self.slice_lo, self.slice_hi
         pairs = s * s * (hi * hi - lo * lo) / 2.0 / lay.cp  # causal query-key pairs
         attn = 4.0 * kn.micro_batch * pairs * md.heads * md.head_dim / lay.tp
@@ -333,17 +563,27 @@ class MicroBatchCost:
         md, kn, tp = self.model, self.knobs, self.layout.tp
         sbh = self.tokens * md.hidden * 1.0
         sp = tp if kn.sequence_parallel else 1
-        mlp = (6.0 if md.gated_mlp else 4.0) * self.tokens * md.ffn
+        per_f = 6.0 if md.gated_mlp else 4.0
+        mlp = per_f * self.tokens * (md.shared_ffn if self.moe_layer else md.ffn)
         outside = (10.0 if kn.dropout else 8.0) * sbh
-        return outside / sp + (8.0 * sbh + mlp) / tp
+        routed = 0.0
+        if self.moe_layer:  # expert inputs and intermediates of the routed token copies
+            routed = self.routed_tokens * (2.0 * md.hidden + per_f * md.expert_ffn)
+        return outside / sp + (8.0 * sbh + mlp) / tp + routed
 
     def layer_activation_bytes(self) -> float:
         """Activations one layer keeps from forward to backward for one unit. A slice
         under full recompute also keeps its K and V: the later slices' recomputed
         forwards attend to them."""
-        if self.knobs.recompute == "full":
+        if self.knobs.recompute in ("full", "op"):
             sp = self.layout.tp if self.knobs.sequence_parallel else 1
             kept = 2.0 * self.tokens * self.model.hidden / sp
+            if self.knobs.recompute == "op":  # saved matmul and attention outputs (16-bit)
+                md, t = self.model, self.tokens
+                heads = md.heads / self.layout.tp
+                saved = sum(m * n for m, n, _ in self._op_matmuls()[0])
+                kept += self.attention_bytes * (saved + t * heads * md.head_dim)
+                kept += 4.0 * t * heads  # log-sum-exp, fp32
             if self.sliced:
                 kvh = max(self.model.kv_heads / self.layout.tp, 1.0)
                 kept += 2.0 * self.tokens * kvh * self.model.head_dim * 2.0
@@ -351,9 +591,10 @@ class MicroBatchCost:
         return self._full_activation_bytes()
 
     def layer_working_bytes(self) -> float:
-        """One layer's full activations, held while its backward runs under full
-        recomputation (zero otherwise: they are already counted)."""
-        return self._full_activation_bytes() if self.knobs.recompute == "full" else 0.0
+        """One layer's full activations, held while its backward runs under full or
+        op-level recomputation (zero otherwise: they are already counted)."""
+        full = self.knobs.recompute in ("full", "op")
+        return self._full_activation_bytes() if full else 0.0
 
     def logits_bytes(self) -> float:
         """fp32 logits and their gradient on the last stage for one micro-batch."""

@@ -159,12 +159,18 @@ class Schedule:
     """Per stage, its units in execution order; ``chunks`` model chunks per stage
     (virtual stages), ``slices`` sequence slices per microbatch; ``bounds`` the slice
     boundaries as fractions of the sequence (``slices + 1`` values from 0 to 1, increasing;
-    empty: uniform slices)."""
+    empty: uniform slices). ``redistribute``: the mechanism evens out the slices'
+    attention work by moving part of each heavy slice's attention to the device running
+    its mirror slice (SlimPipe's workload redistribution, uniform slices only) and charges
+    the attention-context exchange, overlapped with the slice's attention kernels
+    (``exchange_overlap: attention``) or not at all (``none``)."""
 
     order: tuple[tuple[Unit, ...], ...]
     chunks: int = 1
     slices: int = 1
     bounds: tuple[float, ...] = ()
+    redistribute: bool = False
+    exchange_overlap: Literal["attention", "none"] = "attention"
 
 
 class SchedulePolicy(Protocol):

@@ -27,9 +27,10 @@ from pydantic import (
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import OutOfMemory
-from hetsim.simulator.engine import Simulation
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import workloads
-from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.base import Workload, WorkloadParams, conserve
 from hetsim.workloads.training.exec import Executor, IterationStats
 from hetsim.workloads.training.metrics import METRICS, fit_check, layers_for_size, summarise
 from hetsim.workloads.training.model import STATE_BYTES_PER_PARAM, TransformerSpec
@@ -41,6 +42,7 @@ from hetsim.workloads.training.offload import (
     offload_step,
     place_states,
 )
+from hetsim.workloads.training.op_cost import kernel_op_times_s, op_trust
 from hetsim.workloads.training.ops import OPT, Lifetimes, Variant, build_sequence
 from hetsim.workloads.training.view import ProfileView, StepReport
 
@@ -76,8 +78,22 @@ class TrainingParams(WorkloadParams):
     iterations: PositiveInt = 20
     dtype: Literal["bf16", "fp16"] = "bf16"
     device: str | None = None
+    cost_model: Literal["kernel", "roofline"] = Field(
+        "kernel",
+        description="kernel: each op priced by its kernel class (GEMM shape, flash attention, "
+        "elementwise; workloads/training/op_cost.py); roofline: every op at the device's "
+        "large-GEMM efficiency (the pricing before issue 15, for comparisons)",
+    )
+    attention_peak_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="flash attention's forward share of the dense peak (null: the device's "
+        "fitted attention_prefill class, fitted on serving chunks <= 4K tokens and "
+        "extrapolated; FlashAttention-2 measured 0.50-0.73 on A100, 0.35 on H100)",
+    )
     variability: Variability = Field(default_factory=lambda: Variability())
-    profiler_op_overhead_s: NonNegativeFloat = Field(
+    profiler_op_overhead_s: Seconds = Field(
         20e-6, description="profiler hook cost per ATen dispatch (reconstruction)"
     )
     dispatch_scale: NonNegativeFloat = Field(
@@ -151,7 +167,14 @@ class TrainingWorkload(Workload):
     def _sequence(self, v: Variant) -> tuple[Lifetimes, np.ndarray]:
         if v not in self._seqs:
             lt = build_sequence(self.model, v)
-            self._seqs[v] = (lt, self.dev.op_times_s(lt.flops, lt.nbytes, self.params.dtype))
+            if self.params.cost_model == "kernel":
+                op_s = kernel_op_times_s(
+                    self.dev.spec, lt, self.model, v, self.params.dtype,
+                    self.params.attention_peak_fraction,
+                )  # fmt: skip
+            else:
+                op_s = self.dev.op_times_s(lt.flops, lt.nbytes, self.params.dtype)
+            self._seqs[v] = (lt, op_s)
         return self._seqs[v]
 
     def start(self) -> None:
@@ -229,6 +252,36 @@ class TrainingWorkload(Workload):
                                  "op_keys": tuple(lt.op_keys())}  # fmt: skip
         return self._profiles[v]
 
+    def _iterations(self, finished: bool) -> None:
+        """Conservation of iterations: each completed (one stats entry and one row, in
+        order of their step times), in flight (one at most, until the run ends), or
+        dropped after the allocation that failed (named in ``failure``)."""
+        total, done = len(self.variants), len(self.stats)
+        if len(self.rows) != done:
+            raise InvariantViolation(f"training: {done} iterations ran, {len(self.rows)} recorded")
+        failed = bool(self.failure)
+        dropped = total - done if failed else 0
+        in_flight = 0 if finished or failed else min(1, total - done)
+        conserve("training iterations", total, done, in_flight, total - done - in_flight - dropped,
+                 dropped)  # fmt: skip
+        if finished and not failed and done != total:
+            raise InvariantViolation(f"training: {done} of {total} iterations ran, no failure")
+        steps = np.cumsum(self.rows.column("step_s")) if done else np.zeros(0)
+        if done and (np.any(~np.isfinite(steps)) or steps[-1] > self.sim.now * (1 + 1e-9)):
+            raise InvariantViolation(
+                f"training: {done} iterations take {steps[-1]} s, more than the "
+                f"{self.sim.now} s run"
+            )
+
+    def check_partial(self) -> None:
+        """At any moment: iterations completed, in flight, to run, or dropped after an
+        out-of-memory failure add up (:meth:`_iterations`)."""
+        self._iterations(finished=False)
+
+    def check(self) -> None:
+        """At the end: every iteration completed, or dropped after the failure named."""
+        self._iterations(finished=True)
+
     def model_flops(self, lt: Lifetimes) -> float:
         """Useful FLOPs of one iteration: forward and backward ops (no recompute, no Adam)."""
         return float(lt.flops[lt.phase != OPT].sum())
@@ -239,4 +292,13 @@ class TrainingWorkload(Workload):
         fwd_peak = int(lt0.memory_timeline().max())
         peak_flops = self.dev.spec.peak(self.params.dtype)
         flops = [self.model_flops(self._sequence(v)[0]) for v in self.variants[: len(self.stats)]]
-        return summarise(self, fwd_peak, flops, peak_flops)
+        out = summarise(self, fwd_peak, flops, peak_flops)
+        if self.params.cost_model == "kernel":
+            out.update(op_trust(
+                self.dev.spec, lt0, self._sequence(self.variants[0])[1],
+                max(v.seq_len for v in self.variants), self.params.attention_peak_fraction is None,
+            ))  # fmt: skip
+        else:
+            out.update(model_fits="roofline", kernel_classes="", borrowed_fits="",
+                       fit_extrapolated="")  # fmt: skip
+        return out
