@@ -187,14 +187,19 @@ class MoECosts:
     def _gpu_mlp_s(self, ffn: int, tokens: Any, precision: Precision) -> Any:
         """A gated MLP (gate+up GEMM, SiLU-and-mul, down GEMM) on the GPU, kernel by kernel
         (:mod:`hetsim.devices.kernels`), for ``tokens`` tokens (scalar or array)."""
+        up, act, down = self._gpu_mlp_parts(ffn, tokens, precision)
+        return up + act + down
+
+    def _gpu_mlp_parts(self, ffn: int, tokens: Any, precision: Precision) -> tuple[Any, Any, Any]:
+        """:meth:`_gpu_mlp_s` by kernel: (gate+up GEMM, activation, down GEMM)."""
         h, f, g = self.model.hidden, self.fits.fits, self.gpu
         width = ffn / self.tp if self.tp > 1 else ffn  # tensor parallel: 1/tp per GPU
         t = np.asarray(tokens, dtype=float)
         act = 3.0 * width * t * precision.activation_bytes
         return (
-            gemm_time_s(g, f.gemm, t, 2 * width, h, precision)
-            + elementwise_time_s(g, f.elementwise, act, "activation")
-            + gemm_time_s(g, f.gemm, t, h, width, precision)
+            gemm_time_s(g, f.gemm, t, 2 * width, h, precision),
+            elementwise_time_s(g, f.elementwise, act, "activation"),
+            gemm_time_s(g, f.gemm, t, h, width, precision),
         )
 
     def _ffn(self, spec: DeviceSpec, dtype: str, ffn: int, tokens: int) -> float:
@@ -241,6 +246,10 @@ class MoECosts:
         two norms and two residual adds, and prefill (chunks of ``tokens / seqs`` new
         tokens) or decode attention over the cached KV (query width = hidden; KV width
         from the model's KV bytes per token, MLA latents included)."""
+        return sum(self._gpu_attention_parts(tokens, context, seqs).values())
+
+    def _gpu_attention_parts(self, tokens: int, context: int, seqs: int) -> dict[str, float]:
+        """:meth:`_gpu_attention_s` by kernel class (``collective``: the TP all-reduces)."""
         m, g, f, p = self.model, self.gpu, self.fits.fits, self.dense_precision
         h, t, tp = m.hidden, float(tokens), self.tp
         kv_width = m.kv_bytes_per_token / (m.layers * 2 * 2)  # K and V elements per token
@@ -250,15 +259,32 @@ class MoECosts:
         small += 2 * float(elementwise_time_s(g, f.elementwise, 3 * t * h * a, "add"))
         q = t / seqs
         if q > 1:
+            cls = "attention_prefill"
             attn = float(attention_prefill_time_s(
                 g, f.attention_prefill, seqs * q * context, seqs * q * q, t, seqs * context,
                 1.0 / tp, kv_width / h / tp, h, p,
             ))  # fmt: skip
         else:
+            cls = "attention_decode"
             attn = float(attention_decode_time_s(
                 g, f.attention_decode, seqs, seqs * (context + 1), 1.0 / tp, kv_width / h / tp, h, p
             ))  # fmt: skip
-        return proj + small + attn + self._tp_reduce_s(tokens)
+        return {"gemm": proj, "elementwise": small, cls: attn,
+                "collective": self._tp_reduce_s(tokens)}  # fmt: skip
+
+    def gpu_class_seconds(self, context: int, experts_per_token: float) -> dict[str, float]:
+        """GPU seconds by kernel class of one decode token through one layer with every
+        expert on the GPU: the attention block, ``experts_per_token`` routed experts and
+        the shared expert (the weights of :mod:`workloads.moe.trust`'s error band)."""
+        out = dict(self._gpu_attention_parts(1, context, 1))
+        for ffn, n in ((self.model.expert_ffn, experts_per_token),
+                       (self.model.shared_ffn, 1.0)):  # fmt: skip
+            if ffn <= 0 or n <= 0:
+                continue
+            up, act, down = self._gpu_mlp_parts(ffn, 1, self.expert_precision)
+            out["gemm"] = out.get("gemm", 0.0) + n * float(up + down)
+            out["elementwise"] = out.get("elementwise", 0.0) + n * float(act)
+        return out
 
     def _tp_reduce_s(self, tokens: int) -> float:
         """The two all-reduces of a layer's activations under tensor parallelism (after

@@ -37,6 +37,13 @@ METRICS: dict[str, str] = {
     "pcie_busy_frac": "copy-engine busy seconds / end time",
     "cache_slots": "GPU expert slots allocated over all layers",
     "expert_bytes": "bytes of one routed expert at expert_bits",
+    "model_error_p50": "kernel-fit residual p50: the GPU's kernel classes weighted by a "
+    "decode token's layer work, the CPU's share (CPU model, no fit) at the uncalibrated "
+    "band, weighted by busy time (workloads/moe/trust.py)",
+    "model_error_p90": "as model_error_p50, the p90 residual",
+    "model_fits": "least trusted fit used: calibrated, borrowed or uncalibrated (any CPU work)",
+    "kernel_classes": "GPU kernel classes used (and cpu when the CPU computed)",
+    "borrowed_fits": "gpu.class<-lender for every GPU class not fitted on this GPU",
 }
 
 

@@ -46,6 +46,7 @@ from hetsim.workloads.moe.metrics import METRICS, Counters, summarise
 from hetsim.workloads.moe.prefetch import issue_prefetches
 from hetsim.workloads.moe.residency import Residency
 from hetsim.workloads.moe.routing import Routing, SyntheticRouting, build_trace
+from hetsim.workloads.moe.trust import moe_trust
 from hetsim.workloads.moe.view import AllocationView, GatingView, Phase
 
 LAYER_COLUMNS = (
@@ -521,4 +522,8 @@ class MoEWorkload(Workload):
 
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """Run metrics (see :data:`workloads.moe_metrics.METRICS`)."""
-        return summarise(self, end_s)
+        out = summarise(self, end_s)
+        c = self.counters
+        out.update(moe_trust(self.costs, self.params.prompt_tokens, float(self.model.top_k),
+                             c.gpu_busy_s, c.cpu_busy_s))  # fmt: skip
+        return out
