@@ -60,20 +60,6 @@ EW_KIND = {
 }  # fmt: skip
 
 
-def _gemm_shapes(m: TransformerSpec, v: Variant) -> dict[str, tuple[float, float, float]]:
-    """Forward ``(M, N, K)`` of each GEMM op by name."""
-    tok = float(v.seq_len * m.micro_batch)
-    ffn_tok = tok * v.ffn_tokens
-    h, f = float(m.hidden), float(m.ffn)
-    return {
-        "qkv": (tok, 3 * h, h),
-        "proj": (tok, h, h),
-        "fc1": (ffn_tok, f, h),
-        "fc2": (ffn_tok, h, f),
-        "head": (tok, float(m.vocab), h),
-    }
-
-
 @dataclass(frozen=True)
 class OpPricer:
     """Kernel-class seconds of the ops of one iteration variant on one device."""
