@@ -65,6 +65,10 @@ class Table:
     def _values(self, k: int) -> list[Any]:
         return self._flat[k :: self._width]
 
+    def column_lists(self) -> list[list[Any]]:
+        """Every column as a list, in column order."""
+        return [self._values(k) for k in range(self._width)]
+
     def column(self, name: str) -> np.ndarray:
         """One column as a numpy array (no DataFrame built)."""
         return np.asarray(self._values(self.columns.index(name)))
@@ -177,6 +181,10 @@ class Recorder:
         s.flow_track.append(track)
         s.flow_time_s.append(time_s)
         s.flow_name.append(name)
+
+    def raw_tables(self) -> dict[str, Table]:
+        """Every table as recorded, by name (sorted)."""
+        return {n: self._tables[n] for n in sorted(self._tables)}
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table as a DataFrame, by name (sorted)."""

@@ -6,15 +6,18 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import pandas as pd
 import yaml
 
 from hetsim.simulator.atomic import atomic_write_text
+from hetsim.simulator.csv_out import csv_text
 from hetsim.simulator.outdir import TRACE_GENERATOR, check_trace_target, content_key, output_dir
 from hetsim.simulator.recorder import Recorder
 from hetsim.simulator.trace import trace_json
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -37,6 +40,8 @@ class Result:
     @property
     def summary(self) -> pd.DataFrame:
         """The summary metrics as a one-row DataFrame."""
+        import pandas as pd
+
         return pd.DataFrame([self.summary_row])
 
     @property
@@ -59,13 +64,25 @@ class Result:
         """
         run_key = content_key(self.scenario)
         with output_dir(path, "run", force=force, run_key=run_key) as tmp:
-            write_frame(self.summary, tmp / f"summary.{fmt}", fmt)
+            row = self.summary_row
+            self._write(tmp / f"summary.{fmt}", fmt, list(row), [[v] for v in row.values()],
+                        lambda: self.summary)  # fmt: skip
             (tmp / "tables").mkdir()
-            for name, frame in self.tables.items():
-                write_frame(frame, tmp / "tables" / f"{name}.{fmt}", fmt)
+            for name, tbl in self.recorder.raw_tables().items():
+                self._write(tmp / "tables" / f"{name}.{fmt}", fmt, tbl.columns,
+                            tbl.column_lists(), lambda t=tbl: t.to_frame())  # fmt: skip
             (tmp / "scenario.yaml").write_text(yaml.safe_dump(self.scenario, sort_keys=False))
             (tmp / "metrics.json").write_text(json.dumps(self.metrics, indent=2))
         return Path(path)
+
+    @staticmethod
+    def _write(path: Path, fmt: str, columns: Any, data: list[list[Any]], frame: Any) -> None:
+        """CSV straight from the columns (:mod:`simulator.csv_out`), else via pandas."""
+        text = csv_text(columns, data) if fmt == "csv" else None
+        if text is None:
+            write_frame(frame(), path, fmt)
+        else:
+            path.write_text(text)
 
     def trace(self, path: str | Path) -> Path:
         """Write the Chrome trace JSON (Perfetto: ui.perfetto.dev, Open trace file).

@@ -100,13 +100,15 @@ def test_parquet_and_overwrite_atomic(tmp_path: Path) -> None:
     def boom(*_: object, **__: object) -> None:
         raise Boom
 
-    original = pd.DataFrame.to_csv
-    pd.DataFrame.to_csv = boom  # type: ignore[method-assign]
+    import hetsim.simulator.result as result_module
+
+    original = result_module.csv_text  # the CSV writer (simulator/csv_out.py)
+    result_module.csv_text = boom  # type: ignore[assignment]
     try:
         with pytest.raises(Boom):
             result.to_dir(out, "csv")
     finally:
-        pd.DataFrame.to_csv = original  # type: ignore[method-assign]
+        result_module.csv_text = original
     assert (out / "tables" / "requests.parquet").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
 
