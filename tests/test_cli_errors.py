@@ -8,23 +8,9 @@ import pytest
 
 from hetsim.simulator.cli import main
 from hetsim.simulator.errors import ScenarioError
+from tests.cli_helpers import TINY
 
-GOOD = """\
-name: tiny
-seed: 1
-cluster:
-  nodes:
-    - name: farm
-      devices:
-        server: {type: ideal-server, count: 2}
-workload:
-  kind: queueing
-  arrivals: {kind: poisson, rate_per_s: 1.0}
-  demand: {kind: exponential, mean_flops: 1.0e12}
-  num_requests: 50
-policies:
-  dispatch: fifo
-"""
+GOOD = TINY.replace("num_requests: 30", "num_requests: 50") + "policies:\n  dispatch: fifo\n"
 
 
 def write(tmp_path: Path, text: str) -> Path:
