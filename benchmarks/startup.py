@@ -1,9 +1,10 @@
-"""Start-up time: ``hetsim --version``, ``import hetsim`` and loading a scenario.
+"""Start-up time: ``hetsim --version``, ``import hetsim``, loading a scenario and building
+its run (cluster, topology, workload, policies; nothing simulated).
 
 Each command runs ``--repeat`` times in a fresh interpreter; prints the best and the
 median wall seconds and CPU seconds (user + system of the child, from ``getrusage``) of
-each, and which heavy libraries loading the scenario imported. Targets (issue 21):
-``hetsim --version`` < 0.3 s, ``import hetsim`` < 0.5 s.
+each, and which heavy libraries loading the scenario and building its run imported.
+Targets (issue 21): ``hetsim --version`` < 0.3 s, ``import hetsim`` < 0.5 s.
 Run: ``.venv/bin/python benchmarks/startup.py [--repeat 7] [--scenario vidur-workload]``.
 """
 
@@ -44,17 +45,24 @@ def main() -> None:
         f"import sys, hetsim; hetsim.load_scenario({args.scenario!r}); "
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
+    build = (
+        "import sys, hetsim; from hetsim.simulator.engine import Simulation; "
+        "from hetsim.simulator.runner import build; "
+        f"sc = hetsim.load_scenario({args.scenario!r}); build(sc, Simulation(sc.seed)); "
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
     commands = {
         "python -c pass": [python, "-c", "pass"],
         "hetsim --version": [hetsim_cli, "--version"],
         "import hetsim": [python, "-c", "import hetsim"],
         f"load_scenario({args.scenario})": [python, "-c", load],
+        f"build({args.scenario})": [python, "-c", build],
     }
     env_note = os.environ.get("HETSIM_PLUGINS")
     if env_note:
         print(f"note: HETSIM_PLUGINS={env_note!r} is set")
     print(f"{'':>32} {'wall best':>10} {'wall med':>9} {'CPU best':>9} {'CPU med':>8}")
-    heavy = ""
+    heavy: dict[str, str] = {}
     for name, cmd in commands.items():
         runs = [timed(cmd) for _ in range(args.repeat)]
         walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
@@ -62,9 +70,10 @@ def main() -> None:
             f"{name:>32} {min(walls):>10.3f} {statistics.median(walls):>9.3f} "
             f"{min(cpus):>9.3f} {statistics.median(cpus):>8.3f}"
         )
-        if name.startswith("load_scenario"):
-            heavy = runs[-1][2].strip()
-    print(f"heavy libraries imported by load_scenario({args.scenario}): {heavy or '(none)'}")
+        if name.startswith(("load_scenario", "build")):
+            heavy[name] = runs[-1][2].strip()
+    for name, mods in heavy.items():
+        print(f"heavy libraries imported by {name}: {mods or '(none)'}")
     print("targets: hetsim --version < 0.3 s, import hetsim < 0.5 s")
 
 

@@ -1,4 +1,4 @@
-"""Topology: a networkx graph of devices, switches and the links between them.
+"""Topology: a graph of devices, switches and the links between them.
 
 Nodes of the graph are devices (``<machine>/<device>``, e.g. ``server/gpu3``) and
 switches (NVSwitch, a network switch). Each edge is a full-duplex physical link with
@@ -11,7 +11,9 @@ simulation state; :class:`TopologyLinks` binds it to a simulation with one SimPy
 Routing: :meth:`Topology.path` is the route with the least store-and-forward time for a
 reference copy of ``route_nbytes`` (default 1 MiB), i.e. Dijkstra with each hop weighted
 ``latency_s + route_nbytes / effective bandwidth``; ties go to the first route networkx
-finds, which is deterministic for a given construction order. Routes are cached.
+finds, which is deterministic for a given construction order (the graph is a
+:class:`~devices.graph.LinkGraph`, whose Dijkstra is networkx's, so networkx is not
+imported by a run; ``graph.to_networkx()`` gives it for analysis). Routes are cached.
 
 Copy time over a route of hops h (two modes, ``pipelined`` is the default):
 
@@ -31,9 +33,9 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import networkx as nx
 import simpy
 
+from hetsim.devices.graph import LinkGraph
 from hetsim.devices.link import DuplexLink, Link, hold_links
 from hetsim.devices.network import FlowNetwork
 from hetsim.devices.spec import LinkSpec
@@ -68,7 +70,7 @@ class Topology:
     """Devices, switches and duplex links of a cluster, with routing and copy times."""
 
     def __init__(self, route_nbytes: int = 1 << 20, mode: CopyMode = "pipelined") -> None:
-        self.graph: nx.Graph = nx.Graph()
+        self.graph = LinkGraph()
         self.route_nbytes = route_nbytes
         self.mode: CopyMode = mode
         self._routes: dict[tuple[str, str], list[Hop]] = {}
@@ -106,14 +108,14 @@ class Topology:
     def device(self, name: str) -> DeviceEntry:
         """The entry of device or switch ``name``."""
         try:
-            entry: DeviceEntry = self.graph.nodes[name]["entry"]
+            entry: DeviceEntry = self.graph.node(name)["entry"]
         except KeyError:
             raise KeyError(f"topology has no device {name!r}") from None
         return entry
 
     def devices(self, node: str | None = None) -> list[DeviceEntry]:
         """Devices (not switches), in insertion order, optionally of one machine."""
-        entries = (d["entry"] for _, d in self.graph.nodes(data=True))
+        entries = (d["entry"] for _, d in self.graph.nodes())
         return [e for e in entries if not e.is_switch and (node is None or e.node == node)]
 
     def path(self, src: str, dst: str) -> list[Hop]:
@@ -143,14 +145,13 @@ class Topology:
             spec: LinkSpec = d["spec"]
             return spec.transfer_time_s(self.route_nbytes)
 
-        try:
-            nodes = nx.dijkstra_path(self.graph, src, dst, weight=weight)
-        except nx.NetworkXNoPath:
-            raise ValueError(f"no route from {src!r} to {dst!r}") from None
+        nodes = self.graph.shortest_path(src, dst, weight)
+        if nodes is None:
+            raise ValueError(f"no route from {src!r} to {dst!r}")
         return [self._hop(u, v) for u, v in itertools.pairwise(nodes)]
 
     def _hop(self, u: str, v: str) -> Hop:
-        data = self.graph.edges[u, v]
+        data = self.graph.edge(u, v)
         return Hop(u, v, data["name"], data["spec"])
 
 
@@ -208,7 +209,7 @@ class TopologyLinks:
         self.sim = sim
         self.topology = topology
         self._duplex: dict[str, DuplexLink] = {}
-        edges = list(topology.graph.edges(data=True))
+        edges = list(topology.graph.edges())
         fair = any(d["spec"].sharing == "fair" for _, _, d in edges)
         self.network = FlowNetwork(sim, name="fabric") if fair else None
         for a, b, d in edges:

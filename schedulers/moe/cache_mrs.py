@@ -38,20 +38,50 @@ class MrsCache:
     def __init__(self, params: MrsParams, rng: np.random.Generator) -> None:
         self.params = params
         self.score = np.zeros((0, 0))
+        self._token_tops: tuple[int, np.ndarray] = (-1, np.zeros((0, 0), dtype=bool))
 
     def allocate(self, view: AllocationView) -> tuple[int, ...]:
         """Uniform slots per layer (and reset scores)."""
         self.score = np.zeros((view.layers, view.experts))
+        self._token_tops = (-1, np.zeros((0, 0), dtype=bool))
         return uniform_slots(view)
+
+    def observe_token(self, probs: np.ndarray, selected: np.ndarray, step: int) -> None:
+        """A decode token's routing at every layer, ahead of its layer-by-layer
+        :meth:`observe` calls: each layer's top-p experts are found here at once (one
+        vectorised sort; the scores still change layer by layer, in :meth:`observe`)."""
+        layers, experts = probs.shape
+        n = np.minimum(self.params.p_factor * np.count_nonzero(selected, axis=1), experts)
+        neg = -probs
+        s = np.sort(neg, axis=1)
+        rows = np.arange(layers)
+        full = n >= experts
+        nth = s[rows, n - 1]
+        after = s[rows, np.where(full, 0, n)]
+        # where the n-th largest is strictly above the next (no tie, no NaN there), the
+        # n largest are exactly the entries at or above it: the introselect's set
+        tops = neg <= nth[:, None]
+        tops[full] = True  # every expert (NaN too, as the introselect takes them)
+        exact = full | (nth < after)
+        for layer in (~exact).nonzero()[0].tolist():  # a tie: the introselect decides
+            m = int(n[layer])
+            tops[layer] = False
+            tops[layer][neg[layer].argpartition(m - 1)[:m]] = True
+        self._token_tops = (step, tops)
 
     def observe(self, layer: int, probs: np.ndarray, selected: np.ndarray, step: int) -> None:
         """Fold every token's top-p probabilities into the layer's scores."""
         tokens, experts = probs.shape
         a = self.params.alpha
         if tokens == 1:  # the decode fast path of the same update
+            row = self.score[layer]
+            if self._token_tops[0] == step:  # the top-p found by observe_token
+                top = self._token_tops[1][layer]
+                row *= 1.0 - a
+                row[top] += a * probs[0][top]
+                return
             n = min(self.params.p_factor * int(np.count_nonzero(selected)), experts)
             top_ids = (-probs[0]).argpartition(n - 1)[:n]
-            row = self.score[layer]
             row *= 1.0 - a
             row[top_ids] += a * probs[0][top_ids]  # (row first: cheaper than [0, ids])
             return

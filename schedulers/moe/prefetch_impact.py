@@ -61,7 +61,7 @@ class ImpactPrefetch:
     def __init__(self, params: ImpactPrefetchParams, rng: np.random.Generator) -> None:
         self.params = params
         self.lookahead_layers = params.lookahead_layers
-        self._memo: dict[tuple[int, int], float] = {}  # (cost id, cached bits) -> makespan
+        self._memo: list[dict[int, float]] = []  # [cost id][cached bits] -> makespan
         self._cost_ids: dict[CostKey, int] = {}
         self._inputs: list[CostKey] = []
         self._last: tuple[object, object, object, float, float, int] | None = None
@@ -93,18 +93,20 @@ class ImpactPrefetch:
         if cid is None:
             cid = self._cost_ids[key] = len(self._inputs)
             self._inputs.append(key)
+            self._memo.append({})
         self._last = (*arrays, view.copy_s, view.cpu_first_s, cid)
         return cid
 
     def _span(self, cid: int, bits: int) -> float:
-        hit = self._memo.get((cid, bits))
+        memo = self._memo[cid]
+        hit = memo.get(bits)
         if hit is None:
             gpu_s, cpu_s, loads, copy_s, cpu_first_s = self._inputs[cid]
             n = len(gpu_s)
             cached = [bool(bits >> i & 1) for i in range(n)]
             hit = hss(list(gpu_s), list(cpu_s), cached, [0.0] * n, list(loads), copy_s,
                       cpu_first_s=cpu_first_s).makespan_s  # fmt: skip
-            self._memo[(cid, bits)] = hit
+            memo[bits] = hit
         return hit
 
     def _best(
@@ -117,19 +119,19 @@ class ImpactPrefetch:
         """The best candidate for a copy arriving at ``arrive_s``; ``layers``: each lookahead
         layer's (cost id, probabilities of its predicted experts), built once per call."""
         best: Best | None = None
-        memo = self._memo
         for li, la in enumerate(view.lookahead):
             if arrive_s > la.depth * view.layer_end_s:
                 continue  # would land after its layer starts: no impact counted
             (cid, probs), bits = layers[li], state[li]
-            base = memo.get((cid, bits))
+            memo = self._memo[cid]
+            base = memo.get(bits)
             if base is None:
                 base = self._span(cid, bits)
             neg_depth = -la.depth
             for i in range(len(probs)):
                 if bits >> i & 1:
                     continue
-                span = memo.get((cid, bits | 1 << i))
+                span = memo.get(bits | 1 << i)
                 if span is None:
                     span = self._span(cid, bits | 1 << i)
                 gain = base - span

@@ -27,7 +27,7 @@ import numpy as np
 
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.moe.costs import StepCosts, read_only, unit_loads
-from hetsim.workloads.moe.view import GatingView, Phase, Placement, PlacementView
+from hetsim.workloads.moe.view import GatingView, Phase, Placement, PlacementView, TokenGatingView
 
 
 def check_mask(mask: Any, tokens: int, experts: int, top_k: int, layer: int) -> np.ndarray:
@@ -71,6 +71,28 @@ def route(gating: Any, view: GatingView) -> tuple[np.ndarray, np.ndarray, np.nda
     loads_all = mask.sum(axis=0)
     ids = read_only(loads_all.nonzero()[0])
     return mask, ids, read_only(loads_all[ids])
+
+
+def route_token(gating: Any, view: TokenGatingView) -> tuple[np.ndarray, list[np.ndarray]]:
+    """A decode token's gating decision at every layer, checked as :func:`check_mask`
+    checks each layer's -> (mask (layers, experts), each layer's read-only activated ids,
+    ascending: the same ids :func:`route` finds layer by layer)."""
+    layers, experts = view.probs.shape
+    mask = np.asarray(gating.select_token(view))
+    if mask.dtype != bool or mask.shape != (layers, experts):
+        raise InvariantViolation(
+            f"gating of a token returned {mask.dtype} {mask.shape}, "
+            f"expected bool {(layers, experts)}"
+        )
+    counts = np.count_nonzero(mask, axis=1)
+    bad = ((counts < 1) | (counts > view.top_k)).nonzero()[0]
+    if len(bad):
+        raise InvariantViolation(
+            f"gating at layer {int(bad[0])}: a token has 0 or > {view.top_k} experts"
+        )
+    cols = read_only(mask.nonzero()[1])  # row-major: each layer's ids ascending, in turn
+    ends = np.cumsum(counts).tolist()
+    return mask, [cols[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def placement_view(

@@ -97,21 +97,45 @@ def lookahead_layer(wl: Any, t0: int, t1: int, layer: int, depth: int) -> Lookah
     )
 
 
+def token_lookahead(wl: Any, t: int, layer: int, depth: int) -> tuple[LookaheadLayer, ...]:
+    """:func:`lookahead_layer` of decode token ``t`` for the ``depth`` layers after
+    ``layer`` at once (the same views; the loads and their costs fetched once)."""
+    k = wl.model.top_k
+    cache = wl.predictions
+    if cache is None or cache.t != t:
+        cache = wl.predictions = TokenPredictions(wl.trace, t, wl.prefetcher.lookahead_layers, k)
+    loads = unit_loads(k)
+    gpu_s, cpu_s = wl.costs.expert_times(loads)
+    rows = wl.res.cached
+    new = tuple.__new__
+    out = []
+    for d in range(1, depth + 1):
+        target = layer + d
+        ids = cache.id_rows[d - 1][target]  # read-only views of read-only arrays
+        cached = rows[target][ids]
+        cached.setflags(write=False)
+        # positional tuple construction (the hot path: one per lookahead layer and step)
+        out.append(
+            new(LookaheadLayer,
+                (target, d, cache.prob_rows[d - 1][target], ids, loads, cached, gpu_s, cpu_s))
+        )  # fmt: skip
+    return tuple(out)
+
+
 def issue_prefetches(
     wl: Any, phase: Phase, t0: int, t1: int, layer: int, depth: int, router: float,
     end: float, out: list[tuple[str, str, float, float]],
 ) -> None:  # fmt: skip
     """Ask the prefetch policy at ``layer`` and queue the copies it chooses."""
     res = wl.res
+    if t1 - t0 == 1:
+        lookahead = token_lookahead(wl, t0, layer, depth)
+    else:
+        lookahead = tuple([lookahead_layer(wl, t0, t1, layer + d, d) for d in range(1, depth + 1)])
     view = PrefetchView(
-        layer=layer,
-        phase=phase,
-        copy_s=wl.costs.copy_s,
-        cpu_first_s=wl.costs.cpu_first_s,
-        pcie_free_s=max(res.pcie_free_s - router, 0.0),
-        layer_end_s=end - router,
-        lookahead=tuple([lookahead_layer(wl, t0, t1, layer + d, d) for d in range(1, depth + 1)]),
-    )
+        layer, phase, wl.costs.copy_s, wl.costs.cpu_first_s,
+        max(res.pcie_free_s - router, 0.0), end - router, lookahead,
+    )  # fmt: skip
     experts = wl.model.routed_experts
     for target, expert in wl.prefetcher.prefetch(view):
         if not (layer < target <= layer + depth and 0 <= expert < experts):

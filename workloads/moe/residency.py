@@ -111,13 +111,10 @@ class Residency:
         Returns the admitted expert ids (they are marked cached; the caller sets their
         ready time)."""
         view = CacheView(
-            layer=layer,
-            slots=self.slot_counts[layer],
-            cached=read_only(self.cached[layer].nonzero()[0]),
-            protected=self._protected(layer, in_use, now_s),
-            incoming=read_only(np.asarray(incoming, dtype=np.int64)),
-            prefetch=prefetch,
-        )
+            layer, self.slot_counts[layer], read_only(self.cached[layer].nonzero()[0]),
+            self._protected(layer, in_use, now_s),
+            read_only(np.asarray(incoming, dtype=np.int64)), prefetch,
+        )  # fmt: skip
         decision = cache.admit(view)
         self._apply(view, decision)
         return decision.admit
@@ -139,7 +136,8 @@ class Residency:
                 )
             row[e] = True
             self.ready_at_s[view.layer, e] = 0.0
-        count = np.count_nonzero(row)
+        # every eviction above cleared a set bit and every admission set a clear one
+        count = len(view.cached) - len(decision.evict) + len(decision.admit)
         if count > view.slots:
             raise InvariantViolation(
                 f"layer {view.layer}: {count} experts cached in {view.slots} slots"
@@ -176,8 +174,9 @@ class Residency:
             return 0
         act = set(activated.tolist())
         used = len(pending.intersection(act))
-        if self.priority and self._queue:
-            stale = {e for e in pending if e not in act}
+        stale = pending.difference(act)
+        # without stale prefetches nothing is cancelled and the queue stays as it is
+        if self.priority and self._queue and stale:
             keep, moved = [], []
             for q in self._queue:
                 if int(q[2]) == layer and int(q[3]) in stale and q[0] > now_s:

@@ -69,8 +69,9 @@ class RoutingTrace:
     """Router logits and prediction noise of ``tokens x moe_layers x experts``."""
 
     def __init__(self, logits: np.ndarray, eps: np.ndarray, sigma: np.ndarray) -> None:
-        self.logits = logits.astype(np.float32)
-        self.eps = eps.astype(np.float32)
+        # float32 without a copy where they are already (the generator's arrays, owned here)
+        self.logits = logits.astype(np.float32, copy=False)
+        self.eps = eps.astype(np.float32, copy=False)
         self.sigma = sigma.astype(np.float32)
         self.tokens, self.layers, self.experts = logits.shape
 
@@ -178,12 +179,17 @@ def _synthetic(
     fresh = rng.standard_normal(shape, dtype=np.float32)
     rho = np.float32(spec.token_reuse)
     keep = np.float32(np.sqrt(1.0 - spec.token_reuse**2))
-    x = np.empty(shape, dtype=np.float32)
-    x[0] = fresh[0]
+    # x[t] = rho x[t - 1] + keep fresh[t], then bias + scale x, computed in place in
+    # ``fresh`` (the same float32 operations; IEEE addition is commutative, so the sums are
+    # bit for bit those of the out-of-place form, without two more trace-sized arrays)
+    x = fresh
     for t in range(1, tokens):
-        x[t] = rho * x[t - 1] + keep * fresh[t]
-    out: np.ndarray = bias[None] + np.float32(spec.logit_scale) * x
-    return out
+        row = x[t]
+        np.multiply(row, keep, out=row)
+        row += rho * x[t - 1]
+    x *= np.float32(spec.logit_scale)
+    x += bias[None]
+    return x
 
 
 def _replay(

@@ -2,7 +2,9 @@
 
 Four decision points (``moe.<point>``), each with one interface:
 
-- ``gating``: how many experts each token activates (:class:`GatingView` -> bool mask).
+- ``gating``: how many experts each token activates (:class:`GatingView` -> bool mask;
+  a stateless policy may also answer a decode token for all layers at once,
+  :class:`TokenGatingView`, see :class:`TokenGatingPolicy`).
 - ``placement``: where each activated expert of a layer runs: on the GPU (copied over
   PCIe first if not cached) or on the CPU (:class:`PlacementView` -> :class:`Placement`).
 - ``prefetch``: which experts of later layers to copy ahead (:class:`PrefetchView` ->
@@ -34,6 +36,18 @@ class GatingView(NamedTuple):
     probs: np.ndarray  # (tokens, experts) router probabilities
     sensitivity: float | None  # AdapMoE F_l of this layer if the model publishes it
     renormalize: bool  # the model renormalises its top-k weights
+
+
+class TokenGatingView(NamedTuple):
+    """Router output of one decode token (one sequence) at every MoE layer: the
+    :class:`GatingView` of each layer stacked (row ``l`` is layer ``l``'s one-token
+    ``probs``), for gating policies that decide a token from its router output alone."""
+
+    phase: Phase
+    top_k: int
+    probs: np.ndarray  # (moe layers, experts) router probabilities of the token
+    sensitivity: tuple[float, ...] | None  # AdapMoE F_l per layer if the model publishes it
+    renormalize: bool
 
 
 class PlacementView(NamedTuple):
@@ -130,6 +144,18 @@ class GatingPolicy(Protocol):
         ...
 
 
+class TokenGatingPolicy(GatingPolicy, Protocol):
+    """A ``moe.gating`` policy that may also decide a decode token at every layer in one
+    call. Only for a policy whose decision depends on nothing but the view (no state,
+    no randomness): row ``l`` of :meth:`select_token` must equal
+    ``select(GatingView(l, ...))[0]`` for the same token, as the mechanism then asks
+    once per decode token (one sequence) instead of once per layer."""
+
+    def select_token(self, view: TokenGatingView) -> np.ndarray:
+        """Bool mask (moe layers, experts): the experts the token activates at each layer."""
+        ...
+
+
 class PlacementPolicy(Protocol):
     """Decision point ``moe.placement``."""
 
@@ -161,4 +187,15 @@ class CachePolicy(Protocol):
 
     def admit(self, view: CacheView) -> CacheDecision:
         """Admission and eviction when experts ask for slots."""
+        ...
+
+
+class TokenCachePolicy(CachePolicy, Protocol):
+    """A ``moe.cache`` policy that is also shown a decode token's routing at every layer
+    before that token's layer-by-layer :meth:`observe` calls (where the gating decides
+    a token at once, :class:`TokenGatingPolicy`), to precompute from it. What
+    :meth:`admit` reads must still change only in :meth:`observe`, layer by layer."""
+
+    def observe_token(self, probs: np.ndarray, selected: np.ndarray, step: int) -> None:
+        """``probs`` and ``selected``: (moe layers, experts) of the token at ``step``."""
         ...
