@@ -211,7 +211,8 @@ pcs[["case", "workload.requests.rate_per_s", "prefix_hit_rate", "ttft_mean_s",
 
 def main() -> None:
     """Write the notebook next to this script."""
-    cells = [*CELLS, *range_cells(["cauchy", "distserve", "splitwise", "lud"])]
+    ranges = ["cauchy", "distserve", "splitwise", "lud", "cauchy-surge", "cauchy-estimate"]
+    cells = [*CELLS, *range_cells(ranges)]
     print(f"wrote {write_notebook(cells, 'serving.ipynb')}")
 
 

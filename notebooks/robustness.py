@@ -52,7 +52,9 @@ class Headline:
     """What one robustness sweep compares and where its summary goes."""
 
     doc: str  # doc page, relative to the repository root
-    by: str  # sweep column naming the system
+    #: sweep column naming the system, or several columns whose values together name it
+    #: (label values are then tuples, one value per column)
+    by: str | tuple[str, ...]
     system: str  # label of the paper's system
     labels: dict[str, Any]  # label -> value of the ``by`` column
     metrics: tuple[Metric, ...]
@@ -273,6 +275,40 @@ HEADLINES: dict[str, Headline] = {
     ),
 }
 
+#: Cauchy-surge's autoscalers, as its scenarios write them
+SURGE_HYSTERESIS = {"name": "hysteresis", "period_s": 5, "window_s": 10, "upper": 0.9,
+                    "lower": 0.5, "hold_out_s": 5, "hold_in_s": 60}  # fmt: skip
+SURGE_REACTIVE = {"name": "reactive", "period_s": 5, "window_s": 10, "upper": 0.9, "lower": 0.5}
+HEADLINES["cauchy-surge"] = Headline(
+    doc="docs/serving.md",
+    by=("policies.scaling", "workload.deployment_rate_per_s"),
+    system="hysteresis autoscaling",
+    labels={
+        "hysteresis autoscaling": (SURGE_HYSTERESIS, 16),
+        "static (base rate)": ("none", 16),
+        "static (peak rate)": ("none", "peak"),
+        "reactive autoscaling": (SURGE_REACTIVE, 16),
+    },
+    metrics=(
+        Metric("goodput_tokens_per_usd", True, "goodput Tokens/USD"),
+        Metric("tokens_per_usd", True, "run Tokens/USD"),
+        Metric("slo_attainment", True, "SLO attainment"),
+    ),
+    claim="Cauchy's dynamic autoscaling keeps cost efficiency stable when requests surge "
+    "(no number published for the surge)",
+)
+HEADLINES["cauchy-estimate"] = Headline(
+    doc="docs/serving.md",
+    by="policies.deployment",
+    system="Cauchy",
+    labels={"Cauchy": "cauchy", "Melange": "melange", "colocated": "colocated"},
+    metrics=HEADLINES["cauchy"].metrics,
+    claim="Cauchy's heterogeneous combos raise Tokens/USD over homogeneous and "
+    "heterogeneity-aware deployments, here with the output-length estimator Melange routes "
+    "and plans by swept (DistServe left out: its simulated search takes minutes a point)",
+    paper={"goodput Tokens/USD": 1.383},
+)
+
 #: robustness scenario of each headline (several headlines may share one sweep)
 SCENARIO_OF = {
     "chameleon": "chameleon",
@@ -289,6 +325,8 @@ SCENARIO_OF = {
     "distserve": "disaggregation",
     "splitwise": "disaggregation",
     "lud": "lud",
+    "cauchy-surge": "cauchy-surge",
+    "cauchy-estimate": "cauchy-estimate",
 }
 
 
@@ -303,13 +341,42 @@ def _parse(cell: Any) -> Any:
     return cell
 
 
+def by_columns(spec: Headline) -> tuple[str, ...]:
+    """The sweep columns that name a headline's system."""
+    return (spec.by,) if isinstance(spec.by, str) else spec.by
+
+
+def _number_or_text(cell: Any) -> Any:
+    """A cell of a column mixing numbers and words (read back from CSV as text) as a
+    number where it is one."""
+    if isinstance(cell, str):
+        try:
+            return float(cell)
+        except ValueError:
+            return cell
+    return cell
+
+
+def _system(cells: Sequence[Any], spec: Headline) -> Any:
+    """The value naming a system from a row's ``by`` cells (a tuple for several)."""
+    if isinstance(spec.by, str):
+        return _parse(cells[0])
+    return tuple(_number_or_text(_parse(c)) for c in cells)
+
+
 def label_rows(table: pd.DataFrame, spec: Headline) -> pd.Series:
     """The label of each row's system (None: not one this headline compares)."""
-    values = {label: _parse(v) if isinstance(v, str) else v for label, v in spec.labels.items()}
+
+    def value(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return tuple(_parse(x) if isinstance(x, str) else x for x in v)
+        return _parse(v) if isinstance(v, str) else v
+
+    values = {label: value(v) for label, v in spec.labels.items()}
     out = []
-    for cell in table[spec.by]:
-        value = _parse(cell)
-        out.append(next((lab for lab, v in values.items() if v == value), None))
+    for cells in zip(*(table[c] for c in by_columns(spec)), strict=True):
+        got = _system(cells, spec)
+        out.append(next((lab for lab, v in values.items() if v == got), None))
     return pd.Series(out, index=table.index, dtype=object)
 
 
@@ -321,7 +388,7 @@ def ratios(table: pd.DataFrame, spec: Headline) -> pd.DataFrame:
     err = table["error"].notna() if "error" in table else pd.Series(False, index=table.index)
     lab = table.assign(_label=label_rows(table, spec), _failed=err)
     lab = lab[lab["_label"].notna()]
-    keys = [c for c in lab.columns if c not in NOT_SWEPT | {spec.by, "_label", "_failed"}
+    keys = [c for c in lab.columns if c not in NOT_SWEPT | {*by_columns(spec), "_label", "_failed"}
             and c in swept_columns(table)]  # fmt: skip
     baselines = [b for b in spec.labels if b != spec.system]
     rows = []
@@ -402,7 +469,7 @@ def render(name: str, spec: Headline, table: pd.DataFrame, command: str, figure:
     r = ratios(table, spec)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     comps = [lab for lab in spec.labels if lab != spec.system] + ["best baseline"]
-    swept = [c for c in swept_columns(table) if c != spec.by]
+    swept = [c for c in swept_columns(table) if c not in by_columns(spec)]
     points = 0 if r.empty else len(r) // len(spec.metrics)
     lines = [
         f"<!-- robustness:{name} -->",
@@ -439,7 +506,8 @@ def render(name: str, spec: Headline, table: pd.DataFrame, command: str, figure:
                     w = v[~np.isnan(v)]
                     share = f"{np.mean(w > 1):.2f}" if len(w) else "-"
                     cells.append(f"{share} ({_fmt(_median(v))})")
-                lines.append(f"| `{col}` | {value} | " + " | ".join(cells) + " |")
+                shown = f"{value:.12g}" if isinstance(value, float) else value  # 0.3, not 0.29999...
+                lines.append(f"| `{col}` | {shown} | " + " | ".join(cells) + " |")
     lines += oracle_table(spec, table)
     if figure:
         lines += ["", figure]
@@ -456,7 +524,8 @@ def oracle_table(spec: Headline, table: pd.DataFrame) -> list[str]:
     lines = ["", "Oracle upper bounds (read the injected ground truth; not baselines):", "",
              "| oracle | metric | min | median | max |", "|---|---|---|---|---|"]  # fmt: skip
     for label, value in spec.oracles.items():
-        rows = ok[[_parse(c) == value for c in ok[spec.by]]]
+        cells = zip(*(ok[c] for c in by_columns(spec)), strict=True)
+        rows = ok[[_system(c, spec) == value for c in cells]]
         for m in spec.metrics:
             v = rows[m.column].dropna().to_numpy(dtype=float)
             if len(v):

@@ -19,7 +19,8 @@ from hetsim.simulator.scenario import load_scenario
 from hetsim.simulator.sweep_design import parse_sweep, points
 
 ROOT = Path(__file__).resolve().parent.parent
-ISSUE18 = ("cuckoo", "muri", "kale", "kair", "cauchy", "disaggregation", "lud")
+ISSUE18 = ("cuckoo", "muri", "kale", "kair", "cauchy", "disaggregation", "lud", "cauchy-surge",
+           "cauchy-estimate")  # fmt: skip
 
 
 def report() -> ModuleType:
@@ -91,6 +92,25 @@ def test_range_table_carries_the_papers_value_and_the_figure_draws_it() -> None:
     assert drawn == [0.5, 0.5, 2.5, 3.0]
 
 
+def test_system_named_by_two_columns() -> None:
+    # Cauchy-surge's systems are (scaling, deployment rate) pairs, the rate column mixing
+    # numbers and the word "peak" (text once read back from CSV). Point x=1: A = (s, 16)
+    # m 2; B = (none, 16) m 1; C = (none, peak) m 4; (s, peak) is no system -> A/B 2,
+    # A/C 0.5, best 0.5.
+    mod = report()
+    t = pd.DataFrame([("s", "16", 1, 2.0), ("none", "16", 1, 1.0), ("none", "peak", 1, 4.0),
+                      ("s", "peak", 1, 9.0)],
+                     columns=["policies.s", "workload.r", "workload.x", "m"])  # fmt: skip
+    t = t.assign(error=None, point=range(len(t)))
+    h = mod.Headline(doc="x.md", by=("policies.s", "workload.r"), system="A",
+                     labels={"A": ("s", 16), "B": ("none", 16), "C": ("none", "peak")},
+                     metrics=(mod.Metric("m", True, "m"),), claim="A wins")  # fmt: skip
+    assert mod.label_rows(t, h).tolist() == ["A", "B", "C", None]
+    r = mod.ratios(t, h)
+    assert r[["B", "C", "best baseline"]].iloc[0].tolist() == [2.0, 0.5, 0.5]
+    assert "`workload.r`" not in mod.render("x", h, t, "cmd")  # a system column, not swept
+
+
 def test_block_replaced_in_place_or_appended() -> None:
     mod = report()
     doc = "a\n<!-- robustness:x -->\nold\n<!-- /robustness:x -->\nb\n"
@@ -118,6 +138,8 @@ TINY = {
     "cauchy": {"workload.requests.num_requests": 40},
     "disaggregation": {"workload.requests.num_requests": 40},
     "lud": {"workload.requests.num_requests": 4, "workload.requests.output_tokens": 64},
+    "cauchy-surge": {"workload.requests.num_requests": 40},
+    "cauchy-estimate": {"workload.requests.num_requests": 40},
 }
 
 

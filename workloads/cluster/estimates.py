@@ -38,6 +38,9 @@ class Estimator:
     def __init__(
         self, jobs: JobTable, ex: Execution, ref_type: int, error: InterferenceError | None = None
     ) -> None:
+        #: Gavel's measured pairs as slowdowns, (profile a, profile b, type) -> (a's, b's);
+        #: empty: no pair table (workloads.cluster.pairs; set with :meth:`use_pairs`)
+        self.pairs: dict[tuple[int, int, int], tuple[float, float]] = {}
         self.jobs = jobs
         self.error = error
         self.interference = ex.interference
@@ -68,9 +71,53 @@ class Estimator:
         self._allowed = [tuple(row) for row in jobs.allowed.tolist()]  # per job, per type
         self.best_solo = np.where(jobs.allowed, per_job, np.inf).min(axis=1)
 
+    def use_pairs(
+        self,
+        names: list[str | None],
+        slowdown_of: Callable[[list[str | None]], dict[tuple[int, int, int], tuple[float, float]]],
+    ) -> None:
+        """Take measured pairs as the ground truth of two-job groups: ``names`` maps a job
+        to its Gavel job type (None: none), ``slowdown_of`` turns the per-profile names
+        into :attr:`pairs` (workloads.cluster.pairs.pair_slowdowns)."""
+        self.pairs = slowdown_of([names[j] for j in self._rep])
+
+    def member_iter_s(self, members: Sequence[int], t: int) -> tuple[float, float] | None:
+        """Ground-truth iteration time of each member of a measured pair on type ``t``
+        (its solo time there x its measured slowdown); None: not a measured pair."""
+        if len(members) != 2 or not self.pairs:
+            return None
+        a, b = members
+        s = self.pairs.get((int(self.profile[a]), int(self.profile[b]), t))
+        if s is None:
+            return None
+        return (float(self.solo[self.profile[a], t]) * s[0],
+                float(self.solo[self.profile[b], t]) * s[1])  # fmt: skip
+
     def iter_s(self, members: Sequence[int], t: int) -> float:
-        """Ground-truth iteration time of the group ``members`` on type ``t``."""
+        """Ground-truth iteration time of the group ``members`` on type ``t`` (a measured
+        pair: its slower member's; the mechanism advances each member at its own)."""
+        own = self.member_iter_s(members, t)
+        if own is not None:
+            return max(own)
         return self.estimate(self.model, members, t)
+
+    def combo_iter_s(self, members: tuple[int, ...], t: int) -> tuple[float, ...]:
+        """Per member, the iteration time a policy sees for the combination ``members``
+        on type ``t``: a lone job's profiled solo time; a measured pair's member times
+        through the interference estimator (its factor, or the truth for an oracle);
+        inf for every member where the combination is not measured or not allowed."""
+        if not all(self._allowed[j][t] for j in members):
+            return (float("inf"),) * len(members)
+        if len(members) == 1:
+            return (self.solo_s(members[0], t),)
+        own = self.member_iter_s(members, t)
+        if own is None:
+            return (float("inf"),) * len(members)
+        err = self.error
+        if err is None or err.oracle or err.exact:
+            return own
+        g = err.factor(t, tuple(sorted(int(self.profile[j]) for j in members)))
+        return (own[0] * g, own[1] * g)
 
     def estimate(self, model: str, members: Sequence[int], t: int) -> float:
         """Iteration time of ``members`` on type ``t`` under interference ``model``."""

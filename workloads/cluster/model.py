@@ -191,6 +191,9 @@ class Group:
     max_size: int = 0  # most members it ever had (the allocation record's ``size``)
     stretch: Stretch = NO_STRETCH  # node contention on (data, gpu, net) stages
     stretch_since_s: float = 0.0
+    #: per member (in ``members`` order), its own iteration time in a measured pair
+    #: (workloads.cluster.pairs); empty: every member at ``iter_s``
+    member_iter_s: tuple[float, ...] = ()
 
 
 def inventory(p: ClusterParams, base: Path) -> tuple[list[str], list[tuple[int, int]]]:

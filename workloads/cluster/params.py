@@ -178,6 +178,13 @@ class SpeedTable(_Strict):
         description="GPU types absent from the table -> speed relative to the reference "
         "type, applied to every model (an assumption the scenario must state)",
     )
+    pairs_path: str | None = Field(
+        None,
+        description="Gavel's measured co-location pairs (workloads.cluster.pairs; shipped: "
+        "pkg:cluster/gavel_pairs_sf1.csv): a group of two 1-GPU jobs with a measured pair on "
+        "its type runs each member at its own measured rate (ground truth); None: every "
+        "group follows execution.interference_model",
+    )
 
 
 class Deadlines(_Strict):

@@ -23,7 +23,7 @@ from hetsim.workloads.cluster.estimates import (
     unit_view,
     with_service,
 )
-from hetsim.workloads.cluster.view import AllocationView, GroupView, OrderingView
+from hetsim.workloads.cluster.view import AllocationView, GroupView, OrderingView, SpaceShared
 
 if TYPE_CHECKING:
     from hetsim.simulator.engine import Simulation
@@ -59,6 +59,9 @@ class ClusterState(Protocol):
     last_run: np.ndarray
     stopped_at: np.ndarray
     group_of: np.ndarray
+    #: with measured pairs and an allocation policy that sees running groups: seconds
+    #: each pair (sorted job ids) shared each type (None: no space sharing)
+    pair_received: dict[tuple[int, ...], np.ndarray] | None
     #: queued jobs in arrival order; running groups by id; the packed ones among them
     queued: dict[int, None]
     groups: dict[int, Group]
@@ -238,15 +241,65 @@ class SchedulingPass:
             views = [with_service(v, wl.received, wl.jobs.submit_s, now) for v in views]
             view = view._replace(groups=tuple(views), running=self._running_views(),
                                  total_gpus=tuple(int(x) for x in wl.pool.total))  # fmt: skip
-        choice = wl.policies["allocation"].allocate(view)
-        if len(choice) != len(groups):
+            view = self._with_space_sharing(view)
+        choice, pairs = self._decision(wl.policies["allocation"].allocate(view), len(groups))
+        partner = self._check_pairs(pairs, choice, views)
+        for i, (g, gv, t) in enumerate(zip(groups, views, choice, strict=True)):
+            if t is None or partner.get(i, len(groups)) < i:
+                continue  # waits, or started with its partner
+            members = g + groups[partner[i]] if i in partner else g
+            both = (gv, views[partner[i]]) if i in partner else (gv,)
+            if not all(v.allowed[t] for v in both) or wl.pool.free[t] < gv.gpus:
+                raise InvariantViolation(f"allocation put {members} on {wl.types[t]} without room")
+            wl.start_group(members, t)
+
+    def _with_space_sharing(self, view: AllocationView) -> AllocationView:
+        """``view`` with the combination estimates and service of space sharing, where the
+        run has measured pairs (``speeds.pairs_path``)."""
+        if self.wl.pair_received is None:
+            return view
+        return view._replace(combo_iter_s=self.wl.est.combo_iter_s,
+                             combo_service=self._combo_service)  # fmt: skip
+
+    def _combo_service(self, members: tuple[int, ...]) -> tuple[tuple[float, ...], float]:
+        """Seconds the combination ``members`` ran together per type (one job: alone) and
+        seconds since its last member arrived (running groups are settled to now)."""
+        wl = self.wl
+        ms = tuple(sorted(int(j) for j in members))
+        if len(ms) == 1:
+            held = wl.received[ms[0]]
+        else:
+            assert wl.pair_received is not None
+            held = wl.pair_received.get(ms, np.zeros(len(wl.types)))
+        return tuple(held.tolist()), float(wl.sim.now - wl.jobs.submit_s[list(ms)].max())
+
+    @staticmethod
+    def _decision(
+        choice: list[int | None] | SpaceShared, n: int
+    ) -> tuple[list[int | None], tuple[tuple[int, int], ...]]:
+        """Per group type choices and co-located pairs of an allocation decision."""
+        types, pairs = (choice.types, choice.pairs) if isinstance(choice, SpaceShared) else (
+            choice, ())  # fmt: skip
+        if len(types) != n:
             raise InvariantViolation("allocation policy returned the wrong number of choices")
-        for g, gv, t in zip(groups, views, choice, strict=True):
-            if t is None:
-                continue
-            if not gv.allowed[t] or wl.pool.free[t] < gv.gpus:
-                raise InvariantViolation(f"allocation put {g} on {wl.types[t]} without room")
-            wl.start_group(g, t)
+        return list(types), tuple(pairs)
+
+    def _check_pairs(self, pairs: tuple[tuple[int, int], ...], types: list[int | None],
+                     views: list[GroupView]) -> dict[int, int]:  # fmt: skip
+        """Partner of each group in a co-located pair; raises on a pair that is not two
+        distinct lone jobs of equal GPU count on one type (a policy bug)."""
+        partner: dict[int, int] = {}
+        for a, b in pairs:
+            ok = 0 <= a < len(views) and 0 <= b < len(views) and a != b
+            if not ok or a in partner or b in partner or self.ex.max_group_size < 2:
+                raise InvariantViolation(f"allocation returned a bad pair {(a, b)}")
+            va, vb = views[a], views[b]
+            if (types[a] is None or types[a] != types[b] or len(va.members) != 1
+                    or len(vb.members) != 1 or va.gpus != vb.gpus):  # fmt: skip
+                raise InvariantViolation(f"allocation pair {(a, b)} is not two lone jobs of "
+                                         "equal GPUs on one type")  # fmt: skip
+            partner[a], partner[b] = b, a
+        return partner
 
     def _running_views(self) -> tuple[GroupView, ...]:
         """Every running group, settled up to now, with its service so far."""
@@ -274,11 +327,12 @@ class SchedulingPass:
                                 wl.received, wl.jobs.submit_s, now) for j in window]  # fmt: skip
         total = tuple(int(x) for x in wl.pool.total)
         view = AllocationView(now, tuple(wl.types), total, running + tuple(waiting), running, total)
-        choice = wl.policies["allocation"].allocate(view)
-        if len(choice) != len(view.groups):
-            raise InvariantViolation("allocation policy returned the wrong number of choices")
-        for g, rv, t in zip(list(wl.groups.values()), running, choice, strict=False):
-            if t != rv.running_on:
+        view = self._with_space_sharing(view)
+        choice, pairs = self._decision(wl.policies["allocation"].allocate(view), len(view.groups))
+        in_pair = {i for p in pairs for i in p}
+        for i, (g, rv, t) in enumerate(zip(list(wl.groups.values()), running, choice,
+                                           strict=False)):  # fmt: skip
+            if t != rv.running_on or i in in_pair:  # a new pair: its running member restarts
                 wl.stop_group(g, preempted=True)
 
     def preempt_round(self) -> None:

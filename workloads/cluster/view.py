@@ -105,6 +105,25 @@ class AllocationView(NamedTuple):
     total_gpus: tuple[int, ...] = ()
     #: ``groups`` again with stage-grained estimates (per-stage interference, Cuckoo's model)
     groups_stage: tuple[GroupView, ...] = ()
+    #: space sharing (Gavel's measured pairs, ``speeds.pairs_path``; None: not offered):
+    #: per member, the iteration time of a combination of job ids on type t (a lone job:
+    #: its solo time; a measured pair: each member's own, through the interference
+    #: estimator; inf where unmeasured or not allowed)
+    combo_iter_s: Callable[[tuple[int, ...], int], tuple[float, ...]] | None = None
+    #: per combination of job ids (one job or a pair): seconds it has run together per
+    #: GPU type (a lone job: its time alone), and seconds since its last member arrived
+    combo_service: Callable[[tuple[int, ...]], tuple[tuple[float, ...], float]] | None = None
+
+
+class SpaceShared(NamedTuple):
+    """An allocation decision with co-located pairs (Gavel's space sharing): ``types``
+    as a plain allocation (per group, a type index or None) and ``pairs`` of group
+    indices that share one gang of GPUs of their common type. In a preemptive round a
+    running group in a pair is stopped (its job rejoins the queue for the fill that
+    follows)."""
+
+    types: list[int | None]
+    pairs: tuple[tuple[int, int], ...]
 
 
 class OrderingPolicy(Protocol):
@@ -131,8 +150,9 @@ class PackingPolicy(Protocol):
 class AllocationPolicy(Protocol):
     """Decision point ``cluster.allocation``: the GPU type of each waiting group."""
 
-    def allocate(self, view: AllocationView) -> list[int | None]:
-        """Per group, a type index with enough free GPUs, or None (wait).
+    def allocate(self, view: AllocationView) -> list[int | None] | SpaceShared:
+        """Per group, a type index with enough free GPUs, or None (wait); a policy that
+        space-shares (``view.combo_iter_s`` offered) may return :class:`SpaceShared`.
 
         A policy with ``sees_running = True`` is also asked at preemptive rounds with the
         running groups among ``groups`` (``running_on`` set) and ``free_gpus`` equal to

@@ -33,15 +33,18 @@ from hetsim.workloads.cluster.contention import (
     Stretch,
     node_capacities,
 )
+from hetsim.workloads.cluster.data import read_speed_table
 from hetsim.workloads.cluster.duration_estimate import DurationEstimator, error_factors
 from hetsim.workloads.cluster.estimates import Estimator
 from hetsim.workloads.cluster.interference_estimate import InterferenceError
 from hetsim.workloads.cluster.jobs import build_jobs
 from hetsim.workloads.cluster.metrics import JOB_COLUMNS, METRICS, summarise
 from hetsim.workloads.cluster.model import GpuPool, Group, inventory
+from hetsim.workloads.cluster.pairs import pair_slowdowns, read_pair_table
 from hetsim.workloads.cluster.params import ClusterParams
 from hetsim.workloads.cluster.scheduling_pass import SchedulingPass
 from hetsim.workloads.cluster.timeline import GpuTimeline
+from hetsim.workloads.paths import resolve_path
 
 
 @workloads.register("cluster")
@@ -96,6 +99,8 @@ class ClusterWorkload(Workload):
         #: interference estimates the policies see: their model x the estimator's error
         seed = int(sim.rng("cluster.interference_estimate").integers(2**63))
         self.est = Estimator(self.jobs, ex, ref, InterferenceError(params.estimates, seed))
+        if params.speeds.pairs_path is not None:
+            self._use_pairs(base_dir)
         pool = self.pool  # Cuckoo's contention-aware packing estimate (None: contention off)
         self.share = None if self.contention is None else ShareEstimate(
             self.contention, self.est, pool.node_type, pool.capacity, len(self.types))  # fmt: skip
@@ -105,6 +110,11 @@ class ClusterWorkload(Workload):
         self.received = np.zeros((n, len(self.types)))  # seconds holding GPUs, per type
         #: kept only for allocation policies that see running groups (Gavel), as it costs
         self.track_received = bool(getattr(policies["allocation"], "sees_running", False))
+        #: with measured pairs: seconds each pair (sorted job ids) shared a type, and
+        #: ``received`` then counts a job's time alone (Gavel's per-combination service)
+        self.pair_received: dict[tuple[int, ...], np.ndarray] | None = (
+            {} if self.track_received and params.speeds.pairs_path is not None else None
+        )
         self.first_start = np.full(n, np.nan)
         self.run_since = np.full(n, np.nan)  # start of the current run (Tiresias starvation)
         self.last_run = np.zeros(n)  # length of the last finished run segment
@@ -136,6 +146,19 @@ class ClusterWorkload(Workload):
             sim.recorder, self.types, self.pool.node_type.tolist(), self.pool.capacity.tolist()
         ) if sim.recorder.record_spans else None  # fmt: skip
         sim.add_invariant(self.check_pool)
+
+    def _use_pairs(self, base_dir: Path) -> None:
+        """Gavel's measured co-location pairs as the ground truth of two-job groups
+        (``speeds.pairs_path``; workloads.cluster.pairs)."""
+        sp = self.params.speeds
+        assert sp.pairs_path is not None
+        table = read_pair_table(resolve_path(sp.pairs_path, base_dir))
+        isolated = read_speed_table(resolve_path(sp.path, base_dir))
+        gpus = self.jobs.gpus.tolist()
+        names = [sp.model_map.get(m) if int(g) == 1 else None
+                 for m, g in zip(self.jobs.model, gpus, strict=True)]  # fmt: skip
+        self.est.use_pairs(names, lambda per_profile: pair_slowdowns(
+            per_profile, self.types, table, isolated))  # fmt: skip
 
     def _check_every_job_fits(self) -> None:
         """A job needing more GPUs than any type it may use has can never start: refuse
@@ -364,10 +387,18 @@ class ClusterWorkload(Workload):
         holding GPUs of the group's type, restart included, for Gavel's priorities)."""
         now = self.sim.now
         if self.track_received and now > g.since_s:
-            self.received[g.members, g.t] += now - g.since_s
+            if self.pair_received is not None and len(g.members) == 2:
+                key = tuple(sorted(g.members))
+                held = self.pair_received.setdefault(key, np.zeros(len(self.types)))
+                held[g.t] += now - g.since_s
+            else:
+                self.received[g.members, g.t] += now - g.since_s
         begin = max(g.since_s, g.resume_s)
         if now > begin:
-            self.done_iters[g.members] += (now - begin) / g.iter_s
+            if g.member_iter_s:  # a measured pair: each member at its own rate
+                self.done_iters[g.members] += (now - begin) / np.asarray(g.member_iter_s)
+            else:
+                self.done_iters[g.members] += (now - begin) / g.iter_s
             self.attained[g.members] += (now - begin) * self.jobs.gpus[g.members]
         g.since_s = now
 
@@ -377,22 +408,33 @@ class ClusterWorkload(Workload):
         else:
             self.packed.pop(g.gid, None)
         g.iter_s = self.est.iter_s(g.members, g.t)
+        g.member_iter_s = self.est.member_iter_s(g.members, g.t) or ()
         touched: set[int] = set()
         if self.contention is not None:
             c = self.contention
             touched = c.place(g.gid, c.group_loads(g.members, g.gpus, g.parts, g.iter_s))
             self._set_stretch(g, c.stretch(g.gid))
-            g.iter_s = self.est.stretched_iter_s(g.members, g.t, g.stretch)
+            self._stretch_members(g, self.est.stretched_iter_s(g.members, g.t, g.stretch))
         g.max_size = max(g.max_size, len(g.members))
         self._arm(g)
         for h in sorted(touched):
             self._retime(self.groups[h])
 
+    def _stretch_members(self, g: Group, iter_s: float) -> None:
+        """Set the group's (contention-stretched) iteration time; a measured pair's
+        member times scale by the same ratio."""
+        if g.member_iter_s and g.iter_s > 0:
+            g.member_iter_s = tuple(x * iter_s / g.iter_s for x in g.member_iter_s)
+        g.iter_s = iter_s
+
     def _arm(self, g: Group) -> None:
-        """(Re)set the group's next completion timer from its current iteration time."""
+        """(Re)set the group's next completion timer: the first member to finish at its
+        iteration time (each member's own in a measured pair)."""
         g.version += 1
-        left = min(self.jobs.iterations[j] - self.done_iters[j] for j in g.members)
-        delay = max(g.resume_s, self.sim.now) - self.sim.now + max(0.0, left) * g.iter_s
+        own = g.member_iter_s or (g.iter_s,) * len(g.members)
+        left = min(max(0.0, self.jobs.iterations[j] - self.done_iters[j]) * it
+                   for j, it in zip(g.members, own, strict=True))  # fmt: skip
+        delay = max(g.resume_s, self.sim.now) - self.sim.now + left
         version = g.version
         self.sim.env.timeout(delay).callbacks.append(lambda _: self._tick(g, version))
 
@@ -405,7 +447,10 @@ class ClusterWorkload(Workload):
             return
         self.settle(g)
         self._set_stretch(g, s)
-        g.iter_s = self.est.stretched_iter_s(g.members, g.t, s)
+        if g.member_iter_s:  # back to the unstretched pair times, then stretch anew
+            g.iter_s = self.est.iter_s(g.members, g.t)
+            g.member_iter_s = self.est.member_iter_s(g.members, g.t) or ()
+        self._stretch_members(g, self.est.stretched_iter_s(g.members, g.t, s))
         self._arm(g)
 
     def _set_stretch(self, g: Group, s: Stretch) -> None:
