@@ -93,6 +93,10 @@ class PipelineWorkload(Workload):
         capacity = cluster.memory(name).capacity_bytes
         self.link = registry.link_types.get(params.p2p_link)
         self.sched: Schedule = policies["schedule"].schedule(self._view())
+        if self.sched.split_backward:
+            raise ValueError("policies.schedule: this schedule splits the backward into B "
+                             "and W units, which the training-pipeline kind does not price "
+                             "apart; use the training-parallel kind")  # fmt: skip
         layers_per_chunk, rem = divmod(params.model.layers, params.stages * self.sched.chunks)
         if rem or not layers_per_chunk:
             raise ValueError(f"model.layers {params.model.layers} not divisible into "

@@ -4,7 +4,9 @@ Device ``d`` holds chunks ``c = 0..v-1``; chunk ``c`` of device ``d`` is virtual
 ``c * p + d``. A forward unit on virtual stage ``k`` starts after the same unit's forward on
 stage ``k - 1`` ended and its activation crossed the link (``p2p_s``; zero on the same
 device); a backward unit after the backward on stage ``k + 1`` (or, on the last stage, the
-unit's own forward). ``p2p_s`` may be a function of the unit (slices of unequal length).
+unit's own forward). A weight-gradient unit W (zero-bubble schedules) starts after the
+same unit's B on the same stage, with no transfer. ``p2p_s`` may be a function of the unit
+(slices of unequal length).
 Each device runs its units in the order the schedule gives, each as
 soon as its dependency is met and the device is free. A schedule whose orders wait on each
 other forever is a ValueError.
@@ -71,6 +73,8 @@ def _ready(u: Unit, k: int, last: int, p: int, done: dict[Key, float],
         if k == 0:
             return 0.0
         dep, other_device = ("F", u.micro, k - 1, u.slice), True
+    elif u.kind == "W":
+        dep, other_device = ("B", u.micro, k, u.slice), False
     elif k == last:
         dep, other_device = ("F", u.micro, k, u.slice), False
     else:
@@ -91,13 +95,15 @@ def bubble_fraction(starts: list[list[float]], ends: list[list[float]]) -> np.nd
 
 def peak_in_flight(order: tuple[Unit, ...], act_bytes: Callable[[Unit], float]) -> float:
     """Peak activation bytes held by one device: + at each forward, - at each backward,
-    in execution order (a unit's activations are held from its forward to its backward)."""
+    in execution order (a unit's activations are held from its forward to its backward;
+    with split backward units, to its W: the weight gradients need the layer inputs)."""
+    release = "W" if any(u.kind == "W" for u in order) else "B"
     held, peak = 0.0, 0.0
     for u in order:
         if u.kind == "F":
             held += act_bytes(u)
             peak = max(peak, held)
-        else:
+        elif u.kind == release:
             held -= act_bytes(u)
     return peak
 
@@ -108,8 +114,9 @@ def unit_conservation(
 ) -> None:  # fmt: skip
     """Conservation of microbatches through the pipeline: on every stage, each of the
     ``micro_batches`` has the same forward units, each forward unit exactly one backward
-    that starts after it ends; every unit has a finite, ordered time; ``recorded`` (rows
-    of the units table) counts every unit once. Raises naming the stage and the unit."""
+    that starts after it ends and, where the backward is split, exactly one W that starts
+    after that B ends; every unit has a finite, ordered time; ``recorded`` (rows of the
+    units table) counts every unit once. Raises naming the stage and the unit."""
     from hetsim.simulator.engine import InvariantViolation
 
     total = sum(len(o) for o in order)
@@ -121,15 +128,28 @@ def unit_conservation(
                                      f"{len(starts[d])} timed")  # fmt: skip
         fwd: dict[tuple[int, int, int], float] = {}
         bwd: dict[tuple[int, int, int], float] = {}
+        bwd_end: dict[tuple[int, int, int], float] = {}
+        wgt: dict[tuple[int, int, int], float] = {}
         for u, a, b in zip(units, starts[d], ends[d], strict=True):
             key = (u.micro, u.chunk, u.slice)
             if not (math.isfinite(a) and math.isfinite(b) and 0 <= a <= b):
                 raise InvariantViolation(f"{what}: stage {d} unit {u} runs [{a}, {b}] s")
-            seen = fwd if u.kind == "F" else bwd
+            seen = {"F": fwd, "B": bwd, "W": wgt}[u.kind]
             if key in seen or not 0 <= u.micro < micro_batches:
                 raise InvariantViolation(f"{what}: stage {d} unit {u} repeated or of no "
                                          "microbatch")  # fmt: skip
-            seen[key] = a if u.kind == "B" else b
+            seen[key] = b if u.kind == "F" else a
+            if u.kind == "B":
+                bwd_end[key] = b
+        if wgt and set(wgt) != set(bwd):
+            key = min(set(wgt) ^ set(bwd))
+            raise InvariantViolation(f"{what}: stage {d} microbatch {key[0]} (chunk {key[1]}, "
+                                     f"slice {key[2]}) has a B without W or the "
+                                     "reverse")  # fmt: skip
+        late_w = [k for k in wgt if wgt[k] < bwd_end.get(k, math.inf)]
+        if late_w:
+            raise InvariantViolation(f"{what}: stage {d} microbatch {late_w[0][0]} starts its "
+                                     "weight gradient before its backward ends")  # fmt: skip
         if set(fwd) != set(bwd):
             key = min(set(fwd) ^ set(bwd))
             raise InvariantViolation(f"{what}: stage {d} microbatch {key[0]} (chunk {key[1]}, "

@@ -35,6 +35,16 @@ costs what its ``pp`` stages cost. Per stage:
    16-bit parameters over the DP group; with ``overlap_param_gather`` only the part longer
    than the next step's first forward unit is exposed.
 
+**Stragglers** (``slow_ranks``: global rank -> factor on its units' time; Megatron's rank
+order, TP fastest, then CP, DP, PP; **reconstruction**). Ranks that differ are simulated
+apart: a stage's TP x CP ranks run in lockstep (per-layer collectives), so a replica's
+stage runs at its slowest rank's factor, its whole unit time scaled (compute and the
+exposed communication inside it); with ZeRO 3 the per-layer FSDP collectives lock every
+DP replica to the slowest; otherwise every distinct DP replica's pipeline is simulated
+and each gradient bucket is reduced once every replica has it (the latest ready time).
+The units table and breakdown are the slowest replica's; ``replicas_simulated`` counts
+the distinct replicas (1 without stragglers: scale by symmetry).
+
 Iteration time = the slowest stage's (schedule end + exposed DP tail) + optimizer + exposed
 parameter gather + ``step_overhead_s``. Model FLOPs follow Megatron-LM's formula
 (:func:`~hetsim.workloads.training.step_cost.megatron_flops_per_token`); MFU divides them by
@@ -55,7 +65,7 @@ categories.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -195,11 +205,27 @@ class ParallelTrainingParams(WorkloadParams):
     node_nic_Bps: float | None = Field(
         None, gt=0, description="NIC bandwidth per node (default: the inter fabric's)"
     )
+    fp8_scaling: Literal["delayed", "dynamic"] = Field(
+        "delayed",
+        description="FP8 scaling: delayed (amax fused into the cast, Transformer Engine's "
+        "DelayedScaling) or dynamic (an amax pass over each activation and output gradient "
+        "before its cast: torchao tensor-wise dynamic, TE current scaling); reconstruction",
+    )
+    attention_kernel: Literal["fitted", "fa2", "fa3", "cudnn", "eager"] = Field(
+        "fitted",
+        description="attention kernel the framework runs: fitted (the attention_prefill "
+        "class fit) or a published kernel profile (devices/attention_kernels.yaml)",
+    )
     attn_bwd_flops_ratio: float = Field(2.5, gt=0, description="reconstruction, step_cost")
     attn_bwd_relative_efficiency: float = Field(
         0.86, gt=0, le=1.5, description="reconstruction, step_cost"
     )
     dropout: bool = Field(False, description="dropout masks stored (GPT-style training)")
+    slow_ranks: dict[NonNegativeInt, PositiveFloat] = Field(
+        default_factory=dict,
+        description="straggler ranks: global rank (TP fastest, then CP, DP, PP) -> factor on "
+        "its units' time; ranks that differ are simulated apart (reconstruction)",
+    )
     step_overhead_s: Seconds = Field(
         0.0, description="per-step host work (data loading, logging); named, default none"
     )
@@ -377,6 +403,7 @@ class ParallelTrainingWorkload(Workload):
         "buffers_bytes": "that stage's logits, gathered FSDP layers and DP buckets",
         "oom": "1 if some stage's peak exceeds the device memory",
         "oom_detail": "the stage over memory and its largest categories ('' when none)",
+        "replicas_simulated": "distinct data-parallel replicas simulated (1: all identical)",
         "model_fits": "least trusted kernel fit used: calibrated, borrowed or uncalibrated",
         "kernel_classes": "kernel classes (and collective) the step was priced with",
         "borrowed_fits": "GPU.class<-device for every kernel class priced with another "
@@ -413,9 +440,12 @@ class ParallelTrainingWorkload(Workload):
         knobs = StepKnobs(p.micro_batch, p.seq_len, p.sequence_parallel, p.recompute,
                           p.tp_comm_overlap, p.tp_overlap_chunks, p.attn_bwd_flops_ratio,
                           p.attn_bwd_relative_efficiency, p.dropout, p.moe_capacity_factor,
-                          p.moe_load_imbalance, p.moe_pad_to_capacity, p.cp_comm)  # fmt: skip
+                          p.moe_load_imbalance, p.moe_pad_to_capacity, p.cp_comm,
+                          fp8_scaling=p.fp8_scaling,
+                          attention_kernel=p.attention_kernel)  # fmt: skip
         self.cost = MicroBatchCost(self.spec, self.model, self.layout, self.fabrics, knobs,
                                    self.precision)  # fmt: skip
+        _ = self.cost.attention_profile  # no profile for this device: one clear error now
         self.m = p.global_batch // (p.dp * p.micro_batch)
         gemm_flops, attn_flops = self.cost.layer_flops()[0], 0.0
         if p.cp == 1:  # the policy's estimate: linear work and causal attention apart
@@ -426,6 +456,9 @@ class ParallelTrainingWorkload(Workload):
         self.sched: Schedule = policies["schedule"].schedule(view)
         if self.sched.slices > 1 and p.cp > 1:
             raise ValueError("policies.schedule: sliced schedules run with cp = 1")
+        if self.sched.split_backward and (p.zero == 3 or self.sched.slices > 1):
+            raise ValueError("policies.schedule: split backward (B and W units) is modelled "
+                             "without FSDP (zero 3) and without slices")  # fmt: skip
         self.costs = [
             MicroBatchCost(self.spec, self.model, self.layout, self.fabrics, knobs,
                            self.precision, float(lo), float(hi))
@@ -531,6 +564,7 @@ class ParallelTrainingWorkload(Workload):
         p = self.params
         kinds = [False, True] if self.model.moe else [False]
         f_parts, b_parts, per_f, per_b = {}, {}, {}, {}
+        per_w: dict[bool, float] = {}
         adj = self.adj[j]
         moved_f = adj["attn_f"] + adj["xf"]  # redistribution's change to a forward
         again = moved_f if p.recompute == "full" else 0.0  # ... and to its recomputation
@@ -551,6 +585,7 @@ class ParallelTrainingWorkload(Workload):
                             "recompute": lc.layer_recompute_s() + again}  # fmt: skip
             per_f[moe] = lc.layer_fwd_s() + moved_f
             per_b[moe] = lc.layer_bwd_s() + adj["attn_b"] + adj["xb"] + again
+            per_w[moe] = lc.layer_wgrad_s() if self.sched.split_backward else 0.0
         self.parts_f.append(f_parts)
         self.parts_b.append(b_parts)
         last = self.sched.chunks * p.pp - 1
@@ -575,6 +610,10 @@ class ParallelTrainingWorkload(Workload):
                 else:
                     self.unit[(kind, k, j)] = (sum(per[m] * n for m, n in self._kinds(k)) + edge,
                                                0.0)  # fmt: skip
+            if self.sched.split_backward:  # W: the layers' weight gradients, out of B
+                w = sum(per_w[m] * n for m, n in self._kinds(k))
+                self.unit[("W", k, j)] = (w, 0.0)
+                self.unit[("B", k, j)] = (self.unit[("B", k, j)][0] - w, 0.0)
         sp = self.layout.tp if p.sequence_parallel else 1
         nbytes = c.tokens * self.model.hidden * self.precision.activation_bytes / sp
         self.p2p_bytes_slice.append(nbytes)
@@ -586,17 +625,27 @@ class ParallelTrainingWorkload(Workload):
     def _time(self, d: int, u: Unit) -> float:
         return self.unit[(u.kind, self._virtual(d, u), u.slice)][0]
 
+    def _scaled_time(self, factor: Sequence[float]) -> Callable[[int, Unit], float]:
+        """Unit times of a replica whose stage ``d`` runs at ``factor[d]`` (stragglers)."""
+        return lambda d, u: self._time(d, u) * factor[d]
+
     # ---- the step -----------------------------------------------------------------------
     def start(self) -> None:
         """Run the schedule, the DP tails and the optimizer; finish at the step's end."""
         p = self.params
-        self.starts, self.ends = run_schedule(
-            self.sched, p.pp, self._time, lambda u: self.p2p_s_slice[u.slice]
-        )
+        self.replicas = self._replica_factors()
+        self.runs = [
+            run_schedule(self.sched, p.pp, self._scaled_time(f),
+                         lambda u: self.p2p_s_slice[u.slice])
+            for f in self.replicas
+        ]  # fmt: skip
+        slowest = max(range(len(self.runs)), key=lambda i: max(max(e) for e in self.runs[i][1]))
+        self.factor = self.replicas[slowest]
+        self.starts, self.ends = self.runs[slowest]
         for d, order in enumerate(self.sched.order):
             for u, a, b in zip(order, self.starts[d], self.ends[d], strict=True):
                 self.rows.append(d, u.kind, u.micro, u.chunk, a, b)
-        self.stage_end = [max(e) for e in self.ends]
+        self.stage_end = [max(max(e[d]) for _, e in self.runs) for d in range(p.pp)]
         self.dp_end = [self._dp_tail(d) for d in range(p.pp)]
         self.opt_s = max(self._optimizer_s(d) for d in range(p.pp))
         self.gather_exposed = max(self._param_gather_exposed(d) for d in range(p.pp))
@@ -638,17 +687,51 @@ class ParallelTrainingWorkload(Workload):
         op = "all_reduce" if self.params.zero == 0 else "reduce_scatter"
         return self.fabrics.time_s(op, self.layout, group, nbytes)
 
+    def _replica_factors(self) -> list[list[float]]:
+        """Per distinct DP replica: each stage's factor on its units' time (module doc,
+        stragglers); one replica of ones without stragglers."""
+        lay, slow = self.layout, self.params.slow_ranks
+        f = [[1.0] * lay.pp for _ in range(lay.dp)]
+        group = lay.tp * lay.cp
+        for rank, x in slow.items():
+            if rank >= lay.world:
+                raise ValueError(f"slow_ranks: rank {rank} is outside 0..{lay.world - 1}")
+            r, d = (rank // group) % lay.dp, rank // (group * lay.dp)
+            f[r][d] = max(f[r][d], float(x))
+        if self.params.zero == 3:  # FSDP's per-layer collectives lock the replicas
+            f = [[max(row[d] for row in f) for d in range(lay.pp)]]
+        return [list(t) for t in dict.fromkeys(tuple(row) for row in f)]
+
     def _dp_tail(self, d: int) -> float:
-        """When stage ``d``'s gradients are reduced over DP (module doc, item 3)."""
+        """When stage ``d``'s gradients are reduced over DP (module doc, item 3): each
+        bucket once every simulated replica has it."""
         p = self.params
         end = self.stage_end[d]
         if self.layout.size("dpcp") <= 1 or p.zero == 3:
             return end
-        order, starts, ends = self.sched.order[d], self.starts[d], self.ends[d]
+        lists = [self._dp_ready(d, st[d], en[d], max(en[d])) for st, en in self.runs]
+        ready = [(max(x[i][0] for x in lists), n, g) for i, (_, n, g) in enumerate(lists[0])]
+        ready = [r for r in ready if self.layout.size(r[2]) > 1]
+        if not ready:
+            return end
+        ready.sort()
+        times, grads = [r[0] for r in ready], [r[1] for r in ready]
+        bucket = float(p.bucket_params) / self.layout.tp
+        start = None if p.overlap_grad_reduce else end
+        groups = [r[2] for r in ready]
+        return max(end, bucket_tail(times, grads, bucket, self._dp_comm_s, start, groups))
+
+    def _dp_ready(self, d: int, starts: Sequence[float], ends: Sequence[float],
+                  stage_end: float) -> list[tuple[float, float, str]]:  # fmt: skip
+        """(time, parameters, group) of stage ``d``'s gradients as they become ready in
+        one replica's timeline, in a fixed order (the same for every replica)."""
+        p = self.params
+        order = self.sched.order[d]
         last_b: dict[int, tuple[float, float]] = {}
         last_micro = max(u.micro for u in order)
+        grad_kind = "W" if self.sched.split_backward else "B"  # the unit making gradients
         for u, a, b in zip(order, starts, ends, strict=True):
-            if u.kind == "B" and u.micro == last_micro:  # all its slices: one span
+            if u.kind == grad_kind and u.micro == last_micro:  # all its slices: one span
                 a0 = last_b.get(u.chunk, (a, b))[0]
                 last_b[u.chunk] = (min(a0, a), b)
         ready: list[tuple[float, float, str]] = []
@@ -660,16 +743,8 @@ class ParallelTrainingWorkload(Workload):
                 ready += [(a + (i + 1) * step, n, g) for n, g in self._layer_shards(moe)]
         rest = self.stage_param_groups(d)["dpcp"] - sum(n for _, n, g in ready if g == "dpcp")
         if rest > 0:  # embedding / head gradients, ready with the stage's last unit
-            ready.append((self.stage_end[d], rest, "dpcp"))
-        ready = [r for r in ready if self.layout.size(r[2]) > 1]
-        if not ready:
-            return end
-        ready.sort()
-        times, grads = [r[0] for r in ready], [r[1] for r in ready]
-        bucket = float(p.bucket_params) / self.layout.tp
-        start = None if p.overlap_grad_reduce else end
-        groups = [r[2] for r in ready]
-        return max(end, bucket_tail(times, grads, bucket, self._dp_comm_s, start, groups))
+            ready.append((stage_end, rest, "dpcp"))
+        return ready
 
     def _shard(self, group: str = "dpcp") -> int:
         """Ranks the optimizer states are sharded over: those holding the same weights
@@ -733,9 +808,14 @@ class ParallelTrainingWorkload(Workload):
         d = self._critical()
         parts = dict.fromkeys(("compute", "recompute", "tp", "cp", "ep", "exchange", "fsdp"), 0.0)
         busy = 0.0
+        f = self.factor[d]  # the slowest replica's straggler factor on this stage
         for u in self.sched.order[d]:
             dur, exposed = self.unit[(u.kind, self._virtual(d, u), u.slice)]
-            busy += dur
+            parts["compute"] += (f - 1.0) * dur  # a straggler's extra time: its compute
+            busy += f * dur
+            if u.kind == "W":  # weight-gradient GEMMs: compute (B's parts exclude them)
+                parts["compute"] += dur
+                continue
             per = (self.parts_f if u.kind == "F" else self.parts_b)[u.slice]
             counted = 0.0
             for moe, k in self._kinds(self._virtual(d, u)):
@@ -839,21 +919,30 @@ class ParallelTrainingWorkload(Workload):
             "buffers_bytes": mem.buffers,
             "oom": int(bool(over)),
             "oom_detail": oom_detail,
+            "replicas_simulated": len(self.replicas),
             **self._trust(),
         }  # fmt: skip
 
     def _trust(self) -> dict[str, str]:
         """Which kernel fits priced the step (``docs/fidelity`` copies these columns)."""
         ref = kernel_fits(self.spec)
-        classes = ["gemm", "attention_prefill", "elementwise"]
+        attn = self.cost.attention_profile
+        classes = [c for c in ("gemm", "attention_prefill", "elementwise")
+                   if attn is None or c != "attention_prefill"]  # fmt: skip
         kinds = [ref.class_kind(c) for c in classes]
-        kind = next((k for k in ("uncalibrated", "borrowed") if k in kinds), "calibrated")
         borrowed = [
             f"{self.spec.name}.{c}<-{ref.fitted_on.get(c) or 'roofline'}"
             for c, k in zip(classes, kinds, strict=True)
             if k != "calibrated"
         ]
         used = classes + (["collective"] if self.layout.world > 1 else [])
+        if attn is not None:  # a published kernel profile (devices/attention_kernels.yaml)
+            name = f"attention_{attn.profile.kernel}"
+            used.append(name)
+            if attn.borrowed:
+                kinds.append("borrowed")
+                borrowed.append(f"{self.spec.name}.{name}<-{attn.profile.device}")
+        kind = next((k for k in ("uncalibrated", "borrowed") if k in kinds), "calibrated")
         return {"model_fits": kind, "kernel_classes": ";".join(sorted(used)),
                 "borrowed_fits": ";".join(borrowed)}  # fmt: skip
 

@@ -14,12 +14,26 @@ forward's two, FlashAttention-2, Dao 2023, Sec. 3.1.2) and reaches a lower share
 it is priced as the forward kernel class on 2.5x the work, divided by
 ``attn_bwd_relative_efficiency`` (default 0.86 = 63% / 73%, FlashAttention-2's best
 backward / forward fraction of A100 peak, its Sec. 4.1). Both are named parameters.
+With ``attention_kernel`` naming a kernel (``fa2``, ``fa3``, ``cudnn``, ``eager``), the
+forward and backward are priced instead from that kernel's published microbenchmarks
+(:mod:`hetsim.devices.attention_kernels`: FLOPs counted the papers' way, the causal half,
+over the device's BF16 peak times the measured efficiency at the kernel's key length: the
+sequence, ``s / cp`` for a ring step, the slice's end for a slice); the backward uses the
+kernel's own measured efficiency and ``attn_bwd_relative_efficiency`` is not applied.
 
 **FP8 GEMMs (reconstruction of Transformer Engine's / torchao's casts).** A GEMM in FP8
 first casts its 16-bit operands: forward, the activation and the weight (read 2 B, write
 1 B per element); backward, the output gradient (3 B per element) and transposed FP8
 copies of the activation and the weight for wgrad and dgrad (read 1 B, write 1 B). These
-run as elementwise kernels; scaling-factor reductions are left out. Attention stays 16-bit.
+run as elementwise kernels. Scaling (``fp8_scaling``): ``delayed`` (Transformer Engine's
+DelayedScaling: the scale comes from earlier steps' amax history and the amax is taken
+inside the cast kernel; its once-per-step amax all-reduce of a few KB is left out) or
+``dynamic`` (per-tensor current scaling: torchao's tensor-wise dynamic scales, TE's
+Float8CurrentScaling "FP8-CS"): the cast needs the amax of the tensor it casts, so an amax
+reduction reads each 16-bit activation (forward) and output gradient (backward) once more
+before its cast (2 B per element; weights' scales are taken with their casts, once per
+step in torchtitan's precomputed FSDP scales; the amax all-reduces over sequence-parallel
+shards are left out; **reconstruction**). Attention stays 16-bit.
 
 **Tensor parallelism.** Without sequence parallelism each layer all-reduces ``T h``
 activations twice forward and twice backward; with it, each all-reduce becomes a
@@ -78,6 +92,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+from hetsim.devices.attention_kernels import (
+    AttentionKernel,
+    KernelProfileRef,
+    attention_kernel_time_s,
+    kernel_profile,
+)
 from hetsim.devices.kernels import (
     KernelFits,
     attention_prefill_time_s,
@@ -208,6 +228,13 @@ class StepKnobs:
     moe_pad_to_capacity: bool = False
     #: context parallelism's exchange: ring attention's K/V ring, or Ulysses' all-to-all
     cp_comm: Literal["ring", "ulysses"] = "ring"
+    #: FP8 scaling: ``delayed`` (amax fused into the cast) or ``dynamic`` (an amax pass
+    #: over each activation and output gradient before its cast; module doc)
+    fp8_scaling: Literal["delayed", "dynamic"] = "delayed"
+    #: the attention kernel the framework runs: ``fitted`` (the ``attention_prefill``
+    #: class fit, backward at ``attn_bwd_relative_efficiency``) or a published kernel
+    #: profile of :mod:`hetsim.devices.attention_kernels` (its own backward efficiency)
+    attention_kernel: AttentionKernel = "fitted"
 
     @property
     def moe_load(self) -> float:
@@ -255,6 +282,12 @@ class MicroBatchCost:
     def fits(self) -> KernelFits:
         """Kernel fits of the device (calibrated, borrowed or derived)."""
         return kernel_fits(self.spec).fits
+
+    @cached_property
+    def attention_profile(self) -> KernelProfileRef | None:
+        """The published attention-kernel profile priced (None: the fitted class)."""
+        kernel = self.knobs.attention_kernel
+        return None if kernel == "fitted" else kernel_profile(self.spec, kernel)
 
     @property
     def sliced(self) -> bool:
@@ -408,6 +441,9 @@ class MicroBatchCost:
             return 0.0, 0.0
         fwd = sum(self._ew(3.0 * (m * k + k * n), "activation") for m, n, k in gemms)
         bwd = sum(self._ew(3.0 * m * n + 2.0 * (m * k + k * n), "activation") for m, n, k in gemms)
+        if self.knobs.fp8_scaling == "dynamic":  # amax of the activation / output gradient
+            fwd += sum(self._ew(2.0 * m * k, "activation") for m, _, k in gemms)
+            bwd += sum(self._ew(2.0 * m * n, "activation") for m, n, _ in gemms)
         return fwd, bwd
 
     def _exposed(self, comm_s: float, gemm_s: float) -> float:
@@ -432,6 +468,14 @@ class MicroBatchCost:
                 b * q * s * self.slice_lo,
                 b * s * self.slice_lo,
             )
+        ref = self.attention_profile
+        if ref is not None:  # a published kernel profile, at the kernel's key length
+            keys = s * self.slice_hi if self.sliced else s / cp
+            flops = 4.0 * heads * md.head_dim * (cross_units + 0.5 * self_units)
+            fwd = attention_kernel_time_s(self.spec, ref.profile, "forward", flops, keys)
+            bwd = attention_kernel_time_s(self.spec, ref.profile, "backward",
+                                          kn.attn_bwd_flops_ratio * flops, keys)  # fmt: skip
+            return fwd, bwd
         prec = self._attn_precision
         fit = self.fits.attention_prefill
 
@@ -478,6 +522,13 @@ class MicroBatchCost:
         """Backward seconds of one layer, including its recomputation."""
         bwd = sum(v for k, v in self.layer.items() if k.startswith("bwd_"))
         return bwd + self.layer_recompute_s()
+
+    def layer_wgrad_s(self) -> float:
+        """Seconds of one layer's weight-gradient GEMMs (each GEMM's ``(k x m) @ (m x n)``,
+        routed experts and router included): the W unit of a split backward; the rest of
+        the backward (dgrad, attention, elementwise, TP/CP/EP traffic, recomputation) is
+        its B unit."""
+        return sum(self._gemm(k, n, m) for m, n, k in self._layer_gemms() + self._expert_gemms())
 
     def layer_recompute_s(self) -> float:
         """Seconds of forward work recomputed before one layer's backward."""

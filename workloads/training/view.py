@@ -133,9 +133,14 @@ class SwapPolicy(Protocol):
 
 
 class Unit(NamedTuple):
-    """One unit of pipeline work on a stage: F or B of (microbatch, chunk, slice)."""
+    """One unit of pipeline work on a stage: F, B or W of (microbatch, chunk, slice).
 
-    kind: Literal["F", "B"]
+    A schedule without W units runs the whole backward as B. A schedule with W units
+    (zero-bubble schedules, Qi et al., ICLR 2024) splits it: B computes the activation
+    gradients (what the previous stage waits for), W the weight gradients, after the same
+    unit's B on the same stage; activations are held until W."""
+
+    kind: Literal["F", "B", "W"]
     micro: int
     chunk: int = 0
     slice: int = 0
@@ -171,6 +176,11 @@ class Schedule:
     bounds: tuple[float, ...] = ()
     redistribute: bool = False
     exchange_overlap: Literal["attention", "none"] = "attention"
+
+    @property
+    def split_backward(self) -> bool:
+        """Whether the backward is split into B (activation) and W (weight) units."""
+        return any(u.kind == "W" for o in self.order for u in o)
 
 
 class SchedulePolicy(Protocol):
