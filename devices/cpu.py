@@ -21,6 +21,18 @@ NUMA-unaware runtime gets), half of each socket's reads are remote at
 NUMA mode) reads only locally: 2x bandwidth for 2x host memory. ``traffic_ratio``
 (>= 1, e.g. a TEE's data + metadata over data) divides the useful bandwidth.
 
+Weight streaming of a matrix op reaches ``gemv_bandwidth_efficiency`` of that bandwidth
+(1.0: the STREAM-fitted rate; no CPU GEMV bandwidth microbenchmark is in the calibration
+data, so the default is 1 and the constant is swept in scenarios/cpu-robustness.yaml).
+
+Synchronisation (measured, ``devices/cpu_kernels.yaml``): every kernel call ends in a
+thread-pool barrier of ``call_overhead_s`` at up to 4 threads, growing by
+``call_overhead_per_doubling_s`` per doubling of the threads beyond 4 (ggml
+``test-barrier``). A CPU graph launched from another backend (a CPU split between GPU
+splits) either wakes a resident pool (``launch: pool``: one barrier) or, in engines that
+start their threads per graph (ggml before its thread pool, 2024-08), creates and joins
+``threads - 1`` threads at ``thread_spawn_s`` each (``launch: spawn``).
+
 Constants per CPU: ``devices/cpu_kernels.yaml`` (each with its source or marked as a
 reconstruction); a scenario overrides any of them by name.
 """
@@ -47,6 +59,8 @@ def _yaml_load(text: str) -> Any:
 
 KERNEL_FILE = Path(__file__).resolve().parent / "cpu_kernels.yaml"
 NumaMode = Literal["interleave", "replicate"]
+LaunchMode = Literal["pool", "spawn"]
+BARRIER_REFERENCE_THREADS = 4  # call_overhead_s is measured at up to this many threads
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,9 @@ class CpuKernels:
     remote_bandwidth_ratio: float
     gemm_efficiency: float
     call_overhead_s: float
+    call_overhead_per_doubling_s: float = 0.0
+    thread_spawn_s: float = 0.0
+    gemv_bandwidth_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         for key in ("clock_hz", "vector_flops_per_cycle", "matrix_flops_per_cycle",
@@ -71,8 +88,11 @@ class CpuKernels:
             raise ValueError("remote_bandwidth_ratio: must be in (0, 1]")
         if not 0 < self.gemm_efficiency <= 1:
             raise ValueError("gemm_efficiency: must be in (0, 1]")
-        if self.call_overhead_s < 0:
-            raise ValueError("call_overhead_s: must be >= 0")
+        for key in ("call_overhead_s", "call_overhead_per_doubling_s", "thread_spawn_s"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key}: must be >= 0")
+        if not 0 < self.gemv_bandwidth_efficiency <= 1:
+            raise ValueError("gemv_bandwidth_efficiency: must be in (0, 1]")
         for fmt, rate in self.dequant_weights_per_cycle.items():
             if not rate > 0:
                 raise ValueError(f"dequant_weights_per_cycle.{fmt}: must be > 0")
@@ -153,7 +173,19 @@ class CpuModel:
             raise ValueError(f"traffic_ratio: must be >= 1, got {traffic_ratio}")
         self.traffic_ratio = traffic_ratio  # bytes moved per useful byte (TEE metadata)
         self.bandwidth_Bps = self._bandwidth(self.threads, sockets) / traffic_ratio
+        self.weight_bandwidth_Bps = self.bandwidth_Bps * kernels.gemv_bandwidth_efficiency
         self.cycles_per_s = self.threads * kernels.clock_hz
+        doublings = max(0.0, math.log2(self.threads / BARRIER_REFERENCE_THREADS))
+        self.call_overhead_s = (
+            kernels.call_overhead_s + kernels.call_overhead_per_doubling_s * doublings
+        )
+
+    def launch_s(self, mode: LaunchMode) -> float:
+        """Start of one CPU graph from another backend: wake the resident pool (one
+        barrier) or create and join ``threads - 1`` worker threads."""
+        if mode == "spawn":
+            return (self.threads - 1) * self.k.thread_spawn_s
+        return self.call_overhead_s
 
     def _bandwidth(self, threads: int, sockets: int) -> float:
         per_socket = math.ceil(threads / sockets)
@@ -174,7 +206,9 @@ class CpuModel:
     ) -> np.ndarray:  # fmt: skip
         """Seconds of one weight matrix op (``params`` weights) at each token count."""
         n = np.asarray(tokens, dtype=float)
-        memory = (weight_bytes + act_bytes_per_token * n) / self.bandwidth_Bps
+        memory = weight_bytes / self.weight_bandwidth_Bps + act_bytes_per_token * n / (
+            self.bandwidth_Bps
+        )
         dq = params / (self.cycles_per_s * self.k.dequant_rate(fmt))
         gemv = dq * n
         gemm = (
@@ -184,7 +218,7 @@ class CpuModel:
             / (self.cycles_per_s * self.k.matrix_flops_per_cycle * self.k.gemm_efficiency)
             + dq
         )
-        t = np.maximum(memory, np.minimum(gemv, gemm)) + self.k.call_overhead_s
+        t = np.maximum(memory, np.minimum(gemv, gemm)) + self.call_overhead_s
         return np.where(n > 0, t, 0.0)
 
     def matmul_time_s(
@@ -201,4 +235,4 @@ class CpuModel:
         if nbytes <= 0 and flops <= 0:
             return 0.0
         vector = self.cycles_per_s * self.k.vector_flops_per_cycle * self.k.gemm_efficiency
-        return max(nbytes / self.bandwidth_Bps, flops / vector) + self.k.call_overhead_s
+        return max(nbytes / self.bandwidth_Bps, flops / vector) + self.call_overhead_s

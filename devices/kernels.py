@@ -161,7 +161,10 @@ class LaunchModel:
 def gemm_time_s(
     spec: DeviceSpec, fit: GemmFit, m: Any, n: Any, k: Any, precision: Precision
 ) -> Any:
-    """GPU time of an ``(m x k) @ (k x n)`` GEMM with weights ``k x n`` (module doc)."""
+    """GPU time of an ``(m x k) @ (k x n)`` GEMM with weights ``k x n`` (module doc).
+    With ``weight_dequant: materialize`` this is the GEMM on the dequantised copy; the
+    copy's own kernel is :func:`dequant_kernel_time_s`."""
+    precision = precision.gemm_precision()
     m = np.asarray(m, dtype=float)
     flops = 2.0 * m * n * k
     a_bytes, w_bits = precision.activation_bytes, precision.weight_bits
@@ -229,6 +232,26 @@ def elementwise_time_s(spec: DeviceSpec, fit: ElementwiseFit, nbytes: Any, op: s
     b = np.asarray(nbytes, dtype=float)
     curve = fit.memory.array(np.maximum(b, 1.0)) * (fit.max_eff(op) / fit.memory.max_eff)
     return np.where(b > 0, fit.floor_s + b / (spec.memory_bandwidth_Bps * curve), 0.0)
+
+
+#: Op kind whose fitted efficiency prices a stand-alone weight-dequantisation kernel
+#: (``weight_dequant: materialize``): it streams the narrow weights in and the wide copy
+#: out, one element per thread, as a residual add streams its operands; no profile of a
+#: dequantisation kernel is in the calibration data.
+DEQUANT_KERNEL_OP = "add"
+
+
+def dequant_kernel_time_s(
+    spec: DeviceSpec, fit: ElementwiseFit, n: Any, k: Any, precision: Precision
+) -> Any:
+    """GPU time of the stand-alone kernel that dequantises a ``k x n`` weight matrix into
+    the activation format before the GEMM (``weight_dequant: materialize``; 0 otherwise):
+    reads the stored weights (scales included), writes ``k n`` activation-format elements."""
+    if not precision.materializes:
+        return np.zeros_like(np.asarray(n, dtype=float))
+    elems = np.asarray(n, dtype=float) * k
+    nbytes = elems * (precision.weight_bits / 8.0 + precision.activation_bytes)
+    return elementwise_time_s(spec, fit, nbytes, DEQUANT_KERNEL_OP)
 
 
 # ---- where a device's fits come from -----------------------------------------------------

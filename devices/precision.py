@@ -12,7 +12,16 @@ activations (the GEMM inputs and outputs) and of the KV cache. From it follow:
   the kernel);
 * a dequantisation roof for weight-only formats: two FP32 operations per weight element
   on the CUDA cores (scale and zero point), a third roof of the GEMM beside compute and
-  memory (:mod:`hetsim.devices.kernels`).
+  memory (:mod:`hetsim.devices.kernels`);
+* where the dequantisation happens (:attr:`Precision.weight_dequant`): ``fused`` into the
+  GEMM (the roof above: AWQ/GPTQ/Marlin-style W4A16 kernels read the narrow weights
+  once), or ``materialize``: a separate kernel first writes the whole weight matrix in the
+  activation format, then an ordinary GEMM reads that copy, so each weight costs its
+  narrow bytes read + activation-format bytes written + read again (DeepSpeed-Inference's
+  int8 path of 2022-23 does this: ``quantized_gemm`` in microsoft/DeepSpeed
+  ``csrc/transformer/inference/csrc/pt_binding.cpp`` calls ``launch_dequantize``
+  (``dequantize.cu``, one thread per weight, int8 in, fp16 out) into a buffer of the
+  weight's shape, then ``cublas_gemm_ex`` on that fp16 buffer).
 
 A device that has no peak for the math format raises :class:`UnsupportedPrecision`
 naming the device and the formats it has (``peak_flops`` in ``catalogue.yaml``).
@@ -20,7 +29,7 @@ naming the device and the formats it has (``peak_flops`` in ``catalogue.yaml``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from hetsim.devices.spec import DeviceSpec
@@ -35,6 +44,10 @@ ACTIVATION_FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8")
 GROUP_META_BITS = 32
 #: FP32 operations per weight element to dequantise a weight-only format.
 DEQUANT_OPS_PER_WEIGHT = 2.0
+#: Where weight-only weights are dequantised (module doc): inside the GEMM, or into a
+#: buffer in the activation format by a kernel of its own before the GEMM.
+DequantMode = Literal["fused", "materialize"]
+DEQUANT_MODES: tuple[str, ...] = ("fused", "materialize")
 
 
 class UnsupportedPrecision(ValueError):
@@ -49,6 +62,7 @@ class Precision:
     activations: Format = "fp16"
     kv_cache: Format = "fp16"
     group_size: int = 128
+    weight_dequant: DequantMode = "fused"
 
     def __post_init__(self) -> None:
         for field, value in (("weights", self.weights), ("activations", self.activations),
@@ -60,6 +74,17 @@ class Precision:
                 raise ValueError(f"{field}: {value} holds weights only")
         if self.group_size <= 0:
             raise ValueError(f"group_size: must be > 0, got {self.group_size}")
+        if self.weight_dequant not in DEQUANT_MODES:
+            raise ValueError(
+                f"weight_dequant: unknown mode {self.weight_dequant!r}; valid: "
+                f"{', '.join(DEQUANT_MODES)}"
+            )
+        if self.weight_dequant == "materialize" and not self.weight_only:
+            raise ValueError(
+                f"weight_dequant: materialize applies to weight-only formats (weights "
+                f"narrower than activations), not {self.weights} weights with "
+                f"{self.activations} activations"
+            )
 
     @classmethod
     def uniform(cls, fmt: str, kv_cache: str | None = None, group_size: int = 128) -> Precision:
@@ -91,6 +116,18 @@ class Precision:
     def kv_bytes(self) -> float:
         """Bytes per cached K or V element."""
         return BITS[self.kv_cache] / 8
+
+    @property
+    def materializes(self) -> bool:
+        """Weight-only weights dequantised into a buffer by a kernel of their own."""
+        return self.weight_only and self.weight_dequant == "materialize"
+
+    def gemm_precision(self) -> Precision:
+        """The formats the GEMM kernel itself reads: these, or with ``materialize`` the
+        activations' format for the weights too (the dequantised buffer)."""
+        if self.materializes:
+            return replace(self, weights=self.activations, weight_dequant="fused")
+        return self
 
     def weight_bytes(self, params: float) -> float:
         """Bytes of ``params`` weights in this format."""

@@ -59,3 +59,32 @@ def test_bad_kernel_fields_name_the_field() -> None:
         CpuModel(SPEC, KERN).matmul_time_s(1e6, 1, 1e6, "q9")
     with pytest.raises(ValueError, match="cpu_threads"):
         CpuModel(SPEC, KERN, threads=9)
+
+
+def test_barrier_grows_per_doubling_of_threads_beyond_four() -> None:
+    # B1 form: 1 us up to 4 threads, + 0.5 us per doubling: 8 threads 1.5 us, 2 threads 1 us
+    import dataclasses
+
+    k = dataclasses.replace(KERN, call_overhead_per_doubling_s=0.5e-6)
+    assert CpuModel(SPEC, k, threads=2).call_overhead_s == pytest.approx(1e-6)
+    assert CpuModel(SPEC, k, threads=8).call_overhead_s == pytest.approx(1.5e-6)
+    cpu = CpuModel(SPEC, k, threads=8)
+    assert cpu.stream_time_s(8e9) == pytest.approx(0.1 + 1.5e-6)
+    # a CPU graph started from another backend: a pool wakes with one barrier, a spawning
+    # engine creates and joins 7 threads
+    k2 = dataclasses.replace(k, thread_spawn_s=10e-6)
+    assert CpuModel(SPEC, k2, threads=8).launch_s("pool") == pytest.approx(1.5e-6)
+    assert CpuModel(SPEC, k2, threads=8).launch_s("spawn") == pytest.approx(70e-6)
+
+
+def test_gemv_bandwidth_efficiency_slows_only_the_weight_stream() -> None:
+    import dataclasses
+
+    k = dataclasses.replace(KERN, gemv_bandwidth_efficiency=0.5, dequant_weights_per_cycle={
+        "q4_0": 1000.0})  # fmt: skip
+    cpu = CpuModel(SPEC, k, threads=8)
+    # weights 0.8e9 B at 0.5 x 80 GB/s = 20 ms, activations 4e6 B at 80 GB/s = 0.05 ms
+    t = cpu.matmul_time_s(1e9, 1, 0.8e9, "q4_0", act_bytes_per_token=4e6)
+    assert t == pytest.approx(20e-3 + 0.05e-3 + 1e-6)
+    with pytest.raises(ValueError, match=r"cpu_kernels\.gemv_bandwidth_efficiency"):
+        cpu_kernels("xeon-8480", {"gemv_bandwidth_efficiency": 0.0})

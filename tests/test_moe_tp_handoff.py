@@ -97,3 +97,16 @@ def test_tp_allreduce_is_a_ring_over_the_host_link_by_hand() -> None:
     want = 6 * (link.latency_s + chunk / link.effective_bandwidth_Bps(chunk))
     assert w.costs.tp_allreduce_s(nbytes) == pytest.approx(want, rel=1e-12)
     assert w.costs._tp_reduce_s(128) == pytest.approx(2 * want, rel=1e-12)
+
+
+def test_host_callbacks_add_their_latency_to_every_cpu_expert_layer() -> None:
+    # DeepSeek-V3 (58 MoE layers, every routed expert on the CPU but the static 1%): two
+    # host functions of 100 us per MoE layer lengthen each decode token by 58 x 2 x 100 us
+    # when the CPU path is the critical one (it is: the CPU runs the experts).
+    base = {"workload.output_tokens": 4, "workload.prompt_tokens": 16}
+    path = "scenarios/hybrid-sync-robustness.yaml"
+    tbt = {}
+    for n in (0, 2):
+        over = {**base, "workload.host_callbacks_per_layer": n}
+        tbt[n] = hetsim.run(path, overrides=over).summary_row["tbt_mean_s"]
+    assert tbt[2] - tbt[0] == pytest.approx(58 * 2 * 100e-6, rel=1e-6)

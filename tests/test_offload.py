@@ -102,3 +102,15 @@ def test_confidential_serving_adds_two_tolls_per_iteration() -> None:
     toll = 2 * (spec.setup_latency_s + 4096 / spec.crypto_throughput_Bps)
     got = cc.overheads().framework_s - plain.overheads().framework_s
     assert got == pytest.approx(toll)
+
+
+def test_spawned_cpu_split_costs_thread_creation_per_layer() -> None:
+    # llama.cpp -nkvo on 16 threads of a Ryzen 7950X-class CPU: one CPU graph per layer.
+    # Spawning instead of waking a pool adds, per layer, 15 x 20 us (create/join) minus
+    # one barrier (1.96 + 2 x 1.08 us at 16 threads): 32 layers per decode token.
+    over = {"workload.output_tokens": 2}
+    pool = _run("scenarios/offload-cpu-robustness.yaml", **over,
+                **{"workload.cpu_graph_launch": "pool"}).summary  # fmt: skip
+    spawn = _run("scenarios/offload-cpu-robustness.yaml", **over).summary
+    dt = 1 / spawn.decode_tokens_per_s.iloc[0] - 1 / pool.decode_tokens_per_s.iloc[0]
+    assert dt == pytest.approx(32 * (15 * 20e-6 - (1.96e-6 + 2 * 1.08e-6)), rel=1e-6)

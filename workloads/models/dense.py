@@ -35,6 +35,9 @@ class ModelSpec:
     vocab: int
     max_context: int
     source: str
+    #: gated MLP (SwiGLU: up, gate, down; Llama, Qwen) or plain (up, GELU/ReLU, down; OPT,
+    #: BLOOM): the up projection is ``2 ffn`` wide when gated, ``ffn`` when not
+    gated_mlp: bool = True
 
     @property
     def head_dim(self) -> int:
@@ -64,13 +67,15 @@ class ModelSpec:
 
 _FIELDS = ("display_name", "params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
            "max_context", "source")  # fmt: skip
+_OPTIONAL_FIELDS = ("gated_mlp",)
 
 
 def parse_model(name: str, raw: dict[str, Any]) -> ModelSpec:
     """A :class:`ModelSpec` from a catalogue entry (KeyError/ValueError name the field)."""
     for key in raw:
-        if key not in _FIELDS:
-            raise ValueError(f"{key}: unknown field; valid: {', '.join(_FIELDS)}")
+        if key not in _FIELDS + _OPTIONAL_FIELDS:
+            valid = ", ".join(_FIELDS + _OPTIONAL_FIELDS)
+            raise ValueError(f"{key}: unknown field; valid: {valid}")
     for key in _FIELDS:
         if key not in raw:
             raise KeyError(f"{key}: missing required field")
@@ -86,6 +91,7 @@ def parse_model(name: str, raw: dict[str, Any]) -> ModelSpec:
         vocab=int(raw["vocab"]),
         max_context=int(raw["max_context"]),
         source=str(raw["source"]),
+        gated_mlp=bool(raw.get("gated_mlp", True)),
     )
 
 

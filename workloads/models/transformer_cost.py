@@ -32,6 +32,12 @@ the expert GEMMs: the expected number of distinct experts ``a = E (1 - (1 - k/E)
 each run gate+up and down GEMMs on ``T k / a`` tokens (uniform routing), and the experts
 are sharded over the TP ranks as Megatron does.
 
+Weight-only formats dequantised by a kernel of their own (``Precision.weight_dequant:
+materialize``, DeepSpeed-Inference's int8 path) add, before each weight GEMM, an
+elementwise kernel that reads the narrow weights and writes an activation-format copy,
+which the GEMM then reads (both counted in the ``gemm`` class: the copy belongs to the GEMM
+it feeds), and one more launch per weight GEMM in eager mode.
+
 Kernel times come from :mod:`hetsim.devices.kernels` (fitted efficiencies per device);
 TP collectives from :func:`hetsim.devices.collectives.collective_time_s`. On the host,
 each kernel launch costs ``cpu_launch_s`` unless the iteration runs as a CUDA graph
@@ -59,6 +65,7 @@ from hetsim.devices.kernels import (
     LaunchModel,
     attention_decode_time_s,
     attention_prefill_time_s,
+    dequant_kernel_time_s,
     elementwise_time_s,
     gemm_time_s,
     kernel_fits,
@@ -72,6 +79,8 @@ from hetsim.workloads.models.dense import ModelSpec
 TABLE_TOKENS = 8192
 #: Kernel launches per layer in eager mode (the rows of the module's table, one per kernel).
 KERNELS_PER_LAYER = 13
+#: Weight GEMMs per layer among them (QKV, output projection, MLP up(+gate), MLP down).
+GEMMS_PER_LAYER = 4
 
 
 @dataclass(frozen=True)
@@ -151,13 +160,12 @@ class TransformerCost:
     # ---- the token-proportional part: a table over T ------------------------------------
     def _dense_layer_s(self, t: np.ndarray) -> dict[str, np.ndarray]:
         """Per-layer seconds of the kernels that depend on T only, by kernel class."""
-        m, tp, p, spec = self.model, self.tp, self.precision, self.spec
-        f = self.fits.fits
+        m, tp, p = self.model, self.tp, self.precision
         h, d = m.hidden, m.head_dim
         a = p.activation_bytes
-        gemm = gemm_time_s(
-            spec, f.gemm, t, (m.heads + 2 * m.kv_heads) * d / tp, h, p
-        ) + gemm_time_s(spec, f.gemm, t, h, m.heads * d / tp, p)
+        gemm = self._gemm(t, (m.heads + 2 * m.kv_heads) * d / tp, h) + self._gemm(
+            t, h, m.heads * d / tp
+        )
         norm = 2 * self._ew(2 * t * h * a + h * a, "norm")
         rope = self._ew(2 * t * (m.heads + m.kv_heads) * d / tp * a, "rotary")
         add = 2 * self._ew(3 * t * h * a, "add")
@@ -173,6 +181,18 @@ class TransformerCost:
             comm = 2 * np.array([self._allreduce_s(int(x)) for x in t])
         return {"gemm": gemm + mlp, "elementwise": norm + rope + add, "collective": comm}
 
+    def _gemm(self, t: Any, n: Any, k: Any) -> Any:
+        """A weight GEMM ``(t x k) @ (k x n)``, with its dequantisation kernel when the
+        engine materialises dequantised weights (``Precision.weight_dequant``; once per
+        GEMM, whatever ``t``: the copy does not depend on the tokens)."""
+        f, p = self.fits.fits, self.precision
+        t_arr = np.asarray(t, dtype=float)
+        gemm = gemm_time_s(self.spec, f.gemm, t_arr, n, k, p)
+        if not p.materializes:
+            return gemm
+        deq = dequant_kernel_time_s(self.spec, f.elementwise, n, k, p)
+        return gemm + np.where(t_arr > 0, deq, 0.0)
+
     def _ew(self, nbytes: Any, op: str) -> Any:
         """Seconds of an elementwise kernel (or of its bytes inside a fused kernel)."""
         fit = self.fits.fits.elementwise
@@ -187,23 +207,21 @@ class TransformerCost:
 
     def _mlp_s(self, t: np.ndarray, ffn: int) -> np.ndarray:
         """Up (+gate), activation and down of a dense MLP on ``t`` tokens."""
-        m, tp, p, spec = self.model, self.tp, self.precision, self.spec
-        f = self.fits.fits
+        m, tp, p = self.model, self.tp, self.precision
         up_n = (2 if self._gated() else 1) * ffn / tp
         act_bytes = (up_n + ffn / tp) * t * p.activation_bytes
         return (
-            gemm_time_s(spec, f.gemm, t, up_n, m.hidden, p)
+            self._gemm(t, up_n, m.hidden)
             + self._ew(act_bytes, "activation")
-            + gemm_time_s(spec, f.gemm, t, m.hidden, ffn / tp, p)
+            + self._gemm(t, m.hidden, ffn / tp)
         )
 
     def _moe_s(self, t: np.ndarray, experts: int, top_k: int, ffn: int) -> np.ndarray:
         """Router GEMM plus the active experts' MLPs on their share of ``t`` tokens."""
-        m, p, spec = self.model, self.precision, self.spec
-        f = self.fits.fits
+        m = self.model
         active = experts * (1.0 - (1.0 - top_k / experts) ** t)
         per_expert = np.where(active > 0, t * top_k / np.maximum(active, 1e-9), 0.0)
-        router = gemm_time_s(spec, f.gemm, t, experts, m.hidden, p)
+        router = self._gemm(t, experts, m.hidden)
         return router + active * self._mlp_s(per_expert, ffn)
 
     def _allreduce_s(self, tokens: int) -> float:
@@ -242,7 +260,7 @@ class TransformerCost:
         f = self.fits.fits
         h, a = m.hidden, p.activation_bytes
         norm = self._ew(2 * s * h * a + h * a, "norm")
-        head = gemm_time_s(spec, f.gemm, s, m.vocab / self.tp, h, p)
+        head = self._gemm(s, m.vocab / self.tp, h)
         sampling = elementwise_time_s(spec, f.elementwise, 2 * 4.0 * s * m.vocab, "activation")
         return {"gemm": head, "elementwise": norm + sampling}
 
@@ -334,6 +352,8 @@ class TransformerCost:
         if launch.cuda_graphs:
             return launch.graph_launch_s
         kernels = KERNELS_PER_LAYER * self.model.layers + 4
+        if self.precision.materializes:  # one dequantisation kernel per weight GEMM
+            kernels += GEMMS_PER_LAYER * self.model.layers + 1
         return kernels * launch.cpu_launch_s
 
     def iteration_s(self, b: Batch) -> float:

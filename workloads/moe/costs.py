@@ -24,7 +24,9 @@ Ops (``h`` hidden size, ``I`` expert FFN, ``n`` tokens, ``b`` bits per weight):
 Hand-off (``handoff_s``, scenario ``cpu_handoff``): in a layer whose routed experts run
 partly on the CPU, the hidden states go GPU -> CPU before the CPU experts start and their
 output goes CPU -> GPU before the layer ends: two copies of ``n h`` activations, each
-the link's per-copy latency plus bytes at its rate (the caller's function).
+the link's per-copy latency plus bytes at its rate, and any host functions the engine
+enqueues in the GPU stream to submit and await the CPU experts (scenario
+``host_callbacks_per_layer`` x ``host_callback_s``; the caller's function).
 
 Software overheads (parameters, default 0: the pure roofline): a fixed time per expert
 call on the GPU and on the CPU, and a CPU intercept once per layer in which the CPU runs
@@ -160,7 +162,7 @@ class MoECosts:
                 cpu_model.matmul_times_s(
                     model.expert_params(), loads, self.expert_bytes, cpu_format, 4.0 * model.hidden
                 )
-                + (cpu_calls_per_expert - 1) * cpu_model.k.call_overhead_s
+                + (cpu_calls_per_expert - 1) * cpu_model.call_overhead_s
             )
         self.gpu_expert_s[1:] += gpu_expert_overhead_s
         self.cpu_expert_s[1:] += cpu_expert_overhead_s

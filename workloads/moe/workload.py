@@ -40,14 +40,20 @@ from hetsim.simulator.registry import policies as policy_registry
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.models.moe import ModelRef, MoEModel, resolve_model
-from hetsim.workloads.moe.costs import MoECosts, StepCosts, cpu_override, read_only
-from hetsim.workloads.moe.layer import check_placement, placement_view, route, timeline
+from hetsim.workloads.moe.costs import MoECosts, StepCosts, cpu_override, read_only, unit_loads
+from hetsim.workloads.moe.layer import (
+    check_placement,
+    placement_view,
+    route,
+    route_token,
+    timeline,
+)
 from hetsim.workloads.moe.metrics import METRICS, Counters, summarise
 from hetsim.workloads.moe.prefetch import issue_prefetches
 from hetsim.workloads.moe.residency import Residency
 from hetsim.workloads.moe.routing import Routing, SyntheticRouting, build_trace
 from hetsim.workloads.moe.trust import moe_trust
-from hetsim.workloads.moe.view import AllocationView, GatingView, Phase
+from hetsim.workloads.moe.view import AllocationView, GatingView, Phase, TokenGatingView
 
 LAYER_COLUMNS = (
     "step", "phase", "layer", "start_s", "router_s", "end_s", "experts", "hits",
@@ -116,6 +122,17 @@ class MoEParams(WorkloadParams):
         "states D2H before the CPU experts, their output H2D after (two copies at the "
         "link's latency and rate; through the bounce buffer under tee: h100-cc)",
     )
+    host_callbacks_per_layer: NonNegativeInt = Field(
+        0,
+        description="host functions enqueued in the GPU stream per layer with CPU experts "
+        "(kTransformers' CPUInfer submit_with_cuda_stream + sync_with_cuda_stream: 2), "
+        "each stalling the stream for host_callback_s",
+    )
+    host_callback_s: Seconds = Field(
+        1.0e-4,
+        description="latency of one host function in a CUDA stream: ~100 us measured on an "
+        "RTX 3080 over PCIe 4.0 (facebookincubator/velox PR #6096)",
+    )
     gpu_tp: PositiveInt = Field(
         1,
         description="tensor parallelism of the GPU side over this many identical GPUs (the "
@@ -176,9 +193,15 @@ class MoEWorkload(Workload):
         self.counters = Counters()
         self.predictions: Any = None  # TokenPredictions of the current decode token
         self._token: tuple[int, np.ndarray] = (-1, np.zeros((0, 0)))  # (t, its probs)
+        # a decode token's gating at every layer, where the policy decides a token at
+        # once (TokenGatingPolicy): (t, mask (layers, experts), each layer's ids)
+        self._routed: tuple[int, np.ndarray, list[np.ndarray]] = (-1, np.zeros((0, 0)), [])
+        self._select_token = getattr(self.gating, "select_token", None)
+        self._observe_token = getattr(self.cache, "observe_token", None)
         self.res = self._allocate()
         self._allocate_memory()
         self._layers = sim.recorder.table("layers", LAYER_COLUMNS)
+        self._layer_row = self._layers.row_sink()  # rows of LAYER_COLUMNS' width
         self._steps_tbl = sim.recorder.table("steps", STEP_COLUMNS)
         rec = sim.recorder
         self.tracks = {
@@ -237,7 +260,9 @@ class MoEWorkload(Workload):
             cpu_calls_per_expert=params.cpu_calls_per_expert,
             gpu_tp=params.gpu_tp,
             tp_allreduce_s=self._tp_allreduce(cluster) if params.gpu_tp > 1 else None,
-            handoff_s=self._handoff(cluster) if params.cpu_handoff else None,
+            handoff_s=self._handoff(cluster)
+            if params.cpu_handoff or params.host_callbacks_per_layer
+            else None,
         )
         costs.gpu_expert_s[1:] += params.gpu_dequant_s_per_expert
         return costs
@@ -252,7 +277,8 @@ class MoEWorkload(Workload):
         """Seconds of one layer's hand-off of ``nbytes`` of activations each way: a D2H
         copy (at D2H_RATIO of the H2D rate) and an H2D copy, each the link's per-copy
         latency plus bytes at its effective rate; each through the encrypted bounce
-        buffer under ``tee: h100-cc``."""
+        buffer under ``tee: h100-cc`` (copies only with ``cpu_handoff``); plus the host
+        functions that submit and await the CPU experts in the GPU stream."""
         link = self._host_link(cluster, "cpu_handoff")
         p = self.params
         secure = (SecureCopy.preset("h100-cc", p.cc_crypto_throughput_Bps)
@@ -262,7 +288,10 @@ class MoEWorkload(Workload):
             t = link.latency_s + nbytes / (link.effective_bandwidth_Bps(nbytes) * ratio)
             return t if secure is None else secure.copy_time_s(t, int(nbytes))
 
-        return lambda nbytes: one(nbytes, D2H_RATIO) + one(nbytes, 1.0)
+        callbacks = p.host_callbacks_per_layer * p.host_callback_s
+        if not p.cpu_handoff:
+            return lambda nbytes: callbacks
+        return lambda nbytes: one(nbytes, D2H_RATIO) + one(nbytes, 1.0) + callbacks
 
     def _tp_allreduce(self, cluster: Cluster) -> Any:
         """Ring all-reduce of ``nbytes`` over ``gpu_tp`` GPUs whose only path is the GPU's
@@ -396,7 +425,10 @@ class MoEWorkload(Workload):
         """Run one MoE layer; returns (barrier time, mean experts per token)."""
         now = self.sim.now
         probs = self._probs(t0, t1, layer)
-        mask, ids, loads = route(self.gating, self._gating_view(layer, phase, probs))
+        if t1 - t0 == 1 and self._select_token is not None:
+            mask, ids, loads = self._route_token(index, phase, t0, layer)
+        else:
+            mask, ids, loads = route(self.gating, self._gating_view(layer, phase, probs))
         self.cache.observe(layer, probs, mask, index)
         router_abs = now + costs.attention_gpu_s
         used = self.res.settle_prefetches(layer, ids, router_abs)
@@ -428,11 +460,30 @@ class MoEWorkload(Workload):
         )  # fmt: skip
         for track, name, s, e in out:
             self.sim.recorder.span(self.tracks[track], name, s, e)
-        self._layers.append(
+        self._layer_row((
             index, phase, layer, now, router, end, len(ids), hits, len(placed.gpu),
             copied, len(placed.cpu), gbusy, cbusy, stall,
-        )  # fmt: skip
+        ))  # fmt: skip
         return end, activated / (t1 - t0)
+
+    def _route_token(
+        self, index: int, phase: Phase, t: int, layer: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`route` of decode token ``t`` at ``layer`` from the policy's decision for
+        the token at every layer (asked once per token; ``_probs`` holds its probs). A
+        cache policy with ``observe_token`` is shown the token's routing then too."""
+        if self._routed[0] != t:
+            m = self.model
+            sens = m.gate_sensitivity
+            view = TokenGatingView(
+                phase, m.top_k, self._token[1], None if sens is None else tuple(sens),
+                m.renormalize,
+            )  # fmt: skip
+            self._routed = (t, *route_token(self.gating, view))
+            if self._observe_token is not None:
+                self._observe_token(view.probs, self._routed[1], index)
+        ids = self._routed[2][layer]
+        return self._routed[1][layer : layer + 1], ids, unit_loads(len(ids))
 
     def _probs(self, t0: int, t1: int, layer: int) -> np.ndarray:
         """Read-only router probabilities of a step at ``layer``; a decode token's are

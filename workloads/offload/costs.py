@@ -126,7 +126,7 @@ class DenseCosts:
         overheads of the layer's other kernels (norms, rope, softmax, adds)."""
         t = self.cpu.matmul_time_s(self.layer_params, tokens, self.layer_weight_bytes,
                                    self.cpu_format, 4.0 * self.model.hidden)  # fmt: skip
-        return t + (self.cpu_calls_per_layer - 1) * self.cpu.k.call_overhead_s
+        return t + (self.cpu_calls_per_layer - 1) * self.cpu.call_overhead_s
 
     def cpu_attention_s(self, seqs: int, new: int, context: int) -> float:
         """CPU attention of one layer over host-resident KV."""

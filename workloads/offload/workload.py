@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 from hetsim.devices.cluster import Cluster
-from hetsim.devices.cpu import CpuModel, NumaMode, cpu_kernels
+from hetsim.devices.cpu import CpuModel, LaunchMode, NumaMode, cpu_kernels
 from hetsim.devices.enclave import enclave_preset, protected_bytes
 from hetsim.devices.memory import OutOfMemory
 from hetsim.devices.secure_copy import SecureCopy
@@ -72,6 +72,16 @@ class OffloadParams(WorkloadParams):
     cpu_kernels: dict[str, Any] = Field(default_factory=dict)
     cpu_calls_per_layer: PositiveInt = Field(
         16, description="kernel calls per layer on the CPU (matmuls, norms, rope, softmax...)"
+    )
+    cpu_attention_calls: PositiveInt = Field(
+        6,
+        description="kernel calls of a CPU attention split (reconstruction of ggml's "
+        "graph: K and V cache copies, KQ mat-mul, softmax, KQV mat-mul, merge copy)",
+    )
+    cpu_graph_launch: LaunchMode = Field(
+        "pool",
+        description="how each CPU split between GPU splits starts its threads: wake a "
+        "resident pool (one barrier) or create/join threads-1 threads (ggml before 2024-08)",
     )
     ssd_bandwidth_Bps: PositiveFloat = 3.5e9
     d2h_bandwidth_ratio: PositiveFloat = Field(0.854, description="H02: 46.8 / 54.8 GB/s")
@@ -221,6 +231,9 @@ class OffloadWorkload(Workload):
         if plan.attention_on_cpu and kv_host > 0:
             share = min(1.0, self._attention_share())
             cpu_att = c.cpu_attention_s(seqs, new, ctx) * kv_host
+            # the split's start (pool wake-up or thread creation) and its other calls
+            cpu_att += self.cpu.launch_s(self.params.cpu_graph_launch)
+            cpu_att += (self.params.cpu_attention_calls - 1) * self.cpu.call_overhead_s
             # q, k, v to the host and the attention output back, each a small copy
             act = 2.0 * self.model.hidden * seqs * new
             cpu_att += self.copies.h2d_s(3 * act, plan.pinned) + self.copies.d2h_s(act)
@@ -258,6 +271,8 @@ class OffloadWorkload(Workload):
                 )
             else:
                 dt = self._cpu_layer_s(plan, p.batch, new, ctx)
+                if layer == gpu_layers:  # the CPU layers run as one graph per step
+                    dt += self.cpu.launch_s(p.cpu_graph_launch)
                 c.cpu_busy_s += dt
                 t = max(t, c.cpu_s) + dt
                 c.cpu_s = t

@@ -134,6 +134,13 @@ class ServingParams(WorkloadParams):
     weight_group_size: PositiveInt = Field(
         128, description="weights per fp16 scale/zero pair of weight-only integer formats"
     )
+    weight_dequant: Literal["fused", "materialize"] = Field(
+        "fused",
+        description="where weight-only weights (int4/int8 with fp16 activations) are "
+        "dequantised: fused into the GEMM (AWQ/GPTQ/Marlin kernels), or materialize: a "
+        "kernel of its own writes an activation-format copy that a plain GEMM then reads "
+        "(DeepSpeed-Inference's int8 path: quantized_gemm -> launch_dequantize + cuBLAS)",
+    )
     cuda_graphs: bool = Field(
         True, description="decode iterations replay a CUDA graph (no per-kernel launch cost)"
     )
@@ -143,15 +150,18 @@ class ServingParams(WorkloadParams):
         le=1e-3,
         description="host time per kernel launch without CUDA graphs: about 20 us from a "
         "PyTorch elementwise op's call to its kernel's start on a V100 (NVIDIA Nsight "
-        "Systems user guide's example trace)",
+        "Systems user guide's example trace); engines that launch from C/C++ (llama.cpp, "
+        "ExLlamaV2's extension) pay a C launch, 4.9 us measured (JuliaGPU/CUDAdrv.jl PR #15)",
     )
     framework_overhead_s: float = Field(
         0.0,
         ge=0.0,
         le=1.0,
         description="engine time per iteration before its kernels run (scheduling, input "
-        "preparation, sampling bookkeeping). No measurement is in the calibration data: "
-        "0 by default; sweep it (the fidelity report shows its effect)",
+        "preparation, sampling bookkeeping). 0 by default (an engine that overlaps its loop "
+        "with the GPU); vLLM's pre-0.6 synchronous loop left the GPU idle about 4 ms per "
+        "decode step in vLLM's own trace (vllm-project/vllm issue #6854): set it for such an "
+        "engine, sweep it (disaggregation-robustness.yaml does: 0 and 4 ms)",
     )
     tee: Literal["none", "h100-cc"] = Field(
         "none",
@@ -172,7 +182,12 @@ class ServingParams(WorkloadParams):
     )
     requests: RequestsConfig = RequestsConfig()
     slo: SloConfig = SloConfig()
-    deployment_rate_per_s: PositiveFloat | None = None
+    deployment_rate_per_s: PositiveFloat | Literal["peak"] | None = Field(
+        None,
+        description="request rate the deployment is sized for (None: requests.rate_per_s; "
+        "'peak': requests.rate_per_s x requests.surge.factor, a static deployment "
+        "provisioned for a known surge)",
+    )
     tp_options: list[PositiveInt] = Field(default_factory=lambda: [1, 2, 4, 8])
     tp_fabrics: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_FABRICS))
     mem_fraction: float = Field(0.9, gt=0.0, le=1.0)
@@ -224,7 +239,8 @@ class ServingParams(WorkloadParams):
         """The formats of weights, activations and KV cache this workload runs."""
         base = Precision.uniform(self.dtype, None, self.weight_group_size)
         act = self.activation_dtype or base.activations
-        return Precision(base.weights, act, self.kv_dtype or act, self.weight_group_size)
+        kv = self.kv_dtype or act
+        return Precision(base.weights, act, kv, self.weight_group_size, self.weight_dequant)
 
     def overheads(self) -> EngineOverheads:
         """The engine's launch and per-iteration host costs."""
@@ -237,6 +253,24 @@ class ServingParams(WorkloadParams):
             LaunchModel(self.cpu_launch_s, self.cuda_graphs), self.framework_overhead_s + toll,
             self.framework_per_seq_s, self.fused_elementwise,
         )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _peak_rate(self) -> ServingParams:
+        if self.deployment_rate_per_s == "peak" and (
+            self.requests.surge is None or self.requests.rate_per_s is None
+        ):
+            raise ValueError(
+                "deployment_rate_per_s: 'peak' needs requests.rate_per_s and requests.surge"
+            )
+        return self
+
+    def sized_rate_per_s(self) -> float | None:
+        """The rate ``deployment_rate_per_s`` names ('peak' resolved), or None (unset)."""
+        rate = self.deployment_rate_per_s
+        if rate == "peak":
+            assert self.requests.surge is not None and self.requests.rate_per_s is not None
+            return self.requests.rate_per_s * self.requests.surge.factor
+        return rate
 
     @model_validator(mode="after")
     def _sizing_window(self) -> ServingParams:

@@ -231,7 +231,7 @@ class ServingWorkload(Workload):
 
     def _deploy(self) -> list[Instance]:
         p = self.params
-        rate = p.deployment_rate_per_s or p.requests.rate_per_s
+        rate = p.sized_rate_per_s() or p.requests.rate_per_s
         if p.sizing_source == "window" and p.deployment_rate_per_s is None:
             rate = self.sizing_rate
         if rate is None:

@@ -17,5 +17,8 @@ domain's policies in ``hetsim.schedulers.tee`` receive and return):
   layer).
 - ``secure``: Secure-memory traffic and cross-enclave transfers, built on
   :mod:`devices.enclave`.
+- ``verify``: Verifiable DNN inference: a CPU enclave outsources linear layers to an untrusted
+  GPU and checks them with Freivalds' algorithm (Slalom).
+- ``verify_costs``: Per-layer costs of verifiable DNN inference (Slalom).
 - ``view``: Read-only snapshots the TEE mechanisms hand to their policies, and the decisions.
 """

@@ -3,7 +3,8 @@
 GPT sizes are the GPT-3 family of Brown et al. 2020 (Table 2.1: parameters, layers,
 d_model, context 2048); catalogue models of ``workloads/models/dense.yaml`` are accepted too.
 DNN layer tables (TEE+NNA workload) are built from the published architectures:
-VGG-16 (Simonyan & Zisserman 2015, CIFAR-10 variant: 32x32 input, 13 conv + 1 FC) and
+VGG-16 (Simonyan & Zisserman 2015, CIFAR-10 variant: 32x32 input, 13 conv + 1 FC; and the
+ImageNet model, 224x224 input, 13 conv + 3 FC) and
 BERT-base (Devlin et al. 2019: 12 layers, hidden 768, FFN 3072, 12 heads).
 """
 
@@ -97,6 +98,28 @@ def vgg16_cifar() -> LayerTable:
     return _table("vgg16", rows)
 
 
+def vgg16_imagenet() -> LayerTable:
+    """VGG-16 on 224x224x3 ImageNet inputs (configuration D of Simonyan & Zisserman 2015:
+    13 3x3 convolutions, then FC 25088->4096->4096->1000): the model of Slalom's runs
+    (ftramer/slalom run_all.sh, ``vgg_16`` with its top layers). ReLU follows every
+    convolution and the first two FCs, softmax the last; max-pooling reads the ReLU
+    output (counted in the convolution's nonlinear elements)."""
+    rows: list[tuple[str, OpKind, float, float, float, float, float]] = []
+    c_in, hw = 3, 224
+    for item in _VGG16:
+        if item == "M":
+            hw //= 2
+            continue
+        c_out = int(item)
+        flops = 2.0 * 9 * c_in * c_out * hw * hw
+        rows.append((f"conv{len(rows)}", "linear", flops, c_in * hw * hw, c_out * hw * hw,
+                     9 * c_in * c_out, c_out * hw * hw))  # fmt: skip
+        c_in = c_out
+    for i, (n_in, n_out) in enumerate(((c_in * hw * hw, 4096), (4096, 4096), (4096, 1000))):
+        rows.append((f"fc{i}", "linear", 2.0 * n_in * n_out, n_in, n_out, n_in * n_out, n_out))
+    return _table("vgg16-imagenet", rows)
+
+
 def bert_base(seq: int = 128) -> LayerTable:
     """BERT-base encoder: per layer QKV, scores, context, output projection, FFN1, FFN2."""
     h, f, heads = 768, 3072, 12
@@ -123,11 +146,12 @@ def _table(
     return LayerTable(name, tuple(cols[0]), tuple(cols[1]), *arr)
 
 
-DNNS = {"vgg16": vgg16_cifar, "bert-base": bert_base}
+DNNS = {"vgg16": vgg16_cifar, "vgg16-imagenet": vgg16_imagenet, "bert-base": bert_base}
 
 
 def dnn_table(name: str) -> LayerTable:
-    """The layer table of ``vgg16`` or ``bert-base`` (KeyError lists them)."""
+    """The layer table of ``vgg16``, ``vgg16-imagenet`` or ``bert-base`` (KeyError lists
+    them)."""
     try:
         return DNNS[name]()
     except KeyError:
