@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 import simpy
+
+from hetsim.simulator.engine import InvariantViolation, Simulation
 
 
 @dataclass(frozen=True)
@@ -134,3 +136,31 @@ def makespan_s(tasks: Sequence[Task]) -> float:
     """End of the last task when the graph runs alone from time 0."""
     ends = task_ends_s(tasks)
     return max(ends) if ends else 0.0
+
+
+def run_repeated(
+    sim: Simulation,
+    tasks: Sequence[Task],
+    repeat_s: float,
+    count: int,
+    traced: int,
+    on_end: Callable[[int, float, float], None],
+) -> Generator[simpy.Event, object, None]:
+    """Process body that runs the task graph ``count`` times back to back, recording
+    spans (one track per resource) for the first ``traced`` runs. Each run must last
+    ``repeat_s`` (the closed-form makespan) within 1e-9 relative, else
+    ``InvariantViolation``; ``on_end(i, start_s, end_s)`` is called after run i."""
+    env, rec = sim.env, sim.recorder
+    tracks: dict[str, str] = {}
+
+    def span(res: str, name: str, a: float, b: float) -> None:
+        if res not in tracks:
+            tracks[res] = rec.track(f"tee.{res}", "tee", "stage")
+        rec.span(tracks[res], name, a, b)
+
+    for i in range(count):
+        start = env.now
+        yield run_tasks(env, tasks, span if i < traced else None)
+        if abs(env.now - start - repeat_s) > 1e-9 * max(1.0, repeat_s):
+            raise InvariantViolation(f"run {i} took {env.now - start} s, estimated {repeat_s} s")
+        on_end(i, start, env.now)

@@ -81,10 +81,14 @@ class LayerTable:
 _VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
 
 
-def vgg16_cifar() -> LayerTable:
-    """VGG-16 on 32x32x3 inputs: 3x3 convolutions (same padding) and one 512->10 FC."""
-    rows: list[tuple[str, OpKind, float, float, float, float, float]] = []
-    c_in, hw = 3, 32
+_Row = tuple[str, OpKind, float, float, float, float, float]
+
+
+def _vgg16_convs(hw: int) -> tuple[list[_Row], int, int]:
+    """VGG-16's 13 3x3 same-padding convolutions on hw x hw x 3 inputs (max-pooling
+    halves hw): the rows, and the channels and side length after the last pool."""
+    rows: list[_Row] = []
+    c_in = 3
     for item in _VGG16:
         if item == "M":
             hw //= 2
@@ -94,6 +98,12 @@ def vgg16_cifar() -> LayerTable:
         rows.append((f"conv{len(rows)}", "linear", flops, c_in * hw * hw, c_out * hw * hw,
                      9 * c_in * c_out, c_out * hw * hw))  # fmt: skip
         c_in = c_out
+    return rows, c_in, hw
+
+
+def vgg16_cifar() -> LayerTable:
+    """VGG-16 on 32x32x3 inputs: 3x3 convolutions (same padding) and one 512->10 FC."""
+    rows, _c, _hw = _vgg16_convs(32)
     rows.append(("fc", "linear", 2.0 * 512 * 10, 512, 10, 5120, 10))
     return _table("vgg16", rows)
 
@@ -104,17 +114,7 @@ def vgg16_imagenet() -> LayerTable:
     (ftramer/slalom run_all.sh, ``vgg_16`` with its top layers). ReLU follows every
     convolution and the first two FCs, softmax the last; max-pooling reads the ReLU
     output (counted in the convolution's nonlinear elements)."""
-    rows: list[tuple[str, OpKind, float, float, float, float, float]] = []
-    c_in, hw = 3, 224
-    for item in _VGG16:
-        if item == "M":
-            hw //= 2
-            continue
-        c_out = int(item)
-        flops = 2.0 * 9 * c_in * c_out * hw * hw
-        rows.append((f"conv{len(rows)}", "linear", flops, c_in * hw * hw, c_out * hw * hw,
-                     9 * c_in * c_out, c_out * hw * hw))  # fmt: skip
-        c_in = c_out
+    rows, c_in, hw = _vgg16_convs(224)
     for i, (n_in, n_out) in enumerate(((c_in * hw * hw, 4096), (4096, 4096), (4096, 1000))):
         rows.append((f"fc{i}", "linear", 2.0 * n_in * n_out, n_in, n_out, n_in * n_out, n_out))
     return _table("vgg16-imagenet", rows)

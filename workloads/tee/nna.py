@@ -24,7 +24,7 @@ from hetsim.devices.enclave import EnclaveSpec
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams, check_steps
-from hetsim.workloads.tee.dag import makespan_s, run_tasks
+from hetsim.workloads.tee.dag import makespan_s, run_repeated
 from hetsim.workloads.tee.models import dnn_table
 from hetsim.workloads.tee.nna_costs import (
     NnaCostConfig,
@@ -183,20 +183,11 @@ class TeeNnaWorkload(Workload):
 
     def _run(self) -> Any:
         """Each step's task graph as SimPy processes; spans for the first step."""
-        env, rec = self.sim.env, self.sim.recorder
-        tracks: dict[str, str] = {}
 
-        def span(res: str, name: str, a: float, b: float) -> None:
-            if res not in tracks:
-                tracks[res] = rec.track(f"tee.{res}", "tee", "stage")
-            rec.span(tracks[res], name, a, b)
-
-        for i in range(self.params.steps):
-            start = env.now
-            yield run_tasks(env, self.tasks, span if i == 0 else None)
-            if abs(env.now - start - self.step_s) > 1e-9 * max(1.0, self.step_s):
-                raise InvariantViolation(f"step took {env.now - start}, estimated {self.step_s}")
+        def step_end(_i: int, _start: float, _end: float) -> None:
             self._done_steps += 1
+
+        yield from run_repeated(self.sim, self.tasks, self.step_s, self.params.steps, 1, step_end)
         self.done.succeed()
 
     def check_partial(self) -> None:
