@@ -22,11 +22,18 @@ key length each query tile runs over (the tile loop's length and the share of ma
 diagonal tiles). A training kernel is looked up at its own key length: the sequence for a
 whole-sequence kernel, ``s / cp`` for a ring-attention step, the slice's end for a slice.
 
-**Causal backward (named assumption).** The published backward panel is non-causal
-(module data note). The causal backward efficiency is that panel's value times the
-forward's causal / non-causal ratio at the same length (:data:`CAUSAL_BACKWARD`): the
-masked tiles cost the backward what they cost the forward. No causal backward
-measurement is in the sources found.
+**Causal backward.** Where a profile has a measured causal backward panel
+(``backward_causal``: the A100 FlashAttention-2 profile, FlashAttention-2 paper Fig. 6(d))
+it is used as published. Otherwise (named assumption; the H100 profiles, whose published
+backward panel is non-causal) the causal backward efficiency is the non-causal panel's
+value times the forward's causal / non-causal ratio at the same length
+(:data:`CAUSAL_BACKWARD`): the masked tiles cost the backward what they cost the forward.
+On A100 FA2 the assumption would give 196 x 197 / 223 = 173 TFLOP/s at 16k against the
+measured 186 (7% slow).
+
+**Profiles.** ``h100-sxm``: FA2, cuDNN, FA3 and eager from the FlashAttention-3 paper;
+``a100-80gb``: FA2 only, from the FlashAttention-2 paper (no A100 eager, FA3 or cuDNN
+profile; ``a100-40gb`` borrows it, same silicon and peak).
 
 **Head dim.** Only head dim 128 is transcribed; other head dims use it (reported by
 :attr:`KernelProfile.head_dim`).
@@ -131,7 +138,14 @@ def _profile(device: str, kernel: str, peak_flops: float) -> KernelProfile:
             raise ValueError(f"attention_kernels.yaml: {where}.{key}: {len(vals)} values "
                              f"for {len(lens)} seq_lens")  # fmt: skip
     fwd = tuple(v * 1e12 / peak_flops for v in fc)
-    bwd = tuple(b * (c / n) * 1e12 / peak_flops for b, c, n in zip(bn, fc, fn, strict=True))
+    if "backward_causal" in k:  # a measured causal backward panel: used as published
+        bc = _fill(list(k["backward_causal"]), f"{where}.backward_causal")
+        if len(bc) != len(lens):
+            raise ValueError(f"attention_kernels.yaml: {where}.backward_causal: {len(bc)} "
+                             f"values for {len(lens)} seq_lens")  # fmt: skip
+        bwd = tuple(v * 1e12 / peak_flops for v in bc)
+    else:
+        bwd = tuple(b * (c / n) * 1e12 / peak_flops for b, c, n in zip(bn, fc, fn, strict=True))
     return KernelProfile(device, kernel, int(entry["head_dim"]), lens, fwd, bwd,
                          str(entry.get("source", "")))  # fmt: skip
 

@@ -1,17 +1,20 @@
 """Long-context pipeline parallelism (decision ``training.schedule``): one training iteration.
 
 p stages of a transformer, each a tensor-parallel group of ``tp`` devices modelled by one
-device doing 1/tp of the stage's work (TP communication is not modelled), m microbatches,
-a schedule from the policy (GPipe, 1F1B, interleaved, SlimPipe). A forward unit of
-``k`` layers on ``s'`` tokens costs the roofline time of its GEMM FLOPs plus causal
-attention (slice j of n: ``(2j-1)/n^2`` of the sequence's attention); backward is 2x
-(3x with full recompute). Units hand ``s' b h`` bf16 activations (1/tp of them, sequence
-parallel) to the next stage over ``p2p_link``. Each stage's memory is a MemoryPool holding
-16 B/param states/(p tp) plus the activations of its in-flight units (Korthikanti
-``34 s b h / tp`` per layer with flash attention; ``2 s b h / tp`` per layer with full
-recompute, plus one layer's full activations while a backward runs; a sliced schedule under
-full recompute also holds each slice's K and V, ``4 s' b h / tp`` per layer, until its
-backward, since later slices' recomputed forwards attend to them). Allocations are
+device doing 1/tp of the stage's work (TP communication is not modelled), m microbatches, a
+schedule from the policy (GPipe, 1F1B, interleaved, SlimPipe). A forward or backward unit of
+``k`` layers on ``s'`` tokens (slice j of n attends to the slices before it) costs ``k``
+times one layer's kernels as the ``training-parallel`` kind prices them (``cost_model:
+kernel``, the default; :mod:`hetsim.workloads.training.pipeline_cost`), or, with
+``cost_model: roofline``, the former single roofline op on its GEMM FLOPs plus causal
+attention (slice j of n: ``(2j-1)/n^2`` of the sequence's attention), backward 2x; full
+recompute adds the forward to every backward. Units hand ``s' b h`` bf16 activations (1/tp
+of them, sequence parallel) to the next stage over ``p2p_link``. Each stage's memory is a
+MemoryPool holding 16 B/param states/(p tp) plus the activations of its in-flight units
+(Korthikanti ``34 s b h / tp`` per layer with flash attention; ``2 s b h / tp`` per layer
+with full recompute, plus one layer's full activations while a backward runs; a sliced
+schedule under full recompute also holds each slice's K and V, ``4 s' b h / tp`` per layer,
+until its backward, since later slices' recomputed forwards attend to them). Allocations are
 replayed in time order; one that does not fit makes the iteration an OOM (``oom = 1``).
 """
 
@@ -23,6 +26,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field, PositiveInt
 
+from hetsim.devices.attention_kernels import AttentionKernel
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import MemoryPool, OutOfMemory
 from hetsim.simulator import registry
@@ -33,6 +37,12 @@ from hetsim.workloads.training.model import (
     TransformerSpec,
     activation_bytes_per_layer,
     layer_forward_flops,
+)
+from hetsim.workloads.training.pipeline_cost import (
+    CostModel,
+    fit_trust,
+    kernel_prices,
+    roofline_prices,
 )
 from hetsim.workloads.training.pipeline_sim import (
     bubble_fraction,
@@ -62,6 +72,18 @@ class PipelineParams(WorkloadParams):
     dtype: Literal["bf16", "fp16"] = "bf16"
     p2p_link: str = "ib-ndr"
     device: str | None = None
+    cost_model: CostModel = Field(
+        "kernel",
+        description="kernel: each chunk as its layers' kernels (the training-parallel "
+        "pricing, TP communication left out); roofline: one roofline op per chunk at "
+        "large-GEMM efficiency (the former pricing)",
+    )
+    attention_kernel: AttentionKernel = Field(
+        "fitted",
+        description="cost_model kernel: the attention kernel (fitted: the attention_prefill "
+        "class fit; fa2/fa3/cudnn/eager: a published kernel profile, "
+        "devices/attention_kernels.yaml)",
+    )
 
 
 @workloads.register("training-pipeline")
@@ -83,6 +105,11 @@ class PipelineWorkload(Workload):
         "together (per TP rank)",
         "exchange_bytes": "SlimPipe's attention-context exchange bytes per step, all stages "
         "together (per TP rank; reconstruction, balance: redistribute)",
+        "model_fits": "least trusted kernel fit used: calibrated, borrowed or uncalibrated "
+        "(roofline: cost_model roofline)",
+        "kernel_classes": "kernel classes the chunks were priced with",
+        "borrowed_fits": "GPU.class<-device for every kernel class priced with another "
+        "device's fit",
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: PipelineParams,
@@ -155,16 +182,24 @@ class PipelineWorkload(Workload):
                 sum(f + b for f, b, h in zip(xb_f, xb_b, once, strict=True) if h)
             )
         self.f_flops = (view.linear_flops * (hi - lo) + view.causal_attn_flops * attn) * self.k
-        wbytes = np.full(len(lo), 2.0 * self.k * m.params_per_layer / p.tp)
-        self.f_s = self.dev.op_times_s(self.f_flops, wbytes, p.dtype)
-        self.b_s = self.dev.op_times_s(2 * self.f_flops, 2 * wbytes, p.dtype)
+        if p.cost_model == "roofline":
+            if p.attention_kernel != "fitted":
+                raise ValueError("workload.attention_kernel: a kernel profile needs "
+                                 "cost_model: kernel")  # fmt: skip
+            price = roofline_prices(self.dev.spec, view, self.f_flops, attn, self.k,
+                                    m.params_per_layer, p.tp, p.dtype)  # fmt: skip
+        else:
+            price = kernel_prices(self.dev.spec, m, p.tp, p.dtype, x, self.k,
+                                  bool(self.sched.redistribute and n > 1),
+                                  p.attention_kernel)  # fmt: skip
+        self.f_s, self.b_s = price.fwd_s, price.bwd_s
+        self.trust = fit_trust(price.cost)
         if self.exchange_bytes:  # overlapped with the unit's attention share of its time
-            share = view.causal_attn_flops * attn * self.k / self.f_flops
             ov = self.sched.exchange_overlap
             xf = np.array([exposed_s(self.link.transfer_time_s(int(b * self.k)), a, ov)
-                           for b, a in zip(xb_f, share * self.f_s, strict=True)])  # fmt: skip
+                           for b, a in zip(xb_f, price.fwd_attn_s, strict=True)])  # fmt: skip
             xb = np.array([exposed_s(self.link.transfer_time_s(int(b * self.k)), a, ov)
-                           for b, a in zip(xb_b, share * self.b_s, strict=True)])  # fmt: skip
+                           for b, a in zip(xb_b, price.bwd_attn_s, strict=True)])  # fmt: skip
         self.f_s = self.f_s + xf
         self.b_s = self.b_s + xb
         if p.recompute == "full":
@@ -298,4 +333,5 @@ class PipelineWorkload(Workload):
             * self.params.micro_batches
             * self.params.stages
             * self.sched.chunks,
+            **self.trust,
         }
