@@ -37,13 +37,13 @@ import numpy as np
 
 from hetsim.devices.attention_kernels import AttentionKernel
 from hetsim.devices.catalogue import fabric_spec
-from hetsim.devices.kernels import kernel_fits
 from hetsim.devices.precision import Precision
 from hetsim.devices.roofline import op_times_s
 from hetsim.devices.spec import DeviceSpec
 from hetsim.workloads.training.model import TransformerSpec
 from hetsim.workloads.training.parallel_comm import Fabrics, Layout
 from hetsim.workloads.training.step_cost import DenseModel, MicroBatchCost, StepKnobs
+from hetsim.workloads.training.step_cost import fit_trust as layer_fit_trust
 from hetsim.workloads.training.view import PipelineView
 
 CostModel = Literal["kernel", "roofline"]
@@ -130,20 +130,4 @@ def fit_trust(cost: MicroBatchCost | None) -> dict[str, str]:
     ``borrowed_fits``; the columns of ``training-parallel``); ``cost`` None: the roofline."""
     if cost is None:
         return {"model_fits": "roofline", "kernel_classes": "roofline", "borrowed_fits": ""}
-    ref = kernel_fits(cost.spec)
-    attn = cost.attention_profile
-    classes = [c for c in ("gemm", "attention_prefill", "elementwise")
-               if attn is None or c != "attention_prefill"]  # fmt: skip
-    kinds = [ref.class_kind(c) for c in classes]
-    borrowed = [f"{cost.spec.name}.{c}<-{ref.fitted_on.get(c) or 'roofline'}"
-                for c, k in zip(classes, kinds, strict=True) if k != "calibrated"]  # fmt: skip
-    used = list(classes)
-    if attn is not None:  # a published kernel profile (devices/attention_kernels.yaml)
-        name = f"attention_{attn.profile.kernel}"
-        used.append(name)
-        if attn.borrowed:
-            kinds.append("borrowed")
-            borrowed.append(f"{cost.spec.name}.{name}<-{attn.profile.device}")
-    kind = next((k for k in ("uncalibrated", "borrowed") if k in kinds), "calibrated")
-    return {"model_fits": kind, "kernel_classes": ";".join(sorted(used)),
-            "borrowed_fits": ";".join(borrowed)}  # fmt: skip
+    return layer_fit_trust(cost)

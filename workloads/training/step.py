@@ -102,6 +102,7 @@ from hetsim.workloads.training.step_cost import (
     DenseModel,
     MicroBatchCost,
     StepKnobs,
+    fit_trust,
     megatron_flops_per_token,
 )
 from hetsim.workloads.training.view import PipelineView, Schedule, Unit
@@ -925,26 +926,7 @@ class ParallelTrainingWorkload(Workload):
 
     def _trust(self) -> dict[str, str]:
         """Which kernel fits priced the step (``docs/fidelity`` copies these columns)."""
-        ref = kernel_fits(self.spec)
-        attn = self.cost.attention_profile
-        classes = [c for c in ("gemm", "attention_prefill", "elementwise")
-                   if attn is None or c != "attention_prefill"]  # fmt: skip
-        kinds = [ref.class_kind(c) for c in classes]
-        borrowed = [
-            f"{self.spec.name}.{c}<-{ref.fitted_on.get(c) or 'roofline'}"
-            for c, k in zip(classes, kinds, strict=True)
-            if k != "calibrated"
-        ]
-        used = classes + (["collective"] if self.layout.world > 1 else [])
-        if attn is not None:  # a published kernel profile (devices/attention_kernels.yaml)
-            name = f"attention_{attn.profile.kernel}"
-            used.append(name)
-            if attn.borrowed:
-                kinds.append("borrowed")
-                borrowed.append(f"{self.spec.name}.{name}<-{attn.profile.device}")
-        kind = next((k for k in ("uncalibrated", "borrowed") if k in kinds), "calibrated")
-        return {"model_fits": kind, "kernel_classes": ";".join(sorted(used)),
-                "borrowed_fits": ";".join(borrowed)}  # fmt: skip
+        return fit_trust(self.cost, ("collective",) if self.layout.world > 1 else ())
 
     def horizon_s(self) -> float | None:
         """The step's length once priced."""

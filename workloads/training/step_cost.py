@@ -650,3 +650,26 @@ class MicroBatchCost:
     def logits_bytes(self) -> float:
         """fp32 logits and their gradient on the last stage for one micro-batch."""
         return 2 * 4.0 * self.tokens * self.model.vocab / self.layout.tp
+
+
+def fit_trust(cost: MicroBatchCost, extra_classes: tuple[str, ...] = ()) -> dict[str, str]:
+    """Which kernel fits priced a layer (``model_fits``: calibrated | borrowed |
+    uncalibrated, ``kernel_classes``, ``borrowed_fits``: the columns ``docs/fidelity``
+    copies); ``extra_classes`` (e.g. ``collective``) are listed as used."""
+    ref = kernel_fits(cost.spec)
+    attn = cost.attention_profile
+    classes = [c for c in ("gemm", "attention_prefill", "elementwise")
+               if attn is None or c != "attention_prefill"]  # fmt: skip
+    kinds = [ref.class_kind(c) for c in classes]
+    borrowed = [f"{cost.spec.name}.{c}<-{ref.fitted_on.get(c) or 'roofline'}"
+                for c, k in zip(classes, kinds, strict=True) if k != "calibrated"]  # fmt: skip
+    used = classes + list(extra_classes)
+    if attn is not None:  # a published kernel profile (devices/attention_kernels.yaml)
+        name = f"attention_{attn.profile.kernel}"
+        used.append(name)
+        if attn.borrowed:
+            kinds.append("borrowed")
+            borrowed.append(f"{cost.spec.name}.{name}<-{attn.profile.device}")
+    kind = next((k for k in ("uncalibrated", "borrowed") if k in kinds), "calibrated")
+    return {"model_fits": kind, "kernel_classes": ";".join(sorted(used)),
+            "borrowed_fits": ";".join(borrowed)}  # fmt: skip
