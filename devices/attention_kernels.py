@@ -161,6 +161,10 @@ def kernel_profile(spec: DeviceSpec, kernel: str, measured_peak_flops: float | N
                          f"valid: {', '.join(ATTENTION_KERNELS)}")  # fmt: skip
     table = _raw()["kernels"]
     device = spec.name
+    if device in (_raw().get("unsupported") or {}).get(kernel, []):
+        raise ValueError(f"attention_kernel: {kernel!r} does not run on {device} "
+                         f"(devices/attention_kernels.yaml unsupported:); use another "
+                         f"kernel or attention_kernel: fitted")  # fmt: skip
     borrowed = False
     if device not in table:
         lender = kernel_table()[1].get(device)

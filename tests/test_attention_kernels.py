@@ -138,3 +138,12 @@ def test_a100_fa2_forward_and_backward_compose_to_the_published_fwd_bwd_figure(
     fwd = prof.efficiency("forward", seq) * peak
     bwd = prof.efficiency("backward", seq) * peak
     assert 3.5 / (1.0 / fwd + 2.5 / bwd) == pytest.approx(fwd_bwd_tflops, abs=1.0)
+
+
+@pytest.mark.parametrize(("device", "kernel"), [("v100", "fa2"), ("t4", "fa2"), ("b200", "fa3")])
+def test_a_kernel_the_device_cannot_run_is_refused_even_when_borrowable(
+    device: str, kernel: str
+) -> None:
+    # v100/t4 borrow a100-80gb's fits, which has an fa2 profile; b200 borrows h100's fa3
+    with pytest.raises(ValueError, match="does not run on"):
+        kernel_profile(device_spec(device), kernel)
