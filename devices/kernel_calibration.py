@@ -22,6 +22,15 @@ runs read them to report their expected error (``model_error_p50``/``p90``).
 H100 has no attention profile here: its attention classes borrow A100's efficiencies
 (fractions of H100's own peak and bandwidth), and ``kernels.yaml`` says so.
 
+``devices/data/gemv_points.csv`` holds published single-kernel GEMV times at batch 1 on
+devices without profiles of their own (RTX 2080 Ti, A10G, RTX 3090 Ti; fp16 and int4
+weight-only kernels, each with its source). They are not fitted: they check how a
+borrowed byte-size curve moves to another device (``borrowed_size_curves`` in
+``kernels.yaml``, :func:`hetsim.devices.kernels.moved_fits`), and whether the GEMM
+memory curve reads by bytes moved or by weight shape (an int4 GEMV and an fp16 one of
+the same shape). :func:`gemv_point_check` prices each point under both transfer rules;
+the report prints it.
+
 Run ``python -m hetsim.devices.kernel_calibration`` for the residual tables and
 ``--write`` to rewrite ``devices/kernels.yaml``'s ``fits:`` and ``residuals:``.
 """
@@ -30,7 +39,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +48,10 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from hetsim.devices.catalogue import device_spec
+from hetsim.devices.calibration import points
+from hetsim.devices.catalogue import device_spec, shipped_devices
 from hetsim.devices.kernels import (
+    BORROWED_SIZE_RULES,
     KERNELS_FILE,
     AttentionDecodeFit,
     AttentionPrefillFit,
@@ -50,6 +61,8 @@ from hetsim.devices.kernels import (
     attention_prefill_time_s,
     elementwise_time_s,
     gemm_time_s,
+    kernel_table,
+    moved_fits,
 )
 from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
@@ -307,6 +320,28 @@ def _with_error(d: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
     return out
 
 
+#: Formats the GEMM fit is measured in (Vidur's profiles): no scale of their own.
+FITTED_FORMATS = ("fp16", "bf16")
+
+
+def format_compute_scales(spec: DeviceSpec, fit: GemmFit) -> dict[str, float]:
+    """Per math format with GEMM microbenchmarks on ``spec`` in the calibration data
+    (``devices/data/microbenchmarks.csv``, square cuBLASLt GEMMs) other than the fitted
+    fp16/bf16: the median over its sizes of the fitted class's time over the measured
+    one, i.e. the share of the class's compute efficiency that format reaches."""
+    ratios: dict[str, list[float]] = {}
+    for p in points():
+        if p.kind != "gemm" or p.target != spec.name or p.dtype in FITTED_FORMATS:
+            continue
+        if p.dtype not in spec.peak_flops:
+            continue
+        n = int(p.size)
+        measured_s = 2.0 * n**3 / p.value
+        t = float(gemm_time_s(spec, fit, n, n, n, Precision.uniform(p.dtype)))
+        ratios.setdefault(p.dtype, []).append(t / measured_s)
+    return {d: round(float(np.median(r)), 4) for d, r in sorted(ratios.items())}
+
+
 def fit_all(root: Path | None = None) -> dict[str, DeviceFit]:
     """Fit every device with profiles under ``root`` (default: the shipped sample)."""
     root = root or SAMPLE_DIR
@@ -318,6 +353,7 @@ def fit_all(root: Path | None = None) -> dict[str, DeviceFit]:
     for device in sorted(gemms):
         spec = device_spec(device)
         g, e = fit_gemm(spec, gemms[device]), fit_elementwise(spec, elems[device])
+        g = replace(g, format_compute_scale=format_compute_scales(spec, g))
         rows = {
             "gemm": _with_error(gemms[device], predict_gemm(spec, g, gemms[device])),
             "elementwise": _with_error(elems[device], predict_elementwise(spec, e, elems[device])),
@@ -357,6 +393,64 @@ def report(fits: dict[str, DeviceFit]) -> str:
     return "\n".join(lines)
 
 
+# ---- published GEMV points on devices without profiles -----------------------------------
+GEMV_POINTS_FILE = Path(__file__).resolve().parent / "data" / "gemv_points.csv"
+#: Device the points' devices borrow from when ``kernels.yaml`` does not list them (the
+#: RTX 2080 Ti, Turing, and the A10G, Ampere: the closest fitted generation).
+GEMV_POINT_LENDER = "a100-80gb"
+
+
+def gemv_point_check(path: Path = GEMV_POINTS_FILE) -> pd.DataFrame:
+    """Each published GEMV point priced by :func:`gemm_time_s` on the fits its device
+    borrows (its catalogue spec, or the file's bandwidth and peaks for a device the
+    catalogue lacks), under every ``borrowed_size_curves`` rule: columns id, device, kernel,
+    weights, n, k, time_s, lender, and ``error_<rule>`` (predicted / measured - 1)."""
+    frame = pd.read_csv(path)
+    fits, borrow = kernel_table()
+    base = device_spec(GEMV_POINT_LENDER)
+    catalogue = shipped_devices()  # a catalogue device is priced with its catalogue spec
+    bandwidths = {d: device_spec(d).memory_bandwidth_Bps for d in fits}
+    out = []
+    for r in frame.to_dict(orient="records"):
+        device = str(r["device"])
+        lender = borrow.get(device, device if device in fits else GEMV_POINT_LENDER)
+        spec = catalogue.get(device) or replace(
+            base,
+            name=device,
+            memory_bandwidth_Bps=float(r["memory_bandwidth_Bps"]),
+            peak_flops={"fp16": float(r["fp16_peak_flops"]), "fp32": float(r["fp32_peak_flops"])},
+        )
+        weights = str(r["weights"])
+        precision = FP16 if weights == "fp16" else Precision.uniform(weights)
+        if weights == "int4":
+            precision = Precision("int4", "fp16", "fp16", int(r["group_size"]))
+        m, n, k, measured = int(r["m"]), int(r["n"]), int(r["k"]), float(r["time_s"])
+        row: dict[str, Any] = {
+            "id": r["id"], "device": device, "kernel": r["kernel"], "weights": r["weights"],
+            "n": n, "k": k, "time_s": measured, "lender": lender,
+        }  # fmt: skip
+        for rule in BORROWED_SIZE_RULES:
+            moved = moved_fits(fits[lender], spec.memory_bandwidth_Bps, bandwidths, rule)  # type: ignore[arg-type]
+            t = float(gemm_time_s(spec, moved.gemm, m, n, k, precision))
+            row[f"error_{rule}"] = t / measured - 1.0
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def gemv_point_report(check: pd.DataFrame) -> str:
+    """The points' errors per rule, and the median |error| of those off the lender."""
+    lines = ["== published GEMV points (not fitted): predicted / measured - 1 per rule"]
+    rules = [c for c in check.columns if c.startswith("error_")]
+    for r in check.itertuples(index=False):
+        errs = "  ".join(f"{c[6:]} {getattr(r, c):+7.1%}" for c in rules)
+        lines.append(f"  {r.id} {r.device:<12} {r.kernel:<28} {r.n:>6}x{r.k:<6} {errs}")
+    off = check[check.device != check.lender]
+    for c in rules:
+        med = float(np.median(np.abs(off[c].to_numpy(float))))
+        lines.append(f"  median |error| off the lender device, {c[6:]}: {med:.1%}")
+    return "\n".join(lines)
+
+
 # ---- writing kernels.yaml ----------------------------------------------------------------
 def _curve_yaml(c: EfficiencyCurve) -> dict[str, float]:
     return {"max_eff": round(c.max_eff, 4), "half_size": float(f"{c.half_size:.4g}"),
@@ -371,7 +465,9 @@ def fits_yaml(fit: DeviceFit) -> dict[str, Any]:
                   "python -m hetsim.devices.kernel_calibration",
         "fitted_on": dict(fit.fitted_on),
         "gemm": {"compute": _curve_yaml(g.compute), "memory": _curve_yaml(g.memory),
-                 "sharpness": round(g.sharpness, 4), "floor_s": float(f"{g.floor_s:.4g}")},
+                 "sharpness": round(g.sharpness, 4), "floor_s": float(f"{g.floor_s:.4g}"),
+                 **({"format_compute_scale": dict(g.format_compute_scale)}
+                    if g.format_compute_scale else {})},
         "attention_prefill": {"compute": _curve_yaml(p.compute),
                               "self_factor": round(p.self_factor, 4),
                               "memory_max_eff": round(p.memory_max_eff, 4),
@@ -435,6 +531,7 @@ def main(argv: list[str] | None = None) -> None:
         write_sample()
     fits = fit_all(SHARED_DIR if args.full else None)
     print(report(fits))
+    print(gemv_point_report(gemv_point_check()))
     if args.write:
         write_kernels_yaml(fits)
         print(f"wrote {KERNELS_FILE.name}")

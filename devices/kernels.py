@@ -11,7 +11,9 @@ fitted by :mod:`hetsim.devices.kernel_calibration` to measured kernel times):
   sharpness ``p``
   (``p -> inf`` is the plain roofline's max), so a GEMM with small ``m`` becomes a
   bandwidth-bound GEMV and the ridge is not too optimistic. ``t_d`` is the
-  dequantisation roof of weight-only formats (:mod:`hetsim.devices.precision`).
+  dequantisation roof of weight-only formats (:mod:`hetsim.devices.precision`). The
+  compute curve is fitted on fp16 GEMMs; a format with microbenchmarks of its own (FP8
+  on H100: the K03 cuBLASLt sweep) scales it by ``format_compute_scale``.
 * **attention prefill** (flash-style, causal): ``4 heads d (sum q c + s sum q^2)`` FLOPs
   for chunks of ``q`` new tokens on ``c`` cached ones, where ``s`` is the fitted work per
   query-key pair of a chunk's own (causally masked) block: ``1/2`` for an ideal causal
@@ -31,18 +33,32 @@ Where a device has no measured kernels, ``kernels.yaml`` names the device whose 
 *efficiencies* it borrows (its own peaks and bandwidth still apply), and
 :func:`kernel_fits` says so (``borrowed``); a device in neither list gets efficiencies
 derived from its catalogue curves (``uncalibrated``). Nothing is borrowed silently.
+
+A borrowed size curve over *bytes* (GEMM memory, elementwise, decode attention) moves
+to the borrower as a fixed *time*, by default (``borrowed_size_curves: latency`` in
+``kernels.yaml``): its half size is ``t_half * bandwidth``, with ``t_half`` = the
+lender's half size over the lender's bandwidth, so a kernel needs the same ramp-up time
+on either device, not the same bytes. The calibration data favour this reading: the two
+devices fitted on their own profiles reach half of their peak GEMM memory efficiency
+at 6.68 MB (A100, 2.04 TB/s) and 10.27 MB (H100, 3.35 TB/s), which is 3.28 us and
+3.07 us, and their elementwise curves at 0.61 us and 0.76 us, while the byte figures
+differ by 1.5-2x; one shared half size over both devices' GEMVs (m <= 4) fits them to
+a median 3.2% read as time against 3.5% read as bytes (p90 8.6% against 9.5%).
+``bytes`` keeps the lender's byte half sizes. Curves over FLOPs (tile and wave
+effects of a shape) and peak efficiencies move unchanged.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import yaml
 
+from hetsim.devices.catalogue import device_spec
 from hetsim.devices.precision import DEQUANT_OPS_PER_WEIGHT, Precision
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
 
@@ -72,12 +88,16 @@ def smooth_max(a: Any, b: Any, p: float) -> Any:
 
 @dataclass(frozen=True)
 class GemmFit:
-    """Efficiencies of GEMMs on one device (fractions of peak FLOP/s and bandwidth)."""
+    """Efficiencies of GEMMs on one device (fractions of peak FLOP/s and bandwidth).
+    ``format_compute_scale``: per math format other than the fitted fp16, the share of
+    the fitted compute efficiency that format's GEMMs reach of *their* peak (fitted on
+    that format's microbenchmarks; 1 where none)."""
 
     compute: EfficiencyCurve  # over FLOPs
     memory: EfficiencyCurve  # over bytes
     sharpness: float = 4.0
     floor_s: float = 0.0
+    format_compute_scale: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -169,7 +189,8 @@ def gemm_time_s(
     flops = 2.0 * m * n * k
     a_bytes, w_bits = precision.activation_bytes, precision.weight_bits
     nbytes = (m * k + m * n) * a_bytes + k * n * w_bits / 8.0
-    peak = spec.peak(precision.math_dtype())
+    math = precision.math_dtype()
+    peak = spec.peak(math) * fit.format_compute_scale.get(math, 1.0)
     t_c = np.where(flops > 0, flops / (peak * fit.compute.array(flops)), 0.0)
     t_m = nbytes / (spec.memory_bandwidth_Bps * fit.memory.array(nbytes))
     t = smooth_max(t_c, t_m, fit.sharpness)
@@ -266,7 +287,8 @@ def parse_fits(raw: dict[str, Any]) -> KernelFits:
     g, ap, ad, ew = (raw[c] for c in KERNEL_CLASSES)
     return KernelFits(
         gemm=GemmFit(_curve(g["compute"]), _curve(g["memory"]), float(g["sharpness"]),
-                     float(g.get("floor_s", 0.0))),
+                     float(g.get("floor_s", 0.0)),
+                     {str(k): float(v) for k, v in (g.get("format_compute_scale") or {}).items()}),
         attention_prefill=AttentionPrefillFit(
             _curve(ap["compute"]), float(ap["memory_max_eff"]), float(ap["sharpness"]),
             float(ap.get("floor_s", 0.0)), float(ap.get("self_factor", 0.5)),
@@ -357,14 +379,74 @@ def roofline_fits(spec: DeviceSpec) -> KernelFits:
     )
 
 
+#: How a borrowed size curve over bytes moves to the borrowing device (module doc).
+BorrowedSizeRule = Literal["latency", "bytes"]
+BORROWED_SIZE_RULES: tuple[str, ...] = ("latency", "bytes")
+#: Kernel classes whose size curve is over bytes (their ``memory`` curve).
+BYTE_CURVE_CLASSES: tuple[KernelClass, ...] = ("gemm", "elementwise", "attention_decode")
+
+
+@functools.cache
+def borrowed_size_rule() -> BorrowedSizeRule:
+    """``borrowed_size_curves`` of ``kernels.yaml`` (default ``latency``)."""
+    raw = _yaml_load(KERNELS_FILE.read_text(encoding="utf-8")) or {}
+    rule = str(raw.get("borrowed_size_curves", "latency"))
+    if rule not in BORROWED_SIZE_RULES:
+        raise ValueError(
+            f"kernels.yaml: borrowed_size_curves: {rule!r}; valid: {', '.join(BORROWED_SIZE_RULES)}"
+        )
+    return rule  # type: ignore[return-value]
+
+
+def moved_fits(
+    fits: KernelFits,
+    bandwidth_Bps: float,
+    lender_bandwidth_Bps: dict[str, float],
+    rule: BorrowedSizeRule = "latency",
+) -> KernelFits:
+    """``fits`` as used on a device of ``bandwidth_Bps``: under ``latency`` each byte-size
+    curve fitted on another device (``lender_bandwidth_Bps``: that device's bandwidth,
+    by device name) has its half size scaled by the bandwidth ratio; under ``bytes``,
+    or for curves fitted on a device of the same bandwidth, ``fits`` unchanged."""
+    if rule == "bytes":
+        return fits
+    changes: dict[str, Any] = {}
+    for cls in BYTE_CURVE_CLASSES:
+        origin = fits.fitted_on.get(cls, "")
+        if not origin or lender_bandwidth_Bps.get(origin, bandwidth_Bps) == bandwidth_Bps:
+            continue
+        part = getattr(fits, cls)
+        ratio = bandwidth_Bps / lender_bandwidth_Bps[origin]
+        curve = replace(part.memory, half_size=part.memory.half_size * ratio)
+        changes[cls] = replace(part, memory=curve)
+    return replace(fits, **changes) if changes else fits
+
+
+@functools.cache
+def _lender_bandwidths() -> dict[str, float]:
+    """HBM bandwidth of every device some fit was measured on (catalogue figures)."""
+    fits, _ = kernel_table()
+    origins = {o for f in fits.values() for o in f.fitted_on.values() if o}
+    return {o: device_spec(o).memory_bandwidth_Bps for o in sorted(origins)}
+
+
+@functools.cache
+def _fits_on(device: str, lender: str, bandwidth_Bps: float) -> KernelFits:
+    return moved_fits(
+        kernel_table()[0][lender], bandwidth_Bps, _lender_bandwidths(), borrowed_size_rule()
+    )
+
+
 def kernel_fits(spec: DeviceSpec) -> KernelFitRef:
-    """The kernel fits ``spec`` uses: its own, a named device's, or derived (module doc)."""
+    """The kernel fits ``spec`` uses: its own, a named device's, or derived (module doc).
+    Classes fitted on another device have their byte-size curves moved to ``spec``'s
+    bandwidth (:func:`moved_fits`)."""
     fits, borrow = kernel_table()
     if spec.name in fits:
-        own = fits[spec.name]
+        own = _fits_on(spec.name, spec.name, spec.memory_bandwidth_Bps)
         return KernelFitRef(spec.name, own, _overall(spec.name, own.fitted_on), own.fitted_on)
     if spec.name in borrow:
-        lent = fits[borrow[spec.name]]
+        lent = _fits_on(spec.name, borrow[spec.name], spec.memory_bandwidth_Bps)
         return KernelFitRef(spec.name, lent, "borrowed", lent.fitted_on)
     return KernelFitRef(spec.name, roofline_fits(spec), "uncalibrated", {})
 

@@ -34,6 +34,21 @@ def _kind(v: Any) -> str:
     return "other"
 
 
+_KIND_OF_TYPE: dict[type, str] = {}
+
+
+def _kinds(values: Sequence[Any]) -> set[str]:
+    """``{_kind(v) for v in values}``, one :func:`_kind` per distinct type (a kind is a
+    function of the type: the checks are ``isinstance``)."""
+    out = set()
+    for t in set(map(type, values)):
+        k = _KIND_OF_TYPE.get(t)
+        if k is None:
+            k = _KIND_OF_TYPE[t] = _kind(next(v for v in values if type(v) is t))
+        out.add(k)
+    return out
+
+
 def _float_cell(v: Any) -> str:
     if v is None:
         return ""
@@ -43,7 +58,7 @@ def _float_cell(v: Any) -> str:
 
 def column_cells(values: Sequence[Any]) -> list[str] | None:
     """The cells of one column as pandas writes them, or ``None`` (module doc)."""
-    kinds = {_kind(v) for v in values}
+    kinds = _kinds(values)
     if "other" in kinds:
         return None
     if kinds == {"int"}:

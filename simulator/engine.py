@@ -8,7 +8,7 @@ the simulation and borrow its environment, random streams and recorder.
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappush
+from heapq import heapify, heappush
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,39 @@ class Timer:
         """Fire at ``time_s``, or now if that has passed: :meth:`start` with the delay
         ``max(0, time_s - now)`` (the same arithmetic, so the same event time)."""
         self.start(max(0.0, time_s - self._env._now))
+
+
+class Alarm:
+    """A one-shot callback at an exact simulated time, which can be cancelled: the
+    queue entry ``(time_s, NORMAL, next event id)``, with no delay arithmetic, so a
+    time built as ``t0 + d1 + d2 ...`` fires exactly there (a mechanism that advances
+    several of its own steps in one event schedules their end so). A cancelled alarm
+    leaves the queue, so it never moves the clock. Like :class:`Timer`, it is the event
+    SimPy steps (it cannot be waited on)."""
+
+    __slots__ = ("_entry", "_env", "_ok", "callbacks")
+
+    def __init__(self, sim: Simulation, time_s: float, callback: Callable[[Any], None]) -> None:
+        env: Any = sim.env
+        if not env._now <= time_s <= MAX_TIME_S:  # also NaN
+            raise ClockLimit(
+                f"an alarm at t={time_s:.6g} s cannot be set at t={env._now:.6g} s: in the "
+                f"past or past the latest simulated time, {MAX_TIME_S:g} s"
+            )
+        self.callbacks: list[Callable[[Any], None]] | None = [callback]
+        self._ok = True
+        self._env = env
+        self._entry = (time_s, simpy.core.NORMAL, next(env._eid), self)
+        heappush(env._queue, self._entry)
+
+    def cancel(self) -> None:
+        """Take the alarm out of the queue (no effect once fired)."""
+        if self.callbacks is None:
+            return
+        self.callbacks = []
+        queue = self._env._queue
+        queue.remove(self._entry)  # a handful of entries per instance: O(n) is cheap
+        heapify(queue)
 
 
 def _waiter(event: simpy.Event) -> str:

@@ -41,8 +41,25 @@ class Gpu:
 
     @property
     def fits(self) -> dict[str, Any]:
+        """The fitted constants this GPU uses: a byte-size curve fitted on another device
+        keeps its half size in time (``borrowed_size_curves: latency``): half bytes over
+        the lender's bandwidth, times this GPU's."""
         device = KERNELS["borrow"].get(self.name, self.name)
-        return KERNELS["fits"][device]
+        raw = KERNELS["fits"][device]
+        if KERNELS.get("borrowed_size_curves", "latency") != "latency":
+            return raw
+        out = dict(raw)
+        for cls in ("gemm", "elementwise", "attention_decode"):
+            lender = raw["fitted_on"][cls]
+            if LENDER_BW[lender] != self.bw:
+                curve = dict(raw[cls]["memory"])
+                curve["half_size"] *= self.bw / LENDER_BW[lender]
+                out[cls] = {**raw[cls], "memory": curve}
+        return out
+
+
+#: HBM bandwidth of the devices the fits were measured on (catalogue.yaml).
+LENDER_BW = {"a100-80gb": 2039e9, "h100-sxm": 3350e9}
 
 
 A100 = Gpu("a100-80gb", 312e12, 2039e9, 19.5e12)  # catalogue.yaml

@@ -182,3 +182,22 @@ def test_timer_orders_like_a_timeout() -> None:
         Timer(sched, lambda _e: None).start(-1.0)
     with pytest.raises(ClockLimit):
         Timer(sched, lambda _e: None).start(float("nan"))
+
+
+def test_alarm_fires_at_the_exact_time_in_timeout_order_and_cancels() -> None:
+    from hetsim.simulator.engine import Alarm, ClockLimit
+
+    sim = Simulation(0)
+    env, seen = sim.env, []
+    at = 0.1 + 0.2 + 0.7  # a sum of step times: 1.0000000000000002, not 1.0
+    env.timeout(1.0).callbacks.append(lambda _e: seen.append((env.now, "t")))
+    Alarm(sim, at, lambda _e: seen.append((env.now, "alarm")))
+    env.timeout(at).callbacks.append(lambda _e: seen.append((env.now, "same time, later")))
+    Alarm(sim, 0.5, lambda _e: seen.append((env.now, "cancelled"))).cancel()
+    assert env.peek() == 1.0  # out of the queue: the clock never stops at 0.5
+    sim.run()
+    assert seen == [(1.0, "t"), (at, "alarm"), (at, "same time, later")]
+    with pytest.raises(ClockLimit):
+        Alarm(sim, at - 0.5, lambda _e: None)  # in the past
+    with pytest.raises(ClockLimit):
+        Alarm(sim, float("nan"), lambda _e: None)

@@ -57,8 +57,8 @@ def test_timeline_by_hand() -> None:
     # Layer starts at 10; attention 0.5 -> router 10.5; shared experts 0.25 on the GPU.
     # GPU: expert 0 10.75-11.75; copy 10.5-12.5; expert 1 12.5-13.5 (stall 0.75).
     # CPU: 10.5 + 0.3 intercept + 4 = 14.8 -> barrier 14.8.
-    view = PlacementView(0, "decode", A([0, 1, 2]), A([1, 1, 1]), A([True, False, False]),
-                         A([0.0, 0.0, 0.0]), A([1.0, 1.0, 9.0]), A([9.0, 9.0, 4.0]), 0.3,
+    view = PlacementView(0, "decode", (0, 1, 2), (1, 1, 1), (True, False, False),
+                         (0.0, 0.0, 0.0), (1.0, 1.0, 9.0), (9.0, 9.0, 4.0), 0.3,
                          2.0, 0.25, 0.0, 0.0, False, 0.75, 2.0)  # fmt: skip
     res = Residency((2,), 3, 2.0)
     step = StepCosts(0.5, 1.5, 0.25, 0.5, 0.0, 0.0)

@@ -71,9 +71,9 @@ def test_hss_cpu_intercept_moves_work_to_gpu() -> None:
 def _placement_view(cached: list[bool], layer_resident: bool = False) -> PlacementView:
     n = len(cached)
     return PlacementView(
-        layer=0, phase="decode", experts=A([2, 5, 7, 9][:n]), loads=A([3, 1, 2, 1][:n]),
-        cached=A(cached), ready_s=A([0.0] * n), gpu_s=A([1.0] * n),
-        cpu_s=A([3.0, 1.0, 2.0, 1.0][:n]), cpu_first_s=0.0, copy_s=2.0, gpu_free_s=0.0,
+        layer=0, phase="decode", experts=(2, 5, 7, 9)[:n], loads=(3, 1, 2, 1)[:n],
+        cached=tuple(cached), ready_s=(0.0,) * n, gpu_s=(1.0,) * n,
+        cpu_s=(3.0, 1.0, 2.0, 1.0)[:n], cpu_first_s=0.0, copy_s=2.0, gpu_free_s=0.0,
         cpu_free_s=0.0, pcie_free_s=0.0, layer_resident=layer_resident,
         dense_gpu_s=0.1, dense_cpu_s=1.0,
     )  # fmt: skip
@@ -146,7 +146,11 @@ def test_dp_allocation_matches_brute_force() -> None:
 def _cache_view(
     cached: list[int], incoming: list[int], protected: list[int] = (), prefetch: bool = False
 ) -> CacheView:  # type: ignore[assignment]
-    return CacheView(0, 3, A(cached), A(list(protected), dtype=np.int64), A(incoming), prefetch)
+    mask = np.zeros(4, dtype=bool)
+    mask[cached] = True
+    guard = np.zeros(4, dtype=bool)
+    guard[list(protected)] = True
+    return CacheView(0, 3, len(cached), mask, guard, tuple(incoming), prefetch)
 
 
 def test_mrs_scores_and_eviction_order() -> None:
@@ -188,8 +192,9 @@ def test_lru_evicts_least_recent_unprotected() -> None:
 
 def _lookahead(cached: list[bool]) -> LookaheadLayer:
     return LookaheadLayer(
-        layer=4, depth=1, probs=A([0.0, 0.2, 0.0, 0.5]), predicted=A([3, 1]), loads=A([1, 1]),
-        cached=A(cached), gpu_s=A([1.0, 1.0]), cpu_s=A([5.0, 5.0]),
+        layer=4, depth=1, probs=A([0.0, 0.2, 0.0, 0.5]), predicted=(3, 1),
+        predicted_probs=(0.5, 0.2), loads=(1, 1), cached=tuple(cached), gpu_s=(1.0, 1.0),
+        cpu_s=(5.0, 5.0),
     )  # fmt: skip
 
 

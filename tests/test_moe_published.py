@@ -70,7 +70,7 @@ def test_dp_slots_on_published_inputs() -> None:
 
 class _AdmitAll:
     def admit(self, view: CacheView) -> CacheDecision:
-        return CacheDecision(tuple(view.incoming.tolist()), ())
+        return CacheDecision(view.incoming, ())
 
 
 def test_demand_copy_overtakes_queued_prefetch() -> None:
@@ -93,7 +93,7 @@ def test_stale_prefetch_is_cancelled() -> None:
     res.prefetch(_AdmitAll(), 1, 2, 0.0)  # 2-3, not started at 1.5
     # layer 1's router at 1.5 activates expert 0 only: expert 1 is already on the wire
     # (kept), expert 2 has not started: cancelled, its slot freed, the engine free at 2
-    used = res.settle_prefetches(1, np.array([0]), 1.5)
+    used = res.settle_prefetches(1, (0,), 1.5)
     assert used == 1 and res.cancelled == 1
     assert not res.cached[1, 2] and res.cached[1, 1]
     assert res.pcie_free_s == 2.0 and res.copies == 2

@@ -23,8 +23,8 @@ A = np.asarray
 def test_handoff_delays_the_cpu_path_but_is_not_cpu_work() -> None:
     # One CPU expert of 4 s; router at 10.5; intercept 0.3 and hand-off 0.2 (together the
     # view's cpu_first_s): CPU path ends at 10.5 + 0.5 + 4 = 15.0; the CPU is busy 4.3.
-    view = PlacementView(0, "decode", A([2]), A([1]), A([False]), A([0.0]), A([9.0]),
-                         A([4.0]), 0.5, 2.0, 0.25, 0.0, 0.0, False, 0.75, 2.0)  # fmt: skip
+    view = PlacementView(0, "decode", (2,), (1,), (False,), (0.0,), (9.0,), (4.0,), 0.5, 2.0,
+                         0.25, 0.0, 0.0, False, 0.75, 2.0)  # fmt: skip
     step = StepCosts(0.5, 1.5, 0.25, 0.5, 0.0, 0.0, handoff_s=0.2)
     router, end, _, cbusy, _, _, _ = timeline(
         view, Placement((), (2,)), Residency((0,), 3, 2.0), 10.0, step, False

@@ -114,3 +114,84 @@ def test_spawned_cpu_split_costs_thread_creation_per_layer() -> None:
     spawn = _run("scenarios/offload-cpu-robustness.yaml", **over).summary
     dt = 1 / spawn.decode_tokens_per_s.iloc[0] - 1 / pool.decode_tokens_per_s.iloc[0]
     assert dt == pytest.approx(32 * (15 * 20e-6 - (1.96e-6 + 2 * 1.08e-6)), rel=1e-6)
+
+
+def test_pageable_copies_and_cpu_attention_share_the_host_thread() -> None:
+    # one micro-batch; next weights 3 s, GPU pre 1 s, CPU attention 2 s, GPU post 1 s.
+    # Separate threads: copy 0-3 beside pre 0-1, CPU 1-3, post 3-4 -> layer ends at 4.
+    w = LayerWork(3.0, 0.0, 1.0, 2.0, 1.0)
+    c = Clocks()
+    assert run_layer(c, 0, 1, w, 0.0, True) == 4.0
+    # One host thread (pageable copy staged by the thread that runs the CPU kernels):
+    # the CPU attention waits for the copy, 3-5, post 5-6; the next layer's copy is
+    # issued at its start (6 s), after the CPU is free.
+    c = Clocks()
+    trace: list[tuple[str, int, int, float, float]] = []
+    assert run_layer(c, 0, 1, w, 0.0, True, trace, host_shared=True) == 6.0
+    assert ("cpu", 0, 0, 3.0, 5.0) in trace
+    assert run_layer(c, 1, 1, w, 6.0, True, trace, host_shared=True) == 12.0
+    assert ("h2d-w", 2, -1, 6.0, 9.0) in trace
+
+
+def test_host_kv_width_and_upcast_bytes_by_hand() -> None:
+    from hetsim.devices.catalogue import device_spec
+    from hetsim.devices.cpu import CpuModel, cpu_kernels
+    from hetsim.workloads.models.dense import model_spec
+    from hetsim.workloads.offload.costs import DenseCosts
+
+    spec = device_spec("threadripper-7965wx")
+    cpu = CpuModel(spec, cpu_kernels(spec.name))
+    model = model_spec("opt-30b")  # 56 heads x 128 = 7168 hidden: 14336 KV values/token
+    kw = {"weight_bits": 4.5, "kv_bits": 16.0, "gpu_dtype": "fp16", "cpu_format": "int4",
+          "gpu_dequant_s_per_gb": 0.0, "cpu_calls_per_layer": 16}  # fmt: skip
+    gpu = device_spec("rtx-a6000")
+    plain = DenseCosts(model, gpu, cpu, **kw)  # type: ignore[arg-type]
+    fp32 = DenseCosts(model, gpu, cpu, host_kv_bits=32.0, **kw)  # type: ignore[arg-type]
+    up = DenseCosts(model, gpu, cpu, cpu_kv_upcast_bits=32.0, **kw)  # type: ignore[arg-type]
+    assert plain.host_kv_bytes_per_token_layer == 14336 * 2
+    assert fp32.host_kv_bytes_per_token_layer == 14336 * 4
+    # 4 sequences, 1 new token after 99: 400 tokens of KV; flops 4 x 4 x 100 x 7168
+    flops = 4.0 * 4 * 1 * 100.0 * 7168
+    for costs, per_token in ((plain, 2), (fp32, 4), (up, 2 + 2 * 4)):
+        want = cpu.stream_time_s(400 * 14336 * per_token, flops)
+        assert costs.cpu_attention_s(4, 1, 99) == pytest.approx(want)
+    # bandwidth-bound at these sizes, so the three prices differ in the bytes' ratio
+    t = [c.cpu_attention_s(4, 1, 99) - cpu.call_overhead_s for c in (plain, fp32, up)]
+    assert t[1] / t[0] == pytest.approx(2.0) and t[2] / t[0] == pytest.approx(5.0)
+
+
+def test_zero_inference_kv_offload_switches_by_direction() -> None:
+    # V55-style run on the flexgen node: weights streamed from pageable host memory, KV on
+    # the host, attention on the CPU. Sharing the host thread serialises the weight copies
+    # with the CPU attention (decode slower); attending on the GPU during the prefill
+    # removes the prefill's CPU attention (TTFT shorter); fp32 host KV doubles the CPU
+    # attention's bytes (decode slower still).
+    base = {"workload.batch": 8, "workload.prompt_tokens": 64, "workload.output_tokens": 2,
+            "policies.placement": {"name": "fixed", "weights_gpu": 0.0, "weights_cpu": 1.0,
+                                   "kv_gpu": 0.0, "attention_on_cpu": True, "pinned": False}}  # fmt: skip
+    plain = _run("scenarios/flexgen.yaml", **base).summary
+    shared = _run("scenarios/flexgen.yaml", **base,
+                  **{"workload.copies_share_cpu_thread": True}).summary  # fmt: skip
+    gpu_pre = _run("scenarios/flexgen.yaml", **base,
+                   **{"workload.cpu_attention_in_prefill": False}).summary  # fmt: skip
+    wide = _run("scenarios/flexgen.yaml", **base, **{"workload.copies_share_cpu_thread": True,
+                                                     "workload.host_kv_bits": 32}).summary  # fmt: skip
+    assert shared.tbt_mean_s.iloc[0] > plain.tbt_mean_s.iloc[0]
+    assert wide.tbt_mean_s.iloc[0] > shared.tbt_mean_s.iloc[0]
+    assert gpu_pre.ttft_s.iloc[0] < plain.ttft_s.iloc[0]
+
+
+def test_streamed_embeddings_add_two_fetches_per_step() -> None:
+    # OPT-30B fp16 on the flexgen node, weights streamed from pageable memory (copy-bound).
+    # Streaming the embedding and the LM head adds, to every step, two copies of the
+    # 50272 x 7168 matrix (720,699,392 bytes) at the pageable rate: half the Xeon 5220R
+    # core bandwidth, 7.5 GB/s (below PCIe 3.0's 12.2 GB/s), plus 5 us link latency each.
+    base = {"workload.batch": 8, "workload.prompt_tokens": 64, "workload.output_tokens": 3,
+            "policies.placement": {"name": "fixed", "weights_gpu": 0.0, "weights_cpu": 1.0,
+                                   "pinned": False}}  # fmt: skip
+    a = _run("scenarios/flexgen.yaml", **base).summary
+    b = _run("scenarios/flexgen.yaml", **base, **{"workload.embeddings_streamed": True}).summary
+    fetch = 2 * (5e-6 + 720_699_392 / 7.5e9)
+    assert b.ttft_s.iloc[0] - a.ttft_s.iloc[0] == pytest.approx(fetch, rel=1e-9)
+    assert b.tbt_mean_s.iloc[0] - a.tbt_mean_s.iloc[0] == pytest.approx(fetch, rel=1e-9)
+    assert b.h2d_bytes.iloc[0] - a.h2d_bytes.iloc[0] == 4 * 2 * 720_699_392

@@ -185,7 +185,7 @@ def test_autoscaling_holds_a_short_surge_only_without_a_cold_start() -> None:
     """A shortened cauchy-surge (60 s base, 60 s at 3x, 60 s base; hold_in_s 30 so the
     scale-in fits in the short tail). Direction: the static base deployment collapses;
     autoscaling with an instant start (no image pull, download or warm-up) scales out
-    and holds most of its attainment at Tokens/USD within 10% of the static deployment
+    and holds most of its attainment at Tokens/USD within 20% of the static deployment
     sized for the peak; with the default cold start (60 s pull + 16 s download of
     Llama-3-8B at 1 GB/s + copy + 60 s warm-up, about 137 s) the units it adds serve
     only after the 60 s surge is over, and attainment stays low (docs/serving.md)."""
@@ -207,7 +207,9 @@ def test_autoscaling_holds_a_short_surge_only_without_a_cold_start() -> None:
     assert res["peak"]["slo_attainment"] > 0.95
     assert res["instant"]["slo_attainment"] > 0.8
     ratio = res["instant"]["tokens_per_usd"] / res["peak"]["tokens_per_usd"]
-    assert 0.9 < ratio < 1.1
+    # 0.98 with borrowed size curves read in bytes, 1.12 read as time (issue 15: the L40S
+    # units are priced faster, so the autoscaler buys less; docs/serving.md)
+    assert 0.9 < ratio < 1.2
     assert res["auto"]["scale_out_events"] >= 1
     assert res["auto"]["slo_attainment"] < 0.6  # the surge is over before the units serve
 

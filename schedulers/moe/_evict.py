@@ -7,13 +7,16 @@ import numpy as np
 from hetsim.workloads.moe.view import CacheView
 
 
-def victims_by_key(view: CacheView, key: np.ndarray) -> list[int]:
-    """Unprotected cached experts of the view, lowest ``key`` first (ties: lowest id)."""
-    cand = view.cached
-    if len(view.protected):
-        blocked = np.zeros(len(key), dtype=bool)
-        blocked[view.protected] = True
-        cand = cand[~blocked[cand]]
-    order = np.lexsort((cand, key[cand]))
-    out: list[int] = cand[order].tolist()
+def victims_by_key(view: CacheView, key: np.ndarray, count: int) -> list[int]:
+    """The ``count`` first unprotected cached experts of the view, lowest ``key`` first
+    (ties: lowest id)."""
+    cand = (view.cached & ~view.protected).nonzero()[0]
+    if count <= 0 or len(cand) == 0:
+        return []
+    keys = key[cand]
+    if count == 1:  # the minimum alone: argmin takes the first, i.e. the lowest id
+        i = int(keys.argmin())
+        if keys[i] == keys[i]:  # (a NaN key: argmin finds NaN first, the sort puts it last)
+            return [int(cand[i])]
+    out: list[int] = cand[np.lexsort((cand, keys))][:count].tolist()
     return out

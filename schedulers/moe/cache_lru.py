@@ -42,11 +42,11 @@ class LruCache:
     def admit(self, view: CacheView) -> CacheDecision:
         """Admit every incoming expert, evicting the least recently used."""
         last = self.last[view.layer]
-        free = view.slots - len(view.cached)
-        evictable = victims_by_key(view, last) if free < len(view.incoming) else []
+        free = view.slots - view.occupied
+        evictable = victims_by_key(view, last, len(view.incoming) - free)
         admit: list[int] = []
         evict: list[int] = []
-        for e in view.incoming.tolist():
+        for e in view.incoming:
             if free > 0:
                 free -= 1
             elif evictable:

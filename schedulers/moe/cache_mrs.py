@@ -38,12 +38,13 @@ class MrsCache:
     def __init__(self, params: MrsParams, rng: np.random.Generator) -> None:
         self.params = params
         self.score = np.zeros((0, 0))
-        self._token_tops: tuple[int, np.ndarray] = (-1, np.zeros((0, 0), dtype=bool))
+        # (step, each layer's top-p ids and alpha x their probabilities) of a decode token
+        self._token_tops: tuple[int, list[tuple[np.ndarray, np.ndarray]]] = (-1, [])
 
     def allocate(self, view: AllocationView) -> tuple[int, ...]:
         """Uniform slots per layer (and reset scores)."""
         self.score = np.zeros((view.layers, view.experts))
-        self._token_tops = (-1, np.zeros((0, 0), dtype=bool))
+        self._token_tops = (-1, [])
         return uniform_slots(view)
 
     def observe_token(self, probs: np.ndarray, selected: np.ndarray, step: int) -> None:
@@ -67,7 +68,11 @@ class MrsCache:
             m = int(n[layer])
             tops[layer] = False
             tops[layer][neg[layer].argpartition(m - 1)[:m]] = True
-        self._token_tops = (step, tops)
+        ids = tops.nonzero()[1]  # row-major: each layer's top-p ids ascending, in turn
+        gain = self.params.alpha * probs[tops]  # the same products as layer by layer
+        ends = np.cumsum(np.count_nonzero(tops, axis=1)).tolist()
+        spans = zip([0, *ends[:-1]], ends, strict=True)
+        self._token_tops = (step, [(ids[a:b], gain[a:b]) for a, b in spans])
 
     def observe(self, layer: int, probs: np.ndarray, selected: np.ndarray, step: int) -> None:
         """Fold every token's top-p probabilities into the layer's scores."""
@@ -76,9 +81,9 @@ class MrsCache:
         if tokens == 1:  # the decode fast path of the same update
             row = self.score[layer]
             if self._token_tops[0] == step:  # the top-p found by observe_token
-                top = self._token_tops[1][layer]
+                top, gain = self._token_tops[1][layer]
                 row *= 1.0 - a
-                row[top] += a * probs[0][top]
+                row[top] += gain
                 return
             n = min(self.params.p_factor * int(np.count_nonzero(selected)), experts)
             top_ids = (-probs[0]).argpartition(n - 1)[:n]
@@ -94,13 +99,13 @@ class MrsCache:
     def admit(self, view: CacheView) -> CacheDecision:
         """Admit every incoming expert (highest score first), evicting lowest-score victims."""
         s = self.score[view.layer]
-        free = view.slots - len(view.cached)
-        victims = victims_by_key(view, s) if free < len(view.incoming) else []
+        free = view.slots - view.occupied
+        victims = victims_by_key(view, s, len(view.incoming) - free)
         admit: list[int] = []
         evict: list[int] = []
-        incoming = view.incoming.tolist()
+        incoming = view.incoming
         if len(incoming) > 1:
-            incoming.sort(key=lambda e: (-s[e], e))
+            incoming = tuple(sorted(incoming, key=lambda e: (-s[e], e)))
         for e in incoming:
             if free > 0:
                 free -= 1

@@ -13,7 +13,7 @@ expert earlier takes it (ties go to the GPU). The costs are the mechanism's esti
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Sequence
 from typing import NamedTuple
 
 
@@ -26,11 +26,11 @@ class HssResult(NamedTuple):
 
 
 def hss(
-    gpu_s: list[float],
-    cpu_s: list[float],
-    cached: list[bool],
-    ready_s: list[float],
-    loads: list[int],
+    gpu_s: Sequence[float],
+    cpu_s: Sequence[float],
+    cached: Sequence[bool],
+    ready_s: Sequence[float],
+    loads: Sequence[int],
     copy_s: float,
     gpu_free_s: float = 0.0,
     cpu_free_s: float = 0.0,
@@ -42,23 +42,26 @@ def hss(
     # by load descending, ties by index (a reversed sort keeps equal keys in input order)
     hot = sorted([i for i in range(n) if cached[i]], key=loads.__getitem__, reverse=True)
     cold = sorted([i for i in range(n) if not cached[i]], key=loads.__getitem__, reverse=True)
-    queue = deque(hot + cold)
+    queue = hot + cold
+    front, back = 0, n - 1  # the GPU takes queue[front], the CPU queue[back]
     g, c, p = gpu_free_s, cpu_free_s, pcie_free_s
     gpu: list[int] = []
     cpu: list[int] = []
-    while queue:
-        f = queue[0]
+    while front <= back:
+        f = queue[front]
         if cached[f]:
             pf, r = p, ready_s[f]
         else:
             pf = r = p + copy_s
         gf = (g if g >= r else r) + gpu_s[f]  # max(g, r) without the call
-        b = queue[-1]
+        b = queue[back]
         cf = c + cpu_s[b] + (0.0 if cpu else cpu_first_s)
         if gf <= cf:
-            gpu.append(queue.popleft())
+            gpu.append(f)
+            front += 1
             g, p = gf, pf
         else:
-            cpu.append(queue.pop())
+            cpu.append(b)
+            back -= 1
             c = cf
-    return HssResult(tuple(gpu), tuple(cpu), max(g, c))
+    return HssResult(tuple(gpu), tuple(cpu), c if c > g else g)  # max(g, c) without the call

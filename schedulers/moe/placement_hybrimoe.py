@@ -29,16 +29,16 @@ class HybriMoEPlacement:
     def place(self, view: PlacementView) -> Placement:
         """The HSS assignment of this layer's experts."""
         r = hss(
-            view.gpu_s.tolist(),
-            view.cpu_s.tolist(),
-            view.cached.tolist(),
-            view.ready_s.tolist(),
-            view.loads.tolist(),
+            view.gpu_s,
+            view.cpu_s,
+            view.cached,
+            view.ready_s,
+            view.loads,
             view.copy_s,
             view.gpu_free_s,
             view.cpu_free_s,
             view.pcie_free_s,
             view.cpu_first_s,
         )
-        ids: list[int] = view.experts.tolist()
-        return Placement(gpu=tuple(ids[i] for i in r.gpu), cpu=tuple(ids[i] for i in r.cpu))
+        ids = view.experts
+        return Placement(gpu=tuple([ids[i] for i in r.gpu]), cpu=tuple([ids[i] for i in r.cpu]))

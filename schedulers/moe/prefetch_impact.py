@@ -19,6 +19,8 @@ prefetches by MRS score (``prefetch_size``, default 0).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,12 +34,21 @@ Best = tuple[float, int, float, int, int]  # impact, -depth, probability, layer 
 CostKey = tuple[tuple[float, ...], tuple[float, ...], tuple[int, ...], float, float]
 
 
-def _bits(cached: list[bool]) -> int:
-    """Residency of a layer's predicted experts as a bit set (bit i: expert i cached)."""
-    bits = 0
-    for i, c in enumerate(cached):
-        if c:
-            bits |= 1 << i
+_BITS: dict[tuple[bool, ...], int] = {}
+
+
+def _bits(cached: Sequence[bool]) -> int:
+    """Residency of a layer's predicted experts as a bit set (bit i: expert i cached);
+    remembered per residency tuple of up to 16 experts (a pure function of it)."""
+    key = tuple(cached)
+    bits = _BITS.get(key)
+    if bits is None:
+        bits = 0
+        for i, c in enumerate(key):
+            if c:
+                bits |= 1 << i
+        if len(key) <= 16:
+            _BITS[key] = bits
     return bits
 
 
@@ -62,39 +73,40 @@ class ImpactPrefetch:
         self.params = params
         self.lookahead_layers = params.lookahead_layers
         self._memo: list[dict[int, float]] = []  # [cost id][cached bits] -> makespan
+        # [cost id][cached bits] -> (largest gain, experts reaching it), see _top_gain
+        self._top_gains: list[dict[int, tuple[float, tuple[int, ...]]]] = []
         self._cost_ids: dict[CostKey, int] = {}
         self._inputs: list[CostKey] = []
         self._last: tuple[object, object, object, float, float, int] | None = None
 
-    def makespan(self, la: LookaheadLayer, cached: list[bool], view: PrefetchView) -> float:
+    def makespan(self, la: LookaheadLayer, cached: Sequence[bool], view: PrefetchView) -> float:
         """Simulated makespan of a later layer with ``cached`` residency (memoised)."""
         return self._span(self._cost_id(la, view), _bits(cached))
 
     def _cost_id(self, la: LookaheadLayer, view: PrefetchView) -> int:
-        """A small id for the layer's cost inputs. The mechanism hands the same read-only
-        arrays for every decode layer, so the last id is reused when they are the same
-        objects (and not writeable, hence unchanged)."""
-        last, arrays = self._last, (la.gpu_s, la.cpu_s, la.loads)
+        """A small id for the layer's cost inputs. The mechanism hands the same tuples
+        for every decode layer, so the last id is reused when they are the same objects."""
+        last = self._last
         if (
             last is not None
-            and last[0] is arrays[0] and last[1] is arrays[1] and last[2] is arrays[2]
+            and last[0] is la.gpu_s and last[1] is la.cpu_s and last[2] is la.loads
             and last[3] == view.copy_s and last[4] == view.cpu_first_s
-            and not (
-                arrays[0].flags.writeable or arrays[1].flags.writeable
-                or arrays[2].flags.writeable
-            )
         ):  # fmt: skip
             return last[5]
         key: CostKey = (
-            tuple(la.gpu_s.tolist()), tuple(la.cpu_s.tolist()), tuple(la.loads.tolist()),
-            view.copy_s, view.cpu_first_s,
-        )  # fmt: skip
+            tuple(la.gpu_s),
+            tuple(la.cpu_s),
+            tuple(la.loads),
+            view.copy_s,
+            view.cpu_first_s,
+        )
         cid = self._cost_ids.get(key)
         if cid is None:
             cid = self._cost_ids[key] = len(self._inputs)
             self._inputs.append(key)
             self._memo.append({})
-        self._last = (*arrays, view.copy_s, view.cpu_first_s, cid)
+            self._top_gains.append({})
+        self._last = (la.gpu_s, la.cpu_s, la.loads, view.copy_s, view.cpu_first_s, cid)
         return cid
 
     def _span(self, cid: int, bits: int) -> float:
@@ -112,7 +124,7 @@ class ImpactPrefetch:
     def _best(
         self,
         view: PrefetchView,
-        layers: list[tuple[int, list[float]]],
+        layers: list[tuple[int, tuple[float, ...]]],
         state: list[int],
         arrive_s: float,
     ) -> Best | None:
@@ -123,22 +135,33 @@ class ImpactPrefetch:
             if arrive_s > la.depth * view.layer_end_s:
                 continue  # would land after its layer starts: no impact counted
             (cid, probs), bits = layers[li], state[li]
-            memo = self._memo[cid]
-            base = memo.get(bits)
-            if base is None:
-                base = self._span(cid, bits)
-            neg_depth = -la.depth
-            for i in range(len(probs)):
-                if bits >> i & 1:
-                    continue
-                span = memo.get(bits | 1 << i)
-                if span is None:
-                    span = self._span(cid, bits | 1 << i)
-                gain = base - span
-                # (gain, -depth, probability) compared as a tuple, lexicographically
-                if best is None or (gain, neg_depth, probs[i]) > best[:3]:
-                    best = (gain, neg_depth, probs[i], li, i)
+            top = self._top_gains[cid].get(bits)
+            gain, tied = self._top_gain(cid, bits) if top is None else top
+            if not tied:
+                continue  # every predicted expert of the layer is cached
+            i = tied[0]  # the layer's best: the most probable of them (the first on ties)
+            for j in tied[1:]:
+                if probs[j] > probs[i]:
+                    i = j
+            # (gain, -depth, probability) compared as a tuple, lexicographically; on a
+            # tie the earlier layer stays
+            if best is None or (gain, -la.depth, probs[i]) > best[:3]:
+                best = (gain, -la.depth, probs[i], li, i)
         return best
+
+    def _top_gain(self, cid: int, bits: int) -> tuple[float, tuple[int, ...]]:
+        """The largest impact of caching one more predicted expert of a layer with
+        residency ``bits``, and the experts (indices, ascending) that reach it (none if
+        all are cached). A function of the layer's cost inputs and ``bits`` (memoised)."""
+        base = self._span(cid, bits)
+        n = len(self._inputs[cid][0])
+        gains = [(i, base - self._span(cid, bits | 1 << i)) for i in range(n) if not bits >> i & 1]
+        top: tuple[float, tuple[int, ...]] = (0.0, ())
+        if gains:
+            g = max(x for _, x in gains)
+            top = (g, tuple([i for i, x in gains if x == g]))
+        self._top_gains[cid][bits] = top
+        return top
 
     def prefetch(self, view: PrefetchView) -> tuple[tuple[int, int], ...]:
         """Highest-impact experts while the copy engine would otherwise idle."""
@@ -148,10 +171,8 @@ class ImpactPrefetch:
         out: list[tuple[int, int]] = []
         if t >= view.layer_end_s:
             return ()
-        state = [_bits(la.cached.tolist()) for la in view.lookahead]
-        layers = [
-            (self._cost_id(la, view), la.probs[la.predicted].tolist()) for la in view.lookahead
-        ]
+        state = [_bits(la.cached) for la in view.lookahead]
+        layers = [(self._cost_id(la, view), la.predicted_probs) for la in view.lookahead]
         while t < view.layer_end_s and len(out) < self.params.max_per_layer:
             best = self._best(view, layers, state, t + view.copy_s)
             if best is None or best[0] <= self.params.min_impact_s:
@@ -159,6 +180,6 @@ class ImpactPrefetch:
             li, i = best[3], best[4]
             state[li] |= 1 << i
             la = view.lookahead[li]
-            out.append((la.layer, int(la.predicted[i])))
+            out.append((la.layer, la.predicted[i]))
             t += view.copy_s
         return tuple(out)

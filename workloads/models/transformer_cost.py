@@ -318,7 +318,8 @@ class TransformerCost:
         cross_units: float, self_units: float, decode_seqs: int, decode_ctx: int,
     ) -> float:  # fmt: skip
         """:meth:`iteration_s` from plain numbers (the serving hot path: no objects, no
-        numpy); equal to it up to floating-point rounding."""
+        numpy); equal to it up to floating-point rounding. :meth:`decode_steps_s`
+        repeats its decode-only arithmetic: change both together."""
         if tokens <= 0:
             return 0.0
         (fl_unit, self_f, peak, ce, ch, cx, q_bytes, kv_bytes, pre_bw, sharp, pre_floor,
@@ -343,6 +344,35 @@ class TransformerCost:
         o = self.overheads
         floor = self._launch_floor_s
         return float(max(gpu, floor)) + o.framework_s + o.framework_per_seq_s * sampled
+
+    def decode_steps_s(self, seqs: int, ctx: int, count: int) -> list[float]:
+        """:meth:`step_s` of ``count`` consecutive decode-only iterations of ``seqs``
+        sequences, the first with ``ctx`` cached tokens in all (each adds ``seqs``):
+        ``step_s(seqs, seqs, 0, 0, 0.0, 0.0, seqs, ctx + seqs + k seqs)``, k = 0..count-1.
+        Its decode branch, term by term in the same order, so the floats are identical
+        (``tests/test_serving_decode_runs.py`` checks; change both together)."""
+        if seqs <= 0 or seqs > self.table_tokens:
+            return [
+                self.step_s(seqs, seqs, 0, 0, 0.0, 0.0, seqs, ctx + seqs + k * seqs)
+                for k in range(count)
+            ]
+        (_, _, _, _, _, _, q_bytes, kv_bytes, _, _, _,
+         de, dh, dx, per_seq, dec_floor, bw, layers) = self._attn_consts  # fmt: skip
+        fixed = self._token_table[seqs] + self._head_table[seqs]
+        per_seq_attn = dec_floor + per_seq * seqs
+        q = q_bytes * seqs
+        bw_de = bw * de
+        floor = self._launch_floor_s
+        o = self.overheads
+        frame, frame_seqs = o.framework_s, o.framework_per_seq_s * seqs
+        out = []
+        c = ctx + seqs
+        for _ in range(count):
+            nbytes = max(kv_bytes * c + q, 1.0)
+            attn = 0.0 + (per_seq_attn + nbytes / (bw_de / (1.0 + (dh / nbytes) ** dx)))
+            out.append(float(max(fixed + layers * attn, floor)) + frame + frame_seqs)
+            c += seqs
+        return out
 
     # ---- one iteration -----------------------------------------------------------------
     @cached_property

@@ -92,7 +92,7 @@ class StepCosts:
     handoff_s: float = 0.0  # GPU->CPU hidden states + CPU->GPU expert output, per layer
 
 
-_UNIT: dict[int, np.ndarray] = {}
+_UNIT: dict[int, tuple[int, ...]] = {}
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
@@ -101,12 +101,12 @@ def read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def unit_loads(n: int) -> np.ndarray:
-    """Read-only int64 loads of ``n`` experts with one token each (every decode layer-step
-    under top-k gating), built once and shared."""
+def unit_loads(n: int) -> tuple[int, ...]:
+    """Loads of ``n`` experts with one token each (every decode layer-step under top-k
+    gating), built once and shared."""
     a = _UNIT.get(n)
     if a is None:
-        a = _UNIT[n] = read_only(np.ones(n, dtype=np.int64))
+        a = _UNIT[n] = (1,) * n
     return a
 
 
@@ -168,13 +168,17 @@ class MoECosts:
         self.cpu_expert_s[1:] += cpu_expert_overhead_s
         self.gpu_expert_s[0] = self.cpu_expert_s[0] = 0.0
         self.cpu_first_s = cpu_layer_overhead_s
-        self._unit_times: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._unit_times: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         # FFN prices by (device, dtype, width, tokens): the same for every decode step
         self._ffn_s: dict[tuple[int, str, int, int], float] = {}
+        # context-free attention kernels by tokens and LM head by sequences (the same
+        # for every decode step)
+        self._attn_fixed_s: dict[int, tuple[float, float]] = {}
+        self._lm_head: dict[int, float] = {}
 
-    def expert_times(self, loads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Read-only (GPU, CPU) seconds of experts at ``loads`` tokens each; built once per
-        length for the shared arrays of :func:`unit_loads`."""
+    def expert_times(self, loads: tuple[int, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(GPU, CPU) seconds of experts at ``loads`` tokens each; built once per length
+        for the shared loads of :func:`unit_loads` (the same tuples each time)."""
         n = len(loads)
         if loads is _UNIT.get(n):
             hit = self._unit_times.get(n)
@@ -183,8 +187,9 @@ class MoECosts:
             return hit
         return self._times(loads)
 
-    def _times(self, loads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return read_only(self.gpu_expert_s[loads]), read_only(self.cpu_expert_s[loads])
+    def _times(self, loads: tuple[int, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        idx = np.asarray(loads, dtype=np.int64)
+        return tuple(self.gpu_expert_s[idx].tolist()), tuple(self.cpu_expert_s[idx].tolist())
 
     def _gpu_mlp_s(self, ffn: int, tokens: Any, precision: Precision) -> Any:
         """A gated MLP (gate+up GEMM, SiLU-and-mul, down GEMM) on the GPU, kernel by kernel
@@ -255,10 +260,7 @@ class MoECosts:
         m, g, f, p = self.model, self.gpu, self.fits.fits, self.dense_precision
         h, t, tp = m.hidden, float(tokens), self.tp
         kv_width = m.kv_bytes_per_token / (m.layers * 2 * 2)  # K and V elements per token
-        proj = float(gemm_time_s(g, f.gemm, t, m.attention_params / h / tp, h, p))
-        a = p.activation_bytes
-        small = 2 * float(elementwise_time_s(g, f.elementwise, 2 * t * h * a, "norm"))
-        small += 2 * float(elementwise_time_s(g, f.elementwise, 3 * t * h * a, "add"))
+        proj, small = self._attention_fixed(tokens)
         q = t / seqs
         if q > 1:
             cls = "attention_prefill"
@@ -288,6 +290,33 @@ class MoECosts:
             out["elementwise"] = out.get("elementwise", 0.0) + n * float(act)
         return out
 
+    def _attention_fixed(self, tokens: int) -> tuple[float, float]:
+        """The attention block's kernels that do not depend on the context (projection
+        GEMM; norms and residual adds) on ``tokens`` tokens, priced once per count."""
+        hit = self._attn_fixed_s.get(tokens)
+        if hit is None:
+            m, g, f, p = self.model, self.gpu, self.fits.fits, self.dense_precision
+            h, t = m.hidden, float(tokens)
+            proj = float(gemm_time_s(g, f.gemm, t, m.attention_params / h / self.tp, h, p))
+            a = p.activation_bytes
+            small = 2 * float(elementwise_time_s(g, f.elementwise, 2 * t * h * a, "norm"))
+            small += 2 * float(elementwise_time_s(g, f.elementwise, 3 * t * h * a, "add"))
+            hit = self._attn_fixed_s[tokens] = (proj, small)
+        return hit
+
+    def _lm_head_s(self, seqs: int) -> float:
+        """The LM head GEMM on ``seqs`` sampling sequences, priced once per count."""
+        hit = self._lm_head.get(seqs)
+        if hit is None:
+            m = self.model
+            hit = self._lm_head[seqs] = float(
+                gemm_time_s(
+                    self.gpu, self.fits.fits.gemm, seqs, m.vocab / self.tp, m.hidden,
+                    self.dense_precision,
+                )
+            )  # fmt: skip
+        return hit
+
     def _tp_reduce_s(self, tokens: int) -> float:
         """The two all-reduces of a layer's activations under tensor parallelism (after
         attention and after the MLP/MoE block), charged with the attention block."""
@@ -308,16 +337,7 @@ class MoECosts:
             shared_gpu_s=self._ffn(*g, shared, tokens),
             shared_cpu_s=self._ffn(*c, shared, tokens),
             dense_ffn_gpu_s=self._ffn(*g, m.dense_ffn, tokens),
-            lm_head_s=float(
-                gemm_time_s(
-                    self.gpu,
-                    self.fits.fits.gemm,
-                    seqs,
-                    m.vocab / self.tp,
-                    m.hidden,
-                    self.dense_precision,
-                )
-            ),
+            lm_head_s=self._lm_head_s(seqs),
             handoff_s=0.0
             if self.handoff_fn is None
             else self.handoff_fn(float(tokens) * m.hidden * self.dense_precision.activation_bytes),

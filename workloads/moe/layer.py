@@ -12,6 +12,9 @@ not cached) or the CPU, and three resources run concurrently:
   uncached GPU experts in GPU order;
 - the CPU runs its experts back to back from the router time.
 
+With ``after_all_copies`` (kt-kernel's layerwise GPU prefill: the layer's experts are
+copied, then one fused MoE call runs over them) no routed expert starts on the GPU
+before the last of the layer's copies has landed.
 The layer ends at the barrier ``max(GPU end, CPU end)`` (the partial outputs are summed);
 copies still in flight (prefetches) continue into later layers. With
 ``dense_on_cpu`` (llama.cpp CPU layers) attention and shared experts run on the CPU.
@@ -21,6 +24,7 @@ advances simulated time with one timeout to the barrier.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,35 +52,38 @@ def check_mask(mask: Any, tokens: int, experts: int, top_k: int, layer: int) -> 
     return mask
 
 
-def check_placement(
-    p: Placement, experts: np.ndarray, layer: int, experts_list: list[int] | None = None
-) -> None:
-    """Every activated expert placed exactly once (conservation); ``experts_list``:
-    ``experts`` as a list where the caller has it."""
+def check_placement(p: Placement, experts: tuple[int, ...], layer: int) -> None:
+    """Every activated expert placed exactly once (conservation)."""
     placed = [*p.gpu, *p.cpu]
-    ids = experts.tolist() if experts_list is None else experts_list
-    if len(placed) != len(ids) or set(placed) != set(ids):
+    if len(placed) != len(experts) or set(placed) != set(experts):
         raise InvariantViolation(
-            f"placement at layer {layer} placed {sorted(placed)}, activated {experts.tolist()}"
+            f"placement at layer {layer} placed {sorted(placed)}, activated {list(experts)}"
         )
 
 
-def route(gating: Any, view: GatingView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gating decision -> (mask, activated ids, tokens per activated expert)."""
+Routed = tuple[np.ndarray, np.ndarray, tuple[int, ...], tuple[int, ...]]
+"""A layer's routing: (mask, activated ids as a read-only array, the same ids as a
+tuple, tokens per activated expert as a tuple)."""
+
+
+def route(gating: Any, view: GatingView) -> Routed:
+    """Gating decision -> (mask, activated ids (array, tuple), tokens per activated expert)."""
     tokens, experts = view.probs.shape
     mask = check_mask(gating.select(view), tokens, experts, view.top_k, view.layer)
-    if tokens == 1:  # decode: the row's experts, one token each (shared read-only loads)
+    if tokens == 1:  # decode: the row's experts, one token each (shared loads)
         ids = read_only(mask[0].nonzero()[0])
-        return mask, ids, unit_loads(len(ids))
+        return mask, ids, tuple(ids.tolist()), unit_loads(len(ids))
     loads_all = mask.sum(axis=0)
     ids = read_only(loads_all.nonzero()[0])
-    return mask, ids, read_only(loads_all[ids])
+    return mask, ids, tuple(ids.tolist()), tuple(loads_all[ids].tolist())
 
 
-def route_token(gating: Any, view: TokenGatingView) -> tuple[np.ndarray, list[np.ndarray]]:
+def route_token(
+    gating: Any, view: TokenGatingView
+) -> tuple[np.ndarray, list[np.ndarray], list[tuple[int, ...]]]:
     """A decode token's gating decision at every layer, checked as :func:`check_mask`
     checks each layer's -> (mask (layers, experts), each layer's read-only activated ids,
-    ascending: the same ids :func:`route` finds layer by layer)."""
+    ascending: the same ids :func:`route` finds layer by layer, and the same as tuples)."""
     layers, experts = view.probs.shape
     mask = np.asarray(gating.select_token(view))
     if mask.dtype != bool or mask.shape != (layers, experts):
@@ -92,59 +99,54 @@ def route_token(gating: Any, view: TokenGatingView) -> tuple[np.ndarray, list[np
         )
     cols = read_only(mask.nonzero()[1])  # row-major: each layer's ids ascending, in turn
     ends = np.cumsum(counts).tolist()
-    return mask, [cols[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    spans = list(zip([0, *ends[:-1]], ends, strict=True))
+    flat = cols.tolist()
+    return mask, [cols[a:b] for a, b in spans], [tuple(flat[a:b]) for a, b in spans]
 
 
 def placement_view(
     layer: int,
     phase: Phase,
     ids: np.ndarray,
-    loads: np.ndarray,
+    ids_t: tuple[int, ...],
+    loads: tuple[int, ...],
     res: Any,
     costs: Any,
     step: StepCosts,
     router_abs: float,
-    lists: list[Any] | None = None,
 ) -> PlacementView:
-    """The placement policy's snapshot of one layer (times relative to the router).
-    ``lists``, if given, receives the view's experts, cached and ready_s as lists."""
-    cached = res.cached[layer][ids]  # (a row, then its items: cheaper than [layer, ids])
-    cached_l = cached.tolist()
+    """The placement policy's snapshot of one layer (times relative to the router);
+    ``ids`` and ``ids_t``: the activated ids as an array and as a tuple."""
+    cached = tuple(res.cached[layer][ids].tolist())  # (a row, then its items)
     # max(ready - router, 0) where cached, else 0 (Python floats: the same IEEE results
-    # as the array operations, cheaper on a layer's few experts)
-    ready_l = [
-        max(r - router_abs, 0.0) if c else 0.0
-        for r, c in zip(res.ready_at_s[layer][ids].tolist(), cached_l, strict=True)
-    ]
-    ready = np.array(ready_l, dtype=float)
-    if lists is not None:
-        lists[:] = [ids.tolist(), cached_l, ready_l]
+    # as the array operations, cheaper on a layer's few experts; the times are finite,
+    # so r - router is positive exactly where r > router)
+    ready = tuple([
+        r - router_abs if c and r > router_abs else 0.0
+        for r, c in zip(res.ready_at_s[layer][ids].tolist(), cached, strict=True)
+    ])  # fmt: skip
     gpu_s, cpu_s = costs.expert_times(loads)
     row = res.cached[layer]
-    return PlacementView(
-        layer=layer,
-        phase=phase,
-        experts=read_only(ids),
-        loads=read_only(loads),
-        cached=read_only(cached),
-        ready_s=read_only(ready),
-        gpu_s=gpu_s,
-        cpu_s=cpu_s,
-        cpu_first_s=costs.cpu_first_s + step.handoff_s,
-        copy_s=costs.copy_s,
-        gpu_free_s=step.shared_gpu_s,
-        cpu_free_s=0.0,
-        pcie_free_s=max(res.pcie_free_s - router_abs, 0.0),
-        # a layer with fewer slots than experts is never wholly cached (the residency
-        # never holds more experts than slots), so the count is skipped there
-        layer_resident=bool(
-            res.slot_counts[layer] >= len(row)
-            and np.count_nonzero(row) == len(row)
-            and (res.ready_at_s[layer] <= router_abs).all()
-        ),
-        dense_gpu_s=step.attention_gpu_s + step.shared_gpu_s,
-        dense_cpu_s=step.attention_cpu_s + step.shared_cpu_s,
+    # a layer with fewer slots than experts is never wholly cached (the residency never
+    # holds more experts than slots), so the count is skipped there
+    resident = bool(
+        res.slot_counts[layer] >= len(row)
+        and np.count_nonzero(row) == len(row)
+        and (res.ready_at_s[layer] <= router_abs).all()
     )
+    # positional construction, in PlacementView's field order (the hot path: one per
+    # MoE layer-step)
+    return tuple.__new__(PlacementView, (
+        layer, phase, ids_t, loads, cached, ready, gpu_s, cpu_s,
+        costs.cpu_first_s + step.handoff_s,  # cpu_first_s
+        costs.copy_s,
+        step.shared_gpu_s,  # gpu_free_s
+        0.0,  # cpu_free_s
+        max(res.pcie_free_s - router_abs, 0.0),  # pcie_free_s
+        resident,  # layer_resident
+        step.attention_gpu_s + step.shared_gpu_s,  # dense_gpu_s
+        step.attention_cpu_s + step.shared_cpu_s,  # dense_cpu_s
+    ))  # fmt: skip
 
 
 def timeline(
@@ -154,17 +156,18 @@ def timeline(
     layer_start: float,
     step: StepCosts,
     spans: bool,
-    lists: tuple[list[int], list[bool], list[float]] | None = None,
+    lists: tuple[Sequence[int], Sequence[bool], Sequence[float]] | None = None,
+    after_all_copies: bool = False,
 ) -> tuple[float, float, float, float, float, int, list[tuple[str, str, float, float]]]:
     """Run the placement on GPU, CPU and PCIe. Returns (router, end, gpu busy, cpu busy,
     stall, copies, spans); spans are (resource, name, start, end). ``lists``: the view's
-    experts, cached and ready_s as lists where the caller has them."""
+    experts, cached and ready_s where the caller has them in another form (default: the
+    view's own); ``after_all_copies``: the GPU experts wait for every copy of the layer
+    (module doc)."""
     out: list[tuple[str, str, float, float]] = []
-    if lists is None:
-        lists = (view.experts.tolist(), view.cached.tolist(), view.ready_s.tolist())
-    experts, cached, ready_s = lists
+    experts, cached, ready_s = (view.experts, view.cached, view.ready_s) if lists is None else lists
     pos = {e: i for i, e in enumerate(experts)}
-    gpu_s, cpu_s = view.gpu_s.tolist(), view.cpu_s.tolist()
+    gpu_s, cpu_s = view.gpu_s, view.cpu_s
     if p.dense_on_cpu:
         router = layer_start + step.attention_cpu_s
         gpu_t, cpu_t = router, router + step.shared_cpu_s
@@ -174,16 +177,30 @@ def timeline(
         gpu_t, cpu_t = router + step.shared_gpu_s, router
         gpu_busy, cpu_busy = step.attention_gpu_s + step.shared_gpu_s, 0.0
     stall, copies = 0.0, 0
+    gate = router  # with after_all_copies: when the layer's last copy has landed
+    if after_all_copies:
+        for e in p.gpu:
+            i = pos[e]
+            if cached[i]:
+                gate = max(gate, router + ready_s[i])
+                continue
+            c0, ready = res.copy(router)
+            copies += 1
+            gate = max(gate, ready)
+            if spans:
+                out.append(("pcie", f"copy L{view.layer}E{e}", c0, ready))
     for e in p.gpu:
         i = pos[e]
-        if cached[i]:
+        if after_all_copies:
+            ready = gate
+        elif cached[i]:
             ready = router + ready_s[i]
         else:
             c0, ready = res.copy(router)
             copies += 1
             if spans:
                 out.append(("pcie", f"copy L{view.layer}E{e}", c0, ready))
-        start = max(gpu_t, ready)
+        start = ready if ready > gpu_t else gpu_t  # max(gpu_t, ready) without the call
         stall += start - gpu_t
         gpu_t = start + gpu_s[i]
         gpu_busy += gpu_s[i]

@@ -64,26 +64,25 @@ class Counters:
     resident: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "decode": 0})
 
     def add_layer(
-        self, phase: str, mask: np.ndarray, ids: np.ndarray, loads: np.ndarray, hits: int,
-        placed: Placement, copied: int, used: int, gpu_busy_s: float, cpu_busy_s: float,
-        stall_s: float, ids_list: list[int] | None = None, loads_list: list[int] | None = None,
+        self, phase: str, mask: np.ndarray, ids: tuple[int, ...], loads: tuple[int, ...],
+        hits: int, placed: Placement, copied: int, used: int, gpu_busy_s: float,
+        cpu_busy_s: float, stall_s: float,
     ) -> int:  # fmt: skip
-        """Account one MoE layer-step; returns its token-expert activations (mask count).
-        ``ids_list``/``loads_list``: ``ids``/``loads`` as lists where the caller has them."""
-        by_id = dict(
-            zip(
-                ids.tolist() if ids_list is None else ids_list,
-                loads.tolist() if loads_list is None else loads_list,
-                strict=True,
+        """Account one MoE layer-step; returns its token-expert activations (mask count)."""
+        tokens = mask.shape[0]
+        if tokens == 1:  # one token: each activated expert (the row's nonzero) has load 1,
+            # and check_placement placed each exactly once
+            activated = len(ids)
+            computed = len(placed.gpu) + len(placed.cpu)
+        else:
+            by_id = dict(zip(ids, loads, strict=True))
+            activated = int(np.count_nonzero(mask))
+            computed = sum(map(by_id.__getitem__, placed.gpu)) + sum(
+                map(by_id.__getitem__, placed.cpu)
             )
-        )
-        # one token: its activations are its activated experts (ids are the row's nonzero)
-        activated = len(by_id) if mask.shape[0] == 1 else int(np.count_nonzero(mask))
         self.activated_pairs += activated
-        self.computed_pairs += sum(map(by_id.__getitem__, placed.gpu)) + sum(
-            map(by_id.__getitem__, placed.cpu)
-        )
-        self.token_layers += mask.shape[0]
+        self.computed_pairs += computed
+        self.token_layers += tokens
         self.experts[phase] += len(ids)
         self.hits[phase] += hits
         self.gpu_experts += len(placed.gpu)

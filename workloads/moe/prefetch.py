@@ -24,15 +24,33 @@ class TokenPredictions:
     """One decode token's predictions of every layer at every depth, computed at once.
 
     ``probs[d - 1]`` is (layers, experts); ``ids[d - 1]`` the top-k ids per layer, most
-    probable first. Both are read-only, so their rows go into views as they are."""
+    probable first; ``prob_rows``, ``id_tuples`` and ``top_probs`` hold each layer's
+    probability row (a read-only view), predicted ids and their probabilities (tuples)
+    by depth. ``gather[l]``: the flat (layer x experts) indices of the predicted experts
+    of the layers after ``l`` (depth 1 first), to read their residency in one step."""
 
-    def __init__(self, trace: Any, t: int, depth: int, k: int) -> None:
+    def __init__(self, trace: Any, t: int, depth: int, k: int, experts: int) -> None:
         self.t = t
         self.probs = [read_only(predicted_token(trace, t, d)) for d in range(1, depth + 1)]
         self.ids = [read_only(_top_ids(p, k)) for p in self.probs]
-        # the rows as lists of read-only views, split once (views of read-only arrays)
-        self.prob_rows = [list(p) for p in self.probs]
-        self.id_rows = [list(i) for i in self.ids]
+        layers = self.probs[0].shape[0]
+        rows = np.arange(layers)
+        self.prob_rows = [list(p) for p in self.probs]  # read-only views of read-only arrays
+        self.id_tuples = [[tuple(r) for r in i.tolist()] for i in self.ids]
+        self.top_probs = [
+            [tuple(r) for r in p[rows[:, None], i].tolist()]
+            for p, i in zip(self.probs, self.ids, strict=True)
+        ]
+        # flat[d - 1][l]: the flat indices of layer l's predicted experts at depth d;
+        # gather[l]: those of layers l + 1 .. l + depth, in turn (rows past the last
+        # layer are clipped to it, and ignored)
+        offsets = (rows * experts)[:, None]
+        last = layers - 1
+        full = np.concatenate(
+            [(i + offsets)[np.minimum(rows + d, last)] for d, i in enumerate(self.ids, start=1)],
+            axis=1,
+        )
+        self.gather = list(full)
 
 
 def _top_ids(p: np.ndarray, k: int) -> np.ndarray:
@@ -60,38 +78,24 @@ def _top_ids(p: np.ndarray, k: int) -> np.ndarray:
 def lookahead_layer(wl: Any, t0: int, t1: int, layer: int, depth: int) -> LookaheadLayer:
     """The prediction of MoE layer ``layer`` made ``depth`` layers earlier."""
     k = wl.model.top_k
-    if t1 - t0 == 1:
-        cache = wl.predictions
-        if cache is None or cache.t != t0:
-            cache = wl.predictions = TokenPredictions(
-                wl.trace, t0, wl.prefetcher.lookahead_layers, k
-            )
-        ids = cache.id_rows[depth - 1][layer]  # read-only views of read-only arrays
-        loads = unit_loads(k)
-        gpu_s, cpu_s = wl.costs.expert_times(loads)
-        cached = wl.res.cached[layer][ids]
-        cached.setflags(write=False)
-        # positional tuple construction (the hot path: one per lookahead layer and step)
-        return tuple.__new__(
-            LookaheadLayer,
-            (layer, depth, cache.prob_rows[depth - 1][layer], ids, loads, cached, gpu_s, cpu_s),
-        )
-    else:
-        pred = wl.trace.predicted(t0, t1, layer, depth)
-        mean = read_only(pred.mean(axis=0))
-        top = np.argpartition(-pred, k - 1, axis=1)[:, :k]
-        counts = np.bincount(top.ravel(), minlength=pred.shape[1])
-        ids = np.flatnonzero(counts)
-        ids = read_only(ids[np.argsort(-mean[ids], kind="stable")])
-        loads = read_only(counts[ids])
+    if t1 - t0 == 1:  # one decode token: its views of every layer are built at once
+        return token_lookahead(wl, t0, layer - depth, depth)[-1]
+    pred = wl.trace.predicted(t0, t1, layer, depth)
+    mean = read_only(pred.mean(axis=0))
+    top = np.argpartition(-pred, k - 1, axis=1)[:, :k]
+    counts = np.bincount(top.ravel(), minlength=pred.shape[1])
+    ids = np.flatnonzero(counts)
+    ids = ids[np.argsort(-mean[ids], kind="stable")]
+    loads = tuple(counts[ids].tolist())
     gpu_s, cpu_s = wl.costs.expert_times(loads)
     return LookaheadLayer(
         layer=layer,
         depth=depth,
         probs=mean,
-        predicted=ids,
+        predicted=tuple(ids.tolist()),
+        predicted_probs=tuple(mean[ids].tolist()),
         loads=loads,
-        cached=read_only(wl.res.cached[layer, ids]),
+        cached=tuple(wl.res.cached[layer, ids].tolist()),
         gpu_s=gpu_s,
         cpu_s=cpu_s,
     )
@@ -103,23 +107,22 @@ def token_lookahead(wl: Any, t: int, layer: int, depth: int) -> tuple[LookaheadL
     k = wl.model.top_k
     cache = wl.predictions
     if cache is None or cache.t != t:
-        cache = wl.predictions = TokenPredictions(wl.trace, t, wl.prefetcher.lookahead_layers, k)
+        cache = wl.predictions = TokenPredictions(
+            wl.trace, t, wl.prefetcher.lookahead_layers, k, wl.model.routed_experts
+        )
     loads = unit_loads(k)
     gpu_s, cpu_s = wl.costs.expert_times(loads)
-    rows = wl.res.cached
+    # the residency of every predicted expert of the next layers, read at once
+    cached = wl.res.cached_flat[cache.gather[layer]].tolist()
     new = tuple.__new__
-    out = []
-    for d in range(1, depth + 1):
-        target = layer + d
-        ids = cache.id_rows[d - 1][target]  # read-only views of read-only arrays
-        cached = rows[target][ids]
-        cached.setflags(write=False)
-        # positional tuple construction (the hot path: one per lookahead layer and step)
-        out.append(
-            new(LookaheadLayer,
-                (target, d, cache.prob_rows[d - 1][target], ids, loads, cached, gpu_s, cpu_s))
-        )  # fmt: skip
-    return tuple(out)
+    rows, ids, top = cache.prob_rows, cache.id_tuples, cache.top_probs
+    # positional tuple construction (the hot path: one per lookahead layer and step)
+    return tuple([
+        new(LookaheadLayer, (layer + d, d, rows[d - 1][layer + d], ids[d - 1][layer + d],
+                             top[d - 1][layer + d], loads, tuple(cached[(d - 1) * k : d * k]),
+                             gpu_s, cpu_s))
+        for d in range(1, depth + 1)
+    ])  # fmt: skip
 
 
 def issue_prefetches(
@@ -132,10 +135,11 @@ def issue_prefetches(
         lookahead = token_lookahead(wl, t0, layer, depth)
     else:
         lookahead = tuple([lookahead_layer(wl, t0, t1, layer + d, d) for d in range(1, depth + 1)])
-    view = PrefetchView(
+    # positional construction, in PrefetchView's field order (one per MoE layer-step)
+    view = tuple.__new__(PrefetchView, (
         layer, phase, wl.costs.copy_s, wl.costs.cpu_first_s,
         max(res.pcie_free_s - router, 0.0), end - router, lookahead,
-    )  # fmt: skip
+    ))  # fmt: skip
     experts = wl.model.routed_experts
     for target, expert in wl.prefetcher.prefetch(view):
         if not (layer < target <= layer + depth and 0 <= expert < experts):

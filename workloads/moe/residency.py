@@ -18,13 +18,14 @@ them moves up. ``priority=False`` keeps one FIFO for both (the earlier model).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.moe.costs import read_only
 from hetsim.workloads.moe.view import CacheDecision, CachePolicy, CacheView
-
-_EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class Residency:
@@ -38,6 +39,12 @@ class Residency:
         layers = len(slots)
         self.cached = np.zeros((layers, experts), dtype=bool)
         self.ready_at_s = np.zeros((layers, experts))
+        # each layer's cached row as a read-only view (what cache views show; it follows
+        # the row) and its count of cached experts
+        self.cached_rows = [read_only(row.view()) for row in self.cached]
+        self.cached_flat = self.cached.reshape(-1)  # a view: (layer, expert) at l * experts + e
+        self.ready_rows = list(self.ready_at_s)  # each layer's row (a view)
+        self.occupied: list[int] = [0] * layers
         self.copy_s = copy_s
         self.pcie_free_s = 0.0
         self.pcie_busy_s = 0.0
@@ -56,6 +63,7 @@ class Residency:
             if s:
                 order = np.argsort(-frequency[layer], kind="stable")[:s]
                 self.cached[layer, order] = True
+                self.occupied[layer] = int(np.count_nonzero(self.cached[layer]))
 
     def copy(self, start_s: float) -> tuple[float, float]:
         """Queue one demand copy requested at ``start_s``; returns (start, end). With
@@ -87,61 +95,63 @@ class Residency:
         self.pcie_free_s = max(t, max((q[1] for q in self._queue), default=t))
 
     def _prune(self, now_s: float) -> None:
-        """Forget prefetches that have landed by ``now_s``."""
-        if self._queue:
+        """Forget prefetches that have landed by ``now_s`` when the first one has (a
+        landed entry changes no result: it started before and ended by any later
+        request, so only the queue's length is at stake)."""
+        if self._queue and self._queue[0][1] <= now_s:
             self._queue = [q for q in self._queue if q[1] > now_s]
 
-    def _protected(self, layer: int, in_use: np.ndarray, now_s: float) -> np.ndarray:
-        flying = self.cached[layer] & (self.ready_at_s[layer] > now_s)
+    def _protected(self, layer: int, in_use: Any, now_s: float) -> np.ndarray:
+        """Read-only mask of the layer's experts in flight at ``now_s`` or in ``in_use``."""
+        flying = self.cached_rows[layer] & (self.ready_rows[layer] > now_s)
         if len(in_use):
-            flying[in_use] = True  # the sorted union of both id sets, as a mask
-        return read_only(flying.nonzero()[0])
+            flying[in_use] = True
+        return read_only(flying)
 
     def request(
         self,
         cache: CachePolicy,
         layer: int,
-        incoming: np.ndarray,
-        in_use: np.ndarray,
+        incoming: tuple[int, ...],
+        in_use: Any,
         now_s: float,
         prefetch: bool,
     ) -> tuple[int, ...]:
         """Ask the cache policy for slots for ``incoming``; apply and check its decision.
+        ``in_use``: ids (a sequence or an int array) that may not be evicted.
 
         Returns the admitted expert ids (they are marked cached; the caller sets their
         ready time)."""
-        view = CacheView(
-            layer, self.slot_counts[layer], read_only(self.cached[layer].nonzero()[0]),
-            self._protected(layer, in_use, now_s),
-            read_only(np.asarray(incoming, dtype=np.int64)), prefetch,
-        )  # fmt: skip
+        # positional construction, in CacheView's field order (one per admission)
+        view = tuple.__new__(CacheView, (
+            layer, self.slot_counts[layer], self.occupied[layer], self.cached_rows[layer],
+            self._protected(layer, in_use, now_s), incoming, prefetch,
+        ))  # fmt: skip
         decision = cache.admit(view)
         self._apply(view, decision)
         return decision.admit
 
     def _apply(self, view: CacheView, decision: CacheDecision) -> None:
-        row = self.cached[view.layer]
-        incoming = set(view.incoming.tolist()) if decision.admit else set()
-        protected = set(view.protected.tolist()) if decision.evict else set()
+        layer = view.layer
+        row = self.cached[layer]
         for e in decision.evict:
-            if not row[e] or e in protected:
+            if not row[e] or view.protected[e]:
                 raise InvariantViolation(
-                    f"cache policy evicted expert {e} of layer {view.layer}: not cached or in use"
+                    f"cache policy evicted expert {e} of layer {layer}: not cached or in use"
                 )
             row[e] = False
         for e in decision.admit:
-            if e not in incoming or row[e]:
+            if e not in view.incoming or row[e]:
                 raise InvariantViolation(
-                    f"cache policy admitted expert {e} of layer {view.layer}: not asking"
+                    f"cache policy admitted expert {e} of layer {layer}: not asking"
                 )
             row[e] = True
-            self.ready_at_s[view.layer, e] = 0.0
+            self.ready_at_s[layer, e] = 0.0
         # every eviction above cleared a set bit and every admission set a clear one
-        count = len(view.cached) - len(decision.evict) + len(decision.admit)
+        count = self.occupied[layer] - len(decision.evict) + len(decision.admit)
         if count > view.slots:
-            raise InvariantViolation(
-                f"layer {view.layer}: {count} experts cached in {view.slots} slots"
-            )
+            raise InvariantViolation(f"layer {layer}: {count} experts cached in {view.slots} slots")
+        self.occupied[layer] = count
 
     def prefetch(
         self, cache: CachePolicy, layer: int, expert: int, now_s: float
@@ -149,8 +159,7 @@ class Residency:
         """Copy ``expert`` of ``layer`` ahead if the cache gives it a slot; (start, end)."""
         if self.cached[layer, expert]:
             return None
-        incoming = np.array([expert], dtype=np.int64)
-        admitted = self.request(cache, layer, incoming, _EMPTY, now_s, prefetch=True)
+        admitted = self.request(cache, layer, (expert,), (), now_s, prefetch=True)
         if expert not in admitted:
             return None
         self._prune(now_s)
@@ -166,13 +175,13 @@ class Residency:
         self.prefetch_pending[layer].add(expert)
         return start, end
 
-    def settle_prefetches(self, layer: int, activated: np.ndarray, now_s: float = 0.0) -> int:
+    def settle_prefetches(self, layer: int, activated: Sequence[int], now_s: float = 0.0) -> int:
         """Prefetches aimed at this layer that were used now; clears the pending set and
         (with priority) cancels the stale ones that have not started by ``now_s``."""
         pending = self.prefetch_pending[layer]
         if not pending:
             return 0
-        act = set(activated.tolist())
+        act = set(activated)
         used = len(pending.intersection(act))
         stale = pending.difference(act)
         # without stale prefetches nothing is cancelled and the queue stays as it is
@@ -181,6 +190,7 @@ class Residency:
             for q in self._queue:
                 if int(q[2]) == layer and int(q[3]) in stale and q[0] > now_s:
                     self.cached[layer, int(q[3])] = False
+                    self.occupied[layer] -= 1
                     self.ready_at_s[layer, int(q[3])] = 0.0
                     self.cancelled += 1
                     self.copies -= 1

@@ -98,9 +98,11 @@ def predicted_token(trace: RoutingTrace, t: int, depth: int) -> np.ndarray:
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis."""
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    out: np.ndarray = e / e.sum(axis=-1, keepdims=True)
+    """Softmax over the last axis (computed in one new array: the same operations as
+    ``e = exp(z - max); e / sum(e)``, hence the same numbers)."""
+    out: np.ndarray = z - z.max(axis=-1, keepdims=True)
+    np.exp(out, out=out)
+    np.divide(out, out.sum(axis=-1, keepdims=True), out=out)
     return out
 
 

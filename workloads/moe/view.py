@@ -13,8 +13,10 @@ Four decision points (``moe.<point>``), each with one interface:
   eviction within a layer (:class:`CacheView` -> :class:`CacheDecision`).
 
 Times in views are seconds relative to the layer's router output ("now"); every cost
-estimate comes from the mechanism's device cost model, never from the policy. Arrays
-in views are read-only numpy arrays (the mechanism clears their ``writeable`` flag).
+estimate comes from the mechanism's device cost model, never from the policy. A layer's
+few activated or predicted experts come as tuples of Python numbers (index ``i`` of
+every per-expert field is the same expert); router probabilities and whole-layer masks
+come as read-only numpy arrays (the mechanism clears their ``writeable`` flag).
 Layers are MoE-layer indices (0 = first layer with routed experts).
 """
 
@@ -55,12 +57,12 @@ class PlacementView(NamedTuple):
 
     layer: int
     phase: Phase
-    experts: np.ndarray  # (n,) activated expert ids, ascending
-    loads: np.ndarray  # (n,) tokens routed to each
-    cached: np.ndarray  # (n,) bool: resident on the GPU or arriving by prefetch
-    ready_s: np.ndarray  # (n,) when a cached expert is usable (0 if resident)
-    gpu_s: np.ndarray  # (n,) GPU time of each expert at its load
-    cpu_s: np.ndarray  # (n,) CPU time of each expert at its load
+    experts: tuple[int, ...]  # (n,) activated expert ids, ascending
+    loads: tuple[int, ...]  # (n,) tokens routed to each
+    cached: tuple[bool, ...]  # (n,) resident on the GPU or arriving by prefetch
+    ready_s: tuple[float, ...]  # (n,) when a cached expert is usable (0 if resident)
+    gpu_s: tuple[float, ...]  # (n,) GPU time of each expert at its load
+    cpu_s: tuple[float, ...]  # (n,) CPU time of each expert at its load
     cpu_first_s: float  # extra CPU time once per layer in which the CPU runs experts
     copy_s: float  # PCIe time of one expert
     gpu_free_s: float  # when the GPU is free for routed experts (after shared experts)
@@ -87,11 +89,12 @@ class LookaheadLayer(NamedTuple):
     layer: int
     depth: int  # layers ahead of the current one
     probs: np.ndarray  # (experts,) predicted router probabilities (mean over tokens)
-    predicted: np.ndarray  # (m,) predicted activated expert ids, most probable first
-    loads: np.ndarray  # (m,) predicted tokens per predicted expert
-    cached: np.ndarray  # (m,) bool: already resident or in flight
-    gpu_s: np.ndarray  # (m,) GPU time of each predicted expert at its predicted load
-    cpu_s: np.ndarray  # (m,) CPU time of each predicted expert at its predicted load
+    predicted: tuple[int, ...]  # (m,) predicted activated expert ids, most probable first
+    predicted_probs: tuple[float, ...]  # (m,) ``probs`` of the predicted experts
+    loads: tuple[int, ...]  # (m,) predicted tokens per predicted expert
+    cached: tuple[bool, ...]  # (m,) already resident or in flight
+    gpu_s: tuple[float, ...]  # (m,) GPU time of each predicted expert at its predicted load
+    cpu_s: tuple[float, ...]  # (m,) CPU time of each predicted expert at its predicted load
 
 
 class PrefetchView(NamedTuple):
@@ -123,9 +126,11 @@ class CacheView(NamedTuple):
 
     layer: int
     slots: int
-    cached: np.ndarray  # ids resident or in flight
-    protected: np.ndarray  # ids that may not be evicted now (in use or in flight)
-    incoming: np.ndarray  # ids asking for a slot, in arrival order
+    occupied: int  # slots in use: the number of cached experts
+    cached: np.ndarray  # (experts,) bool: resident or in flight (the residency's own
+    # row, read-only: it changes with later admissions, so read it during the call)
+    protected: np.ndarray  # (experts,) bool: may not be evicted now (in use or in flight)
+    incoming: tuple[int, ...]  # ids asking for a slot, in arrival order
     prefetch: bool  # the request comes from the prefetcher
 
 

@@ -42,6 +42,7 @@ from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.models.moe import ModelRef, MoEModel, resolve_model
 from hetsim.workloads.moe.costs import MoECosts, StepCosts, cpu_override, read_only, unit_loads
 from hetsim.workloads.moe.layer import (
+    Routed,
     check_placement,
     placement_view,
     route,
@@ -133,6 +134,12 @@ class MoEParams(WorkloadParams):
         description="latency of one host function in a CUDA stream: ~100 us measured on an "
         "RTX 3080 over PCIe 4.0 (facebookincubator/velox PR #6096)",
     )
+    experts_after_layer_copies: bool = Field(
+        False,
+        description="the GPU computes a layer's routed experts only after all of that "
+        "layer's expert copies have landed (one fused MoE call over the loaded layer: "
+        "kt-kernel's layerwise GPU prefill); default: each expert as its weights land",
+    )
     gpu_tp: PositiveInt = Field(
         1,
         description="tensor parallelism of the GPU side over this many identical GPUs (the "
@@ -194,8 +201,11 @@ class MoEWorkload(Workload):
         self.predictions: Any = None  # TokenPredictions of the current decode token
         self._token: tuple[int, np.ndarray] = (-1, np.zeros((0, 0)))  # (t, its probs)
         # a decode token's gating at every layer, where the policy decides a token at
-        # once (TokenGatingPolicy): (t, mask (layers, experts), each layer's ids)
-        self._routed: tuple[int, np.ndarray, list[np.ndarray]] = (-1, np.zeros((0, 0)), [])
+        # once (TokenGatingPolicy): (t, mask (layers, experts), each layer's ids as arrays
+        # and each layer's ids as tuples)
+        self._routed: tuple[int, np.ndarray, list[np.ndarray], list[tuple[int, ...]]] = (
+            -1, np.zeros((0, 0)), [], [],
+        )  # fmt: skip
         self._select_token = getattr(self.gating, "select_token", None)
         self._observe_token = getattr(self.cache, "observe_token", None)
         self.res = self._allocate()
@@ -325,7 +335,7 @@ class MoEWorkload(Workload):
         top1, acc, freq = [], [], []
         for layer in range(m.moe_layers):
             probs = read_only(self.trace.probs(0, w, layer))
-            mask, _, _ = route(self.gating, self._gating_view(layer, "decode", probs))
+            mask = route(self.gating, self._gating_view(layer, "decode", probs))[0]
             pred = self.trace.predicted(0, w, layer, 1).argmax(axis=1)
             top1.append(float((mask.sum(axis=1) == 1).mean()))
             acc.append(float(mask[np.arange(w), pred].mean()))
@@ -426,38 +436,36 @@ class MoEWorkload(Workload):
         now = self.sim.now
         probs = self._probs(t0, t1, layer)
         if t1 - t0 == 1 and self._select_token is not None:
-            mask, ids, loads = self._route_token(index, phase, t0, layer)
+            mask, ids, ids_t, loads = self._route_token(index, phase, t0, layer)
         else:
-            mask, ids, loads = route(self.gating, self._gating_view(layer, phase, probs))
+            mask, ids, ids_t, loads = route(self.gating, self._gating_view(layer, phase, probs))
         self.cache.observe(layer, probs, mask, index)
         router_abs = now + costs.attention_gpu_s
-        used = self.res.settle_prefetches(layer, ids, router_abs)
-        # the view's small arrays as lists too, for the checks, the timeline and the counters
-        lists: list[Any] = []
+        used = self.res.settle_prefetches(layer, ids_t, router_abs)
         view = placement_view(
-            layer, phase, ids, loads, self.res, self.costs, costs, router_abs, lists
+            layer, phase, ids, ids_t, loads, self.res, self.costs, costs, router_abs
         )
         placed = self.placement.place(view)
-        ids_l, cached_l, ready_l = lists
-        check_placement(placed, ids, layer, ids_l)
+        check_placement(placed, ids_t, layer)
         spans = self.sim.recorder.record_spans
         router, end, gbusy, cbusy, stall, copied, out = timeline(
-            view, placed, self.res, now, costs, spans, (ids_l, cached_l, ready_l)
-        )
-        hits = cached_l.count(True)
+            view, placed, self.res, now, costs, spans, None,
+            self.params.experts_after_layer_copies,
+        )  # fmt: skip
+        cached = view.cached
+        hits = cached.count(True)
         self.counters.resident[phase] += sum(
-            [1 for c, r in zip(cached_l, ready_l, strict=True) if c and r <= 0]
+            [1 for c, r in zip(cached, view.ready_s, strict=True) if c and r <= 0]
         )
         if copied:
-            in_use = ids[view.cached]
-            resident = set(in_use.tolist())
-            moved = np.array([e for e in placed.gpu if e not in resident], dtype=np.int64)
+            in_use = [e for e, c in zip(ids_t, cached, strict=True) if c]
+            resident = set(in_use)
+            moved = tuple([e for e in placed.gpu if e not in resident])
             self.res.request(self.cache, layer, moved, in_use, router, prefetch=False)
         self._prefetch(index, phase, t0, t1, layer, router, end, out)
         activated = self.counters.add_layer(
-            phase, mask, ids, loads, hits, placed, copied, used, gbusy, cbusy, stall,
-            ids_l, loads.tolist(),
-        )  # fmt: skip
+            phase, mask, ids_t, loads, hits, placed, copied, used, gbusy, cbusy, stall
+        )
         for track, name, s, e in out:
             self.sim.recorder.span(self.tracks[track], name, s, e)
         self._layer_row((
@@ -466,9 +474,7 @@ class MoEWorkload(Workload):
         ))  # fmt: skip
         return end, activated / (t1 - t0)
 
-    def _route_token(
-        self, index: int, phase: Phase, t: int, layer: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _route_token(self, index: int, phase: Phase, t: int, layer: int) -> Routed:
         """:func:`route` of decode token ``t`` at ``layer`` from the policy's decision for
         the token at every layer (asked once per token; ``_probs`` holds its probs). A
         cache policy with ``observe_token`` is shown the token's routing then too."""
@@ -482,8 +488,8 @@ class MoEWorkload(Workload):
             self._routed = (t, *route_token(self.gating, view))
             if self._observe_token is not None:
                 self._observe_token(view.probs, self._routed[1], index)
-        ids = self._routed[2][layer]
-        return self._routed[1][layer : layer + 1], ids, unit_loads(len(ids))
+        ids = self._routed[3][layer]
+        return self._routed[1][layer : layer + 1], self._routed[2][layer], ids, unit_loads(len(ids))
 
     def _probs(self, t0: int, t1: int, layer: int) -> np.ndarray:
         """Read-only router probabilities of a step at ``layer``; a decode token's are

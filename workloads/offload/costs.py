@@ -16,7 +16,11 @@ Copies: pinned host memory moves at the link rate; pageable memory is staged thr
 pinned bounce buffer by one CPU memcpy (read + write: half the per-core bandwidth),
 pipelined with the DMA, so it moves at ``min(link, core_bandwidth / 2)``; device-to-host
 copies at ``d2h_bandwidth_ratio`` of the host-to-device rate; SSD reads at
-``ssd_bandwidth_Bps`` pipelined with the PCIe copy. Under H100 confidential computing
+``ssd_bandwidth_Bps`` pipelined with the PCIe copy. Host-resident KV is priced in its
+host format (``host_kv_bits``: ZeRO-Inference's OPT path allocates its host KV buffer in
+fp32), and a CPU attention that converts it to a wider tensor first
+(``cpu_kv_upcast_bits``: its BLOOM path calls ``.float()`` on the fp16 KV every step)
+moves the extra bytes. Under H100 confidential computing
 every host<->GPU copy goes through an encrypted bounce buffer (:mod:`devices.secure_copy`).
 """
 
@@ -57,11 +61,13 @@ class CopyPaths:
             t = self.secure.copy_time_s(t, int(total))
         return t
 
-    def d2h_s(self, nbytes: float) -> float:
-        """GPU to host (pinned) at the direction's rate."""
+    def d2h_s(self, nbytes: float, pinned: bool = True) -> float:
+        """GPU to host at the direction's rate (pageable: through the bounce buffer)."""
         if nbytes <= 0:
             return 0.0
         rate = self.link.effective_bandwidth_Bps(nbytes) * self.d2h_bandwidth_ratio
+        if not pinned:
+            rate = min(rate, self.pageable_Bps)
         t = self.link.latency_s + nbytes / rate
         if self.secure is not None:
             t = self.secure.copy_time_s(t, int(nbytes))
@@ -83,6 +89,8 @@ class DenseCosts:
         cpu_format: str,
         gpu_dequant_s_per_gb: float,
         cpu_calls_per_layer: int,
+        host_kv_bits: float | None = None,
+        cpu_kv_upcast_bits: float | None = None,
     ) -> None:
         self.model, self.gpu, self.cpu = model, gpu, cpu
         self.gpu_dtype, self.cpu_format = gpu_dtype, cpu_format
@@ -91,6 +99,15 @@ class DenseCosts:
             raise ValueError(f"model: {model.name} has no weights left per layer")
         self.layer_weight_bytes = int(self.layer_params * weight_bits / 8)
         self.kv_bytes_per_token_layer = int(2 * model.kv_heads * model.head_dim * kv_bits / 8)
+        kv_values = 2 * model.kv_heads * model.head_dim
+        # the KV as held in host memory (a runtime may keep it wider than on the GPU)
+        self.host_kv_bytes_per_token_layer = int(
+            kv_values * (kv_bits if host_kv_bits is None else host_kv_bits) / 8
+        )
+        # a CPU attention that first converts the host KV to a new, wider tensor
+        self.cpu_kv_upcast_bytes_per_token_layer = (
+            0 if cpu_kv_upcast_bits is None else int(kv_values * cpu_kv_upcast_bits / 8)
+        )
         self.lm_params = model.vocab * model.hidden
         self.weight_bits = weight_bits
         self.gpu_dequant_s_per_gb = gpu_dequant_s_per_gb
@@ -129,9 +146,15 @@ class DenseCosts:
         return t + (self.cpu_calls_per_layer - 1) * self.cpu.call_overhead_s
 
     def cpu_attention_s(self, seqs: int, new: int, context: int) -> float:
-        """CPU attention of one layer over host-resident KV."""
-        flops, kv = self._attention_work(seqs, new, context)
-        return self.cpu.stream_time_s(kv, flops)
+        """CPU attention of one layer over host-resident KV (in its host format). With an
+        upcast the KV is first converted into a new tensor (read host bytes, write the
+        wide bytes) that the attention then reads: ``host + 2 x wide`` bytes per token;
+        the first touch of the new pages (page faults, zeroing) is not priced."""
+        flops, _ = self._attention_work(seqs, new, context)
+        tokens = float(seqs * (context + new))
+        up = self.cpu_kv_upcast_bytes_per_token_layer
+        per_token = self.host_kv_bytes_per_token_layer + 2 * up
+        return self.cpu.stream_time_s(tokens * per_token, flops)
 
     def lm_head_cpu_s(self, tokens: int) -> float:
         """LM head on the CPU (held in the CPU weight format at the layers' bits)."""

@@ -13,7 +13,12 @@ engine (FIFO), the GPU, and the CPU (attention over host-resident KV). Per layer
    arrived and its KV has arrived; with CPU attention, the GPU runs the projections
    (``pre``), the CPU the attention, and the GPU the rest (``post``) once the CPU is
    done, pipelined across micro-batches;
-3. without ``overlap`` the next layer's weights are copied only when this layer ends.
+3. without ``overlap`` the next layer's weights are copied only when this layer ends;
+4. with ``host_shared`` (pageable copies issued by the thread that also runs the CPU
+   kernels, as in PyTorch eager runtimes) the host-to-device copy and the CPU attention
+   are one resource: a pageable copy holds its issuing thread until its data are staged
+   (CUDA runtime API, "API synchronization behavior"), so neither starts while the
+   other runs.
 
 All times are absolute seconds; the function returns the layer's end and the new clock
 of each resource, so a step is a fold over its layers.
@@ -60,10 +65,12 @@ def zigzag_order(layer: int, batches: int) -> list[int]:
 def run_layer(
     c: Clocks, layer: int, batches: int, w: LayerWork, start_s: float, overlap: bool,
     trace: list[tuple[str, int, int, float, float]] | None = None,
+    host_shared: bool = False,
 ) -> float:  # fmt: skip
     """Advance ``c`` through one layer starting at ``start_s``; returns the layer's end.
 
-    ``trace`` (optional) collects ``(resource, layer, batch, start, end)`` records."""
+    ``trace`` (optional) collects ``(resource, layer, batch, start, end)`` records;
+    ``host_shared``: copies and CPU attention serialise on one host thread (step 4)."""
     order = zigzag_order(layer, batches)
     kv_ready: dict[int, float] = {}
     for b in order:
@@ -78,7 +85,7 @@ def run_layer(
             kv_ready[b] = start_s
     next_ready = None
     if overlap and w.next_weights_copy_s > 0:
-        s = max(c.h2d_s, start_s)
+        s = max(c.h2d_s, start_s, c.cpu_s if host_shared else start_s)
         c.h2d_s = s + w.next_weights_copy_s
         c.h2d_busy_s += w.next_weights_copy_s
         next_ready = c.h2d_s
@@ -94,7 +101,7 @@ def run_layer(
         if trace is not None:
             trace.append(("gpu", layer, b, s, gpu))
         if w.cpu_attention_s > 0:
-            cs = max(c.cpu_s, gpu)
+            cs = max(c.cpu_s, gpu, c.h2d_s if host_shared else gpu)
             c.cpu_s = cs + w.cpu_attention_s
             c.cpu_busy_s += w.cpu_attention_s
             cpu_done[b] = c.cpu_s
@@ -113,7 +120,7 @@ def run_layer(
     if next_ready is not None:
         c.weights_ready_s = next_ready
     elif w.next_weights_copy_s > 0:  # no overlap: copy after the layer
-        s = max(c.h2d_s, end)
+        s = max(c.h2d_s, end, c.cpu_s if host_shared else end)
         c.h2d_s = s + w.next_weights_copy_s
         c.h2d_busy_s += w.next_weights_copy_s
         c.weights_ready_s = c.h2d_s

@@ -83,6 +83,38 @@ class OffloadParams(WorkloadParams):
         description="how each CPU split between GPU splits starts its threads: wake a "
         "resident pool (one barrier) or create/join threads-1 threads (ggml before 2024-08)",
     )
+    host_kv_bits: float | None = Field(
+        None,
+        gt=0,
+        le=32,
+        description="bits per KV value as held in host memory (default kv_bits); "
+        "ZeRO-Inference's OPT path allocates its host KV buffer in fp32 (32)",
+    )
+    cpu_kv_upcast_bits: float | None = Field(
+        None,
+        gt=0,
+        le=32,
+        description="CPU attention first converts the host KV into a new tensor of this "
+        "width every layer-step (ZeRO-Inference's BLOOM path: .float(), 32); default none",
+    )
+    cpu_attention_in_prefill: bool = Field(
+        True,
+        description="with attention_on_cpu, the prefill's attention also runs on the CPU "
+        "(llama.cpp -nkvo); false: the prefill attends on the GPU over the fresh KV and "
+        "only decode steps attend on the CPU (ZeRO-Inference's kv_offload path)",
+    )
+    embeddings_streamed: bool = Field(
+        False,
+        description="the token embedding and the LM head stay in host memory and are "
+        "copied to the GPU every step, one vocab x hidden copy at weight_bits each "
+        "(ZeRO-3 offloads every parameter above its persistence threshold; ZeRO-Inference "
+        "quantises nn.Embedding too); default: resident on the GPU",
+    )
+    copies_share_cpu_thread: bool = Field(
+        False,
+        description="pageable copies are issued by the thread that runs the CPU kernels "
+        "(PyTorch eager: ZeRO-Inference), so they serialise with CPU attention",
+    )
     ssd_bandwidth_Bps: PositiveFloat = 3.5e9
     d2h_bandwidth_ratio: PositiveFloat = Field(0.854, description="H02: 46.8 / 54.8 GB/s")
     gpu_dequant_s_per_gb: NonNegativeFloat = 0.0
@@ -129,7 +161,8 @@ class OffloadWorkload(Workload):
             self.model, gspec, self.cpu, weight_bits=p.weight_bits, kv_bits=p.kv_bits,
             gpu_dtype=p.gpu_dtype, cpu_format=p.cpu_format,
             gpu_dequant_s_per_gb=p.gpu_dequant_s_per_gb,
-            cpu_calls_per_layer=p.cpu_calls_per_layer,
+            cpu_calls_per_layer=p.cpu_calls_per_layer, host_kv_bits=p.host_kv_bits,
+            cpu_kv_upcast_bits=p.cpu_kv_upcast_bits,
         )  # fmt: skip
         self.copies = CopyPaths(
             link=self._link(cluster, cpu),
@@ -187,14 +220,18 @@ class OffloadWorkload(Workload):
         p, c, m = self.params, self.costs, self.model
         gpu_layers = m.layers - plan.cpu_layers
         lw = c.layer_weight_bytes
-        kv_total = p.batch * (p.prompt_tokens + p.output_tokens) * c.kv_bytes_per_token_layer
+        tokens = p.batch * (p.prompt_tokens + p.output_tokens)
+        kv_total = tokens * c.kv_bytes_per_token_layer
+        kv_host = tokens * c.host_kv_bytes_per_token_layer
         streamed = plan.weights_gpu < 1
         gpu = gpu_layers * lw * plan.weights_gpu + (
             2 * lw * (1 - plan.weights_gpu) if streamed else 0
         )
-        gpu += gpu_layers * kv_total * plan.kv_gpu + 2 * c.lm_params * 2
+        gpu += gpu_layers * kv_total * plan.kv_gpu
+        # embedding + LM head resident in fp16, or one fetched copy at a time
+        gpu += self._lm_bytes() if p.embeddings_streamed else 2 * c.lm_params * 2
         host = gpu_layers * lw * plan.weights_cpu + plan.cpu_layers * lw
-        host += gpu_layers * kv_total * (1 - plan.kv_gpu) + plan.cpu_layers * kv_total
+        host += gpu_layers * kv_host * (1 - plan.kv_gpu) + plan.cpu_layers * kv_host
         return {"gpu": gpu, "host": host}
 
     def _shortfall(self, plan: OffloadPlan) -> dict[str, float]:
@@ -228,7 +265,9 @@ class OffloadWorkload(Workload):
         lin = c.gpu_linear_s(seqs * new)
         kv_host = 1.0 - plan.kv_gpu
         gpu_att = c.gpu_attention_s(seqs, new, ctx)
-        if plan.attention_on_cpu and kv_host > 0:
+        prefill = ctx == 0 and self.params.prompt_tokens > 0
+        on_cpu = plan.attention_on_cpu and (self.params.cpu_attention_in_prefill or not prefill)
+        if on_cpu and kv_host > 0:
             share = min(1.0, self._attention_share())
             cpu_att = c.cpu_attention_s(seqs, new, ctx) * kv_host
             # the split's start (pool wake-up or thread creation) and its other calls
@@ -239,7 +278,7 @@ class OffloadWorkload(Workload):
             cpu_att += self.copies.h2d_s(3 * act, plan.pinned) + self.copies.d2h_s(act)
             return LayerWork(wcopy, 0.0, lin * share + gpu_att * plan.kv_gpu, cpu_att,
                              lin * (1 - share))  # fmt: skip
-        kv_bytes = seqs * ctx * c.kv_bytes_per_token_layer * kv_host
+        kv_bytes = seqs * ctx * c.host_kv_bytes_per_token_layer * kv_host
         kv_copy = self.copies.h2d_s(kv_bytes, plan.pinned) if kv_bytes > 0 else 0.0
         return LayerWork(wcopy, kv_copy, lin + gpu_att, 0.0, 0.0)
 
@@ -257,6 +296,7 @@ class OffloadWorkload(Workload):
         m, p = self.model, self.params
         micro, batches = self._micro(plan), plan.gpu_batches
         gpu_layers = m.layers - plan.cpu_layers
+        shared = p.copies_share_cpu_thread and not plan.pinned
         ends = []
         t = start
         for layer in range(m.layers):
@@ -264,11 +304,18 @@ class OffloadWorkload(Workload):
                 w = self._work(plan, micro, new, ctx)
                 if layer == gpu_layers - 1 and plan.cpu_layers:
                     w = LayerWork(0.0, w.kv_copy_s, w.gpu_pre_s, w.cpu_attention_s, w.gpu_post_s)
-                t = run_layer(c, layer, batches, w, t, plan.overlap)
-                # new KV to host memory: its own D2H engine, off the critical path
-                c.d2h_s = max(c.d2h_s, t) + batches * self.copies.d2h_s(
-                    micro * new * self.costs.kv_bytes_per_token_layer * (1 - plan.kv_gpu)
+                t = run_layer(c, layer, batches, w, t, plan.overlap, host_shared=shared)
+                # new KV to host memory: its own D2H engine, off the critical path, unless
+                # a pageable copy holds the host thread that issues the next weights
+                kv_w = batches * self.copies.d2h_s(
+                    micro * new * self.costs.host_kv_bytes_per_token_layer * (1 - plan.kv_gpu),
+                    plan.pinned,
                 )
+                if shared:
+                    c.h2d_s = max(c.h2d_s, t) + kv_w
+                    c.h2d_busy_s += kv_w
+                else:
+                    c.d2h_s = max(c.d2h_s, t) + kv_w
             else:
                 dt = self._cpu_layer_s(plan, p.batch, new, ctx)
                 if layer == gpu_layers:  # the CPU layers run as one graph per step
@@ -283,7 +330,22 @@ class OffloadWorkload(Workload):
         else:
             lm = self.costs.lm_head_gpu_s(lm_tokens)
             c.gpu_busy_s += lm
+            if p.embeddings_streamed:
+                # the LM head's and the next embedding's fetches come before the next step's
+                # first layer in trace order: they take the copy engine at the step's end and
+                # push a first-layer prefetch still in flight back by their duration
+                fetch = 2 * self.copies.h2d_s(self._lm_bytes(), plan.pinned)
+                last = ends[-1] if ends else start
+                if c.h2d_s > last:
+                    c.weights_ready_s += fetch
+                c.h2d_s = max(c.h2d_s, last) + fetch
+                c.h2d_busy_s += fetch
+                lm += fetch
         return ends, lm
+
+    def _lm_bytes(self) -> float:
+        """Bytes of one vocab x hidden matrix (embedding or LM head) at the weight bits."""
+        return self.costs.lm_params * self.params.weight_bits / 8
 
     def _phases(self) -> list[tuple[str, int, int]]:
         p = self.params
@@ -346,10 +408,15 @@ class OffloadWorkload(Workload):
         plan, c, p = self.plan, self.costs, self.params
         gpu_layers = self.model.layers - plan.cpu_layers
         per_step = gpu_layers * c.layer_weight_bytes * (1 - plan.weights_gpu)
+        if p.embeddings_streamed and plan.cpu_layers < self.model.layers:
+            per_step += 2 * self._lm_bytes()
         total = per_step * len(self._phases())
         if not plan.attention_on_cpu:
             for _, _, ctx in self._phases():
-                total += gpu_layers * p.batch * ctx * c.kv_bytes_per_token_layer * (1 - plan.kv_gpu)
+                total += (
+                    gpu_layers * p.batch * ctx * c.host_kv_bytes_per_token_layer
+                    * (1 - plan.kv_gpu)
+                )  # fmt: skip
         return total
 
     def check_partial(self) -> None:

@@ -21,24 +21,43 @@ steps taken): a sequence's cached tokens are ``ctx0 + S`` and its tokens left
 count of sequences at a block boundary (a histogram of ``ctx0 mod block``) and the
 smallest ``left0`` are running values, so pricing and reserving a step costs O(1)
 instead of a pass over the batch.
+
+Decode runs (:class:`DecodeRun`): most iterations are decode-only steps of an unchanged
+batch, so when a decode-only iteration starts, the instance prices the following ones
+too, up to the first that would finish a sequence, need more KV blocks than are free,
+or reach :data:`RUN_ITERATIONS`, and schedules one event at the end of the last (an
+:class:`~hetsim.simulator.engine.Alarm` at the exact sum of the iteration times, added
+in the same order as step by step). The iterations in between are applied when the run
+ends or someone looks: a request that arrives (``submit``, ``handoff``) cuts the run at
+the first iteration end at or after its arrival; ``view``, ``empty`` and ``settle``
+apply the iteration ends before now. Every counter, integral and time is the same
+float arithmetic in the same order as one event per iteration, so results are
+identical (``tests/test_serving_decode_runs.py`` compares the tables). Runs are off with
+look-ahead decoding, a prefix cache or per-iteration spans, and when
+:attr:`Instance.decode_runs` is False.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.engine import MAX_TIME_S, Alarm, InvariantViolation, Simulation
 from hetsim.workloads.serving.cost import IterationCost
 from hetsim.workloads.serving.prefix import CachedKv, PrefixCache
 from hetsim.workloads.serving.view import BatchView, InstanceView, Role, blocks
 
 WAITING_VIEW = 64  # queue entries a batching policy sees
 NO_SEQUENCE = 1 << 62  # min(left0) of an empty batch
+RUN_ITERATIONS = 16
+"""Most iterations one decode run prices ahead (an arrival cuts a run and the
+iterations priced past the cut are wasted; a run that ends uncut is followed by the
+next one)."""
 
 
 def kv_flow_ids(i: int) -> tuple[int, int]:
@@ -67,8 +86,27 @@ class Lud:
     accept_p: np.ndarray  # per request index
 
 
+class DecodeRun:
+    """Iterations ``1..last`` of a run of decode-only steps of an unchanged batch of
+    ``seqs`` sequences: iteration ``j`` runs from ``times[j-1]`` to ``times[j]`` and,
+    for ``j >= 2``, reserves ``growth[j-1]`` KV blocks at its start; iteration ends
+    ``1..applied`` (and the starts after them) are applied to the instance."""
+
+    __slots__ = ("alarm", "applied", "growth", "last", "seqs", "times")
+
+    def __init__(self, times: list[float], growth: list[int], seqs: int) -> None:
+        self.times, self.growth, self.seqs = times, growth, seqs
+        self.last = len(times) - 1
+        self.applied = 0
+        self.alarm: Alarm | None = None
+
+
 class Instance(CachedKv):
     """A serving instance; the workload submits requests and receives callbacks."""
+
+    #: advance runs of decode-only iterations in one event (identical results; False:
+    #: one event per iteration, the reference the tests compare against)
+    decode_runs: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -119,6 +157,7 @@ class Instance(CachedKv):
         self.iterations = 0
         self.busy_s = 0.0
         self.preemptions = 0
+        self.prefill_preemptions = 0  # partial prefills preempted to unblock (_preempt_partial)
         self.tokens_out = 0  # tokens emitted (first tokens and accepted decode tokens)
         self.peak_blocks = 0
         self._kv_area = 0.0  # integral of used blocks over time
@@ -132,6 +171,11 @@ class Instance(CachedKv):
         self._it: tuple[float, list[int], int, np.ndarray | None] = (0.0, [], 0, None)
         #: trace tracks of the GPUs the instance runs on (set when placed: :meth:`place`)
         self.device_tracks: tuple[str, ...] = ()
+        self._run: DecodeRun | None = None  # the decode run in flight
+        self._runs = (
+            Instance.decode_runs and lud is None and cache is None
+            and not sim.recorder.record_spans
+        )  # fmt: skip
 
     def place(self, device_tracks: tuple[str, ...]) -> None:
         """Run on the GPUs whose trace tracks are ``device_tracks`` (TP group order):
@@ -141,6 +185,8 @@ class Instance(CachedKv):
     # ---- what routers see ------------------------------------------------------------
     def view(self) -> InstanceView:
         """This instance as a router sees it."""
+        if self._run is not None:
+            self._sync()
         return InstanceView(
             self.number, self.group, self.cost.spec.name, self.role, self.outstanding,
             self.queued_tokens, len(self.ids),
@@ -152,10 +198,16 @@ class Instance(CachedKv):
     def iteration_start_s(self) -> float:
         """Start of the iteration running now or, between iterations, of the last one
         (during its completion callbacks: of the iteration that just ended)."""
+        run = self._run
+        if run is not None:
+            self._sync()
+            return run.times[run.applied]
         return self._it[0]
 
     def submit(self, i: int) -> None:
         """A request to prefill (entry) or to re-prefill after preemption."""
+        if self._run is not None:
+            self._cut()
         self.waiting.append(i)
         self._add_outstanding(1)
         self.queued_tokens += self.reqs.prefill_len[i]
@@ -163,18 +215,25 @@ class Instance(CachedKv):
 
     def handoff(self, i: int) -> None:
         """A request whose KV cache arrived from a prefill instance (decode role)."""
+        if self._run is not None:
+            self._cut()
         self.pending.append(i)
         self._add_outstanding(1)
         self.kick()
 
     def release(self, i: int) -> None:
         """Free the KV blocks of a handed-off request once its transfer is done."""
+        if self._run is not None:
+            self._cut()
+            self._sync()
         self._free_seq(i, self.reqs.prefill_len[i])
         self.kick()
         self.check_drained()
 
     def empty(self) -> bool:
         """No request queued, pending, running or holding KV blocks, no iteration."""
+        if self._run is not None:
+            self._sync()
         return not (
             self.busy or self.waiting or self.pending or self.ids or self.used_blocks
             or self.outstanding
@@ -204,6 +263,7 @@ class Instance(CachedKv):
         if not self.waiting:  # a decode-only iteration (most are): no batching decision
             self._start_decodes()
             return
+        preempted = self.preemptions
         chunks: tuple[int, ...] = ()
         with_decodes = len(self.ids) > 0
         if self.waiting:
@@ -227,6 +287,8 @@ class Instance(CachedKv):
         if new == 0:
             for i in reversed(taken):
                 self.waiting.appendleft(i)
+            if self.preemptions != preempted or self._preempt_partial():
+                self._start()  # blocks were freed: plan again (docs/serving.md, stalls)
             return
         dt = self._step_s(
             new, dec_new + pre[4], pre[0], pre[1], pre[2], pre[3], n_dec, dec_ctx + n_dec
@@ -245,9 +307,131 @@ class Instance(CachedKv):
         if not self._fits(0):
             raise InvariantViolation(f"instance {self.number}: KV over capacity")
         if dec_new == 0:
+            if self.waiting:  # every sequence was preempted: prefill them again
+                self._start()
             return
         dt = self._step_s(dec_new, dec_new, 0, 0, 0.0, 0.0, n_dec, dec_ctx + n_dec)
+        if (
+            self._runs and not self.waiting  # no preemption just now
+            and self._min_left0 - self._steps > 1 and self._launch_run(dt, n_dec)
+        ):  # fmt: skip
+            return
         self._launch(dt, [], n_dec, accepted)
+
+    # ---- decode runs (module doc) ----------------------------------------------------------
+    def _launch_run(self, dt: float, b: int) -> bool:
+        """Price the decode-only iterations after the one just reserved (``dt`` s, ``b``
+        sequences) that would start as it ends: each grows the batch by a token and
+        costs what :meth:`_start_decodes` would price, up to the first that finishes
+        a sequence (that one ends the run), would not fit its blocks (the run ends
+        before it) or :data:`RUN_ITERATIONS`. Schedules the run's end and returns True,
+        or False if the run would be one iteration."""
+        bt, res, cap = self.block_tokens, self._residues, self.capacity_blocks
+        used, s = self.used_blocks, self._steps
+        growth = [0]
+        for _ in range(1, min(self._min_left0 - s, RUN_ITERATIONS)):  # the last finishes one
+            s += 1  # steps taken when the next iteration starts
+            g = res[-s % bt]
+            if used + g > cap:  # it would preempt: the run ends before it
+                break
+            used += g
+            growth.append(g)
+        if len(growth) == 1:
+            return False
+        t = float(self._env.now)
+        times = [t]
+        t += dt
+        times.append(t)
+        ctx = self._ctx0_sum + b * (self._steps + 1)  # cached tokens as iteration 2 starts
+        for dt_next in self.cost.transformer.decode_steps_s(b, ctx, len(growth) - 1):
+            t += dt_next
+            if not t <= MAX_TIME_S:  # the step-by-step path raises there
+                break
+            times.append(t)
+        del growth[len(times) - 1 :]
+        if len(times) == 2:
+            return False
+        self.busy = True
+        self._it = (times[0], [], b, None)
+        run = self._run = DecodeRun(times, growth, b)
+        run.alarm = Alarm(self.sim, times[-1], self._run_done)
+        return True
+
+    def _run_done(self, _ev: object) -> None:
+        """The run's last iteration ended: apply the ones before it, then finish it."""
+        run = self._run
+        assert run is not None
+        self._apply(run.last - 1, True)
+        self._run = None
+        self._it = (run.times[run.last - 1], [], run.seqs, None)
+        self._finish(*self._it)
+
+    def _apply(self, upto: int, start: bool) -> None:
+        """Apply the run's iteration ends through ``upto`` (< ``last``) as
+        :meth:`_finish` and :meth:`_advance_decodes` do, and the start of the iteration
+        after each (its blocks, as :meth:`_reserve_decodes` and ``_set_used``, no
+        cache); ``start`` False: not the start after ``upto``."""
+        run = self._run
+        assert run is not None
+        first = run.applied + 1
+        if upto < first:
+            return
+        times, growth, b = run.times, run.growth, run.seqs
+        busy, area, kv_t = self.busy_s, self._kv_area, self._kv_t
+        used, level, peak = self.used_blocks, self._kv_level, self.peak_blocks
+        t_prev = times[first - 1]
+        for j in range(first, upto + 1):
+            t = times[j]
+            busy += t - t_prev
+            t_prev = t
+            if j == upto and not start:
+                break
+            area += level * (t - kv_t)
+            kv_t = t
+            used += growth[j]
+            level = used
+            if level > peak:
+                peak = level
+        n = upto - first + 1
+        self.iterations += n
+        self._steps += n
+        self.tokens_out += n * b
+        self.busy_s, self._kv_area, self._kv_t = busy, area, kv_t
+        self.used_blocks, self._kv_level, self.peak_blocks = used, level, peak
+        run.applied = upto
+
+    def _sync(self) -> None:
+        """Apply the run's iteration ends before now: the state anyone sees now (an
+        iteration end at exactly now is not applied: the next iteration starts after
+        every other event of the instant)."""
+        run = self._run
+        assert run is not None
+        upto = bisect_left(run.times, float(self._env.now), run.applied + 1, run.last) - 1
+        if upto > run.applied:
+            self._apply(upto, True)
+
+    def _cut(self) -> None:
+        """Work arrived: the run ends at the first iteration end at or after now (the
+        iteration starting there sees the new work)."""
+        run = self._run
+        assert run is not None and run.alarm is not None
+        j = bisect_left(run.times, float(self._env.now), run.applied + 1, run.last)
+        if j < run.last:
+            run.last = j
+            run.alarm.cancel()
+            run.alarm = Alarm(self.sim, run.times[j], self._run_done)
+
+    def settle(self, end_s: float) -> None:
+        """The simulation stopped at ``end_s`` (``until_s``; call it only then): apply
+        the decode run's iterations that ended by then (one ending at exactly ``end_s``
+        ends, the next does not start: the stop comes first)."""
+        run = self._run
+        if run is None:
+            return
+        upto = bisect_left(run.times, end_s, run.applied + 1, run.last) - 1
+        self._apply(upto, True)
+        if upto + 1 < run.last and run.times[upto + 1] == end_s:
+            self._apply(upto + 1, False)
 
     def _launch(self, dt: float, taken: list[int], n_dec: int, acc: np.ndarray | None) -> None:
         """Run the iteration priced ``dt``: one timeout, :meth:`_finish` at its end."""
@@ -350,6 +534,26 @@ class Instance(CachedKv):
         self.reqs.done.pop(i, None)
         self.waiting.appendleft(i)
         self.queued_tokens += c + 1
+
+    def _preempt_partial(self) -> bool:
+        """Nothing can run (no decode, no prefill chunk fits) while partial (chunked)
+        prefills hold KV blocks: preempt the most recently admitted one behind the head
+        of the queue, as vLLM's scheduler preempts the last running request when one
+        cannot get blocks: its blocks are freed, its computed tokens dropped
+        (recomputed later) and it keeps its queue place. Returns False if there is
+        none (the head alone holds blocks: the instance waits for a release)."""
+        done, waiting = self.reqs.done, self.waiting
+        for k in range(len(waiting) - 1, 0, -1):
+            i = waiting[k]
+            c = done.pop(i, None)
+            if c is None:  # not started: holds no blocks
+                continue
+            self._free_seq(i, c)
+            self.queued_tokens += c
+            self.prefill_preemptions += 1
+            self.reqs.preemptions.append(i)
+            return True
+        return False
 
     def _admit_pending(self) -> None:
         bt = self.block_tokens
@@ -455,24 +659,19 @@ class Instance(CachedKv):
     def _retire(self) -> None:
         """Remove the sequences with no tokens left and free their blocks."""
         s, bt, cache = self._steps, self.block_tokens, self.cache
-        finished: list[int] = []
+        ids, ctx0, left0 = self.ids, self._ctx0, self._left0
+        gone = [k for k, l0 in enumerate(left0) if l0 <= s]  # no tokens left: l0 - s <= 0
+        finished = [ids[k] for k in gone]
         freed = 0
-        keep_ids: list[int] = []
-        keep_ctx0: list[int] = []
-        keep_left0: list[int] = []
-        for i, c0, l0 in zip(self.ids, self._ctx0, self._left0, strict=True):
-            if l0 - s <= 0:
-                finished.append(i)
-                freed += -(-(c0 + s) // bt) - (cache.release(i) if cache else 0)
-                self._ctx0_sum -= c0
-                self._residues[c0 % bt] -= 1
-            else:
-                keep_ids.append(i)
-                keep_ctx0.append(c0)
-                keep_left0.append(l0)
+        for k, i in zip(gone, finished, strict=True):
+            c0 = ctx0[k]
+            freed += -(-(c0 + s) // bt) - (cache.release(i) if cache else 0)
+            self._ctx0_sum -= c0
+            self._residues[c0 % bt] -= 1
+        for k in reversed(gone):
+            del ids[k], ctx0[k], left0[k]
         self._set_used(self.used_blocks - freed)
-        self.ids, self._ctx0, self._left0 = keep_ids, keep_ctx0, keep_left0
-        self._min_left0 = min(keep_left0, default=NO_SEQUENCE)
+        self._min_left0 = min(left0, default=NO_SEQUENCE)
         self._add_outstanding(-len(finished))
         self.on_finished(np.array(finished, dtype=np.int64), self)
 

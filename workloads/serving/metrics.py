@@ -61,6 +61,8 @@ METRICS: dict[str, str] = {
     "kv_utilisation": "mean over instances of time-averaged used / total KV blocks",
     "kv_peak_utilisation": "max over instances of peak used / total KV blocks",
     "preemptions": "decode sequences preempted (recompute) for lack of KV blocks",
+    "prefill_preemptions": "partial (chunked) prefills preempted (recompute) to free KV blocks "
+    "when no decode ran and no prefill chunk fitted",
     "kv_transfer_bytes": "bytes of KV cache moved from prefill to decode instances "
     "(prompt tokens x kv_bytes_per_token per hand-off)",
     "kv_transfer_mean_s": "mean time from prefill end to KV arrival at the decode instance",

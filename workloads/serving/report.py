@@ -204,6 +204,7 @@ def run_summary(
         "kv_utilisation": float(np.mean([s.kv_utilisation(end_s) for s in w.instances])),
         "kv_peak_utilisation": float(max(caps)),
         "preemptions": sum(s.preemptions for s in w.instances),
+        "prefill_preemptions": sum(s.prefill_preemptions for s in w.instances),
         "kv_transfer_bytes": w.kv_transfer_bytes,
         "kv_transfer_mean_s": float(np.mean(w.kv_transfer_s)) if w.kv_transfer_s else 0.0,
         "iterations": sum(s.iterations for s in w.instances),

@@ -21,16 +21,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from hetsim.simulator.boundary import MAX_FIELD_CHARS, json_value
 from hetsim.simulator.errors import TraceError
 from hetsim.simulator.limits import PositiveSeconds, Seconds
 from hetsim.workloads.paths import resolve_path
+
+if TYPE_CHECKING:  # pandas loads when a trace is read, not with the serving workload
+    import pandas as pd
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
@@ -98,6 +100,8 @@ def _bad(path: Path, line: int, column: str, what: str) -> TraceError:
 def _read_cells(path: Path) -> pd.DataFrame:
     """A CSV file as strings (row k on line k + 2); a cell or column name longer than
     :data:`MAX_FIELD_CHARS` is refused before anything parses it."""
+    import pandas as pd
+
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     for i, name in enumerate(frame.columns):
         if len(str(name)) > MAX_FIELD_CHARS:
@@ -114,6 +118,8 @@ MAX_COUNT = 2**53
 
 
 def _check_counts(path: Path, values: pd.Series, column: str, first_line: int) -> np.ndarray:
+    import pandas as pd
+
     num = pd.to_numeric(values, errors="coerce")
     bad = num.isna() | ~(num >= 0) | ~(num <= MAX_COUNT) | (num != np.floor(num))
     if bad.any():
@@ -130,6 +136,8 @@ def read_azure(path: Path, class_column: str | None = None) -> Trace:
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
         raise ValueError(f"trace {path.name} line 1: missing column(s) {', '.join(missing)}")
+    import pandas as pd
+
     stamps = pd.to_datetime(frame["TIMESTAMP"], errors="coerce", format="mixed")
     if stamps.isna().any():
         k = int(np.flatnonzero(stamps.isna().to_numpy())[0])
@@ -217,6 +225,8 @@ def _columns(path: Path, frame: pd.DataFrame, wanted: tuple[str, ...]) -> None:
 
 def _numbers(path: Path, values: pd.Series, column: str) -> np.ndarray:
     """Non-negative floats (row k on line k + 2)."""
+    import pandas as pd
+
     num = pd.to_numeric(values, errors="coerce")
     bad = num.isna() | ~(num >= 0) | ~np.isfinite(num)
     if bad.any():

@@ -521,6 +521,8 @@ class ServingWorkload(Workload):
         """At any moment: every request finished, held by an instance (queued, pending,
         running), in KV transfer, or not yet arrived; none finished before its first
         token or arrival, nor after now."""
+        for inst in self.instances:  # decode runs in flight: their iterations until now
+            inst.settle(self.sim.now)
         t, n = self.times, len(self.times.arrival_s)
         done = np.isfinite(t.finish_s)
         if int(done.sum()) != self._finished:
@@ -568,6 +570,8 @@ class ServingWorkload(Workload):
 
     def summary(self, end_s: float) -> dict[str, float | int | str]:
         """See :data:`workloads.serving_metrics.METRICS`."""
+        for inst in self.instances:  # decode runs in flight (until_s): iterations until end_s
+            inst.settle(end_s)
         rows = instance_rows(self, end_s)
         table = self.sim.recorder.table("instances", tuple(rows[0]))
         for row in rows:

@@ -105,6 +105,7 @@ from hetsim.workloads.training.step_cost import (
     fit_trust,
     megatron_flops_per_token,
 )
+from hetsim.workloads.training.sustained import sustained_ratio
 from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 
 #: AdamW bytes per parameter besides the gradient: read fp32 master, momentum, variance
@@ -216,6 +217,27 @@ class ParallelTrainingParams(WorkloadParams):
         "fitted",
         description="attention kernel the framework runs: fitted (the attention_prefill "
         "class fit) or a published kernel profile (devices/attention_kernels.yaml)",
+    )
+    sustained_matmul_ratio: float | None = Field(
+        None,
+        gt=0,
+        le=1.0,
+        description="sustained tensor-core throughput over the kernel fits' short-run "
+        "(boost-clock) throughput: scales the compute roof of BF16/FP16 GEMMs and "
+        "attention (None: the device's measured value in devices/kernels.yaml "
+        "sustained_matmul_ratio, 1.0 where none; step_cost module doc)",
+    )
+    elementwise_impl: Literal["fused", "torchtitan-eager"] = Field(
+        "fused",
+        description="norms, rotary and SwiGLU: fused kernels (the kernel classes' fits; "
+        "torch.compile, Transformer Engine) or torchtitan's eager modules kernel by kernel "
+        "(fp32 RMSNorm and rotary, unfused SwiGLU, repeat_kv copies; reconstruction, "
+        "workloads/training/eager_ops.py)",
+    )
+    fp8_gemm_ceiling: bool = Field(
+        True,
+        description="FP8 GEMMs no faster than the catalogue's FP8 GEMM curve (fitted to "
+        "sustained cuBLASLt FP8 measurements, calibration K03); step_cost module doc",
     )
     attn_bwd_flops_ratio: float = Field(2.5, gt=0, description="reconstruction, step_cost")
     attn_bwd_relative_efficiency: float = Field(
@@ -405,6 +427,8 @@ class ParallelTrainingWorkload(Workload):
         "oom": "1 if some stage's peak exceeds the device memory",
         "oom_detail": "the stage over memory and its largest categories ('' when none)",
         "replicas_simulated": "distinct data-parallel replicas simulated (1: all identical)",
+        "sustained_matmul_ratio": "sustained tensor-core throughput over the kernel fits' "
+        "short-run rates, as priced (GEMMs and attention; devices/kernels.yaml)",
         "model_fits": "least trusted kernel fit used: calibrated, borrowed or uncalibrated",
         "kernel_classes": "kernel classes (and collective) the step was priced with",
         "borrowed_fits": "GPU.class<-device for every kernel class priced with another "
@@ -437,13 +461,20 @@ class ParallelTrainingWorkload(Workload):
                                p.node_nic_Bps or inter.bandwidth_Bps, p.gpus_per_node)  # fmt: skip
         fmt = p.precision
         self.precision = Precision(fmt, fmt, "bf16" if fmt == "fp8" else fmt)
+        #: the sustained tensor-core ratio priced (the scenario's, or the device's measured)
+        self.sustained_ratio = (sustained_ratio(self.spec.name)
+                                if p.sustained_matmul_ratio is None
+                                else p.sustained_matmul_ratio)  # fmt: skip
         self.precision.check(self.spec)
         knobs = StepKnobs(p.micro_batch, p.seq_len, p.sequence_parallel, p.recompute,
                           p.tp_comm_overlap, p.tp_overlap_chunks, p.attn_bwd_flops_ratio,
                           p.attn_bwd_relative_efficiency, p.dropout, p.moe_capacity_factor,
                           p.moe_load_imbalance, p.moe_pad_to_capacity, p.cp_comm,
                           fp8_scaling=p.fp8_scaling,
-                          attention_kernel=p.attention_kernel)  # fmt: skip
+                          attention_kernel=p.attention_kernel,
+                          sustained_matmul_ratio=self.sustained_ratio,
+                          fp8_gemm_ceiling=p.fp8_gemm_ceiling,
+                          elementwise_impl=p.elementwise_impl)  # fmt: skip
         self.cost = MicroBatchCost(self.spec, self.model, self.layout, self.fabrics, knobs,
                                    self.precision)  # fmt: skip
         _ = self.cost.attention_profile  # no profile for this device: one clear error now
@@ -495,8 +526,10 @@ class ParallelTrainingWorkload(Workload):
         return self.fabrics.time_s("all_gather", self.layout, group, nbytes)
 
     def _layer_fsdp_s(self, moe: bool, op: str) -> float:
-        """One layer's FSDP all-gather or reduce-scatter over the groups of its parts."""
-        return sum(self.fabrics.time_s(op, self.layout, g, n * PARAM_BYTES)
+        """One layer's FSDP all-gather (16-bit parameters) or reduce-scatter (gradients,
+        ``grad_bytes_per_param``: 4 where FSDP reduces in fp32) over its parts' groups."""
+        width = self.params.grad_bytes_per_param if op == "reduce_scatter" else PARAM_BYTES
+        return sum(self.fabrics.time_s(op, self.layout, g, n * width)
                    for n, g in self._layer_shards(moe))  # fmt: skip
 
     def _kinds(self, k: int) -> list[tuple[bool, int]]:
@@ -921,6 +954,7 @@ class ParallelTrainingWorkload(Workload):
             "oom": int(bool(over)),
             "oom_detail": oom_detail,
             "replicas_simulated": len(self.replicas),
+            "sustained_matmul_ratio": self.sustained_ratio,
             **self._trust(),
         }  # fmt: skip
 

@@ -35,6 +35,44 @@ before its cast (2 B per element; weights' scales are taken with their casts, on
 step in torchtitan's precomputed FSDP scales; the amax all-reduces over sequence-parallel
 shards are left out; **reconstruction**). Attention stays 16-bit.
 
+**Sustained tensor-core throughput** (``sustained_matmul_ratio``; the workload's default is
+the device's measured value, :mod:`hetsim.workloads.training.sustained`, 1.0 where none).
+The GEMM fits come from short operator profiles and the attention profiles from short
+kernel benchmarks, both at the boost clock; under sustained load a GPU settles at the clock
+its power limit allows. The ratio scales the compute roof (the device's peaks) of BF16/FP16
+GEMMs and of attention; memory-bound roofs and elementwise kernels are left as they are (a
+bandwidth-bound kernel draws too little power to meet the limit). The values are Bekman's
+mamf-finder MSMF over MAMF, same protocol, all 8 GPUs busy (ml-engineering
+``compute/accelerator/benchmarks/README.md``, "What we measured"): H200 BF16 698.6 / 823.9
+TFLOP/s = 0.848 (sustained at 1405-1527 MHz against the 1980 MHz boost), used for every
+GH100 part; B200 1426.4 / 1751.2 = 0.815. A cross-check that the H100 fits are burst
+rates: their asymptote, 0.753 x 989 = 745 TFLOP/s, is above the best sustained GH100 rate
+(698.6), while A100's fit asymptote (0.737 x 312 = 230) is below A100's sustained cuBLASLt
+rate (K02, 256.5 after 10,000 warm-ups); at 0.848 the H100 asymptote (632) sits at 0.90 of
+the sustained best, as A100's does (0.90) without a ratio. Less direct readings are
+milder: Azure's H100 FP8 GEMM after 10,000 warm-ups (K03) is 0.98 of Bekman's FP8 MAMF
+burst, on other shapes and another software stack. No measurement of a power-capped H100
+is in hand: the 500 W part carries the 700 W value as an upper bound, and the ratio is
+swept in ``scenarios/training-power-limit.yaml``.
+
+**FP8 GEMM ceiling** (``fp8_gemm_ceiling``, on by default). The GEMM kernel fits are fitted
+to BF16/FP16 operator profiles; at the FP8 peak they reach the same fraction of it, 0.75 on
+H100, while measured FP8 GEMMs reach less: cuBLASLt FP8 after 10,000 warm-ups on an H100
+(calibration K03) 1216.9 / 1290.1 / 1377.3 / 1382.2 TFLOP/s at 4k / 8k / 16k / 32k cubes,
+where the BF16 fit at the FP8 peak gives 1328 / 1441 / 1474 / 1484 (Bekman's MAMF
+burst: 70.9% of the FP8 peak against 80.3% for BF16). An FP8 GEMM therefore takes at least
+its FLOPs over the FP8 peak times the device's catalogue ``fp8`` compute curve (fitted to
+K03 by :mod:`hetsim.devices.calibration`; H200 its own K03 point). That curve is a
+sustained measurement, so ``sustained_matmul_ratio`` does not apply to it again. Devices
+without an ``fp8`` curve are unchanged.
+
+**Eager elementwise kernels** (``elementwise_impl: torchtitan-eager``; default ``fused``).
+Without ``torch.compile``, torchtitan's Llama runs each PyTorch op of its RMSNorm (fp32
+upcast), complex-fp32 rotary, SwiGLU and ``repeat_kv`` as its own streaming kernel;
+:mod:`hetsim.workloads.training.eager_ops` lists their bytes from the model code
+(**reconstruction**) and prices them at the device's STREAM rate. Residual adds, the
+embedding, the loss and FP8 casts are priced as in the fused case.
+
 **Tensor parallelism.** Without sequence parallelism each layer all-reduces ``T h``
 activations twice forward and twice backward; with it, each all-reduce becomes a
 reduce-scatter plus an all-gather of the same buffer (Korthikanti et al., 2022) and the
@@ -88,7 +126,7 @@ Dense layers only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal
 
@@ -107,6 +145,12 @@ from hetsim.devices.kernels import (
 )
 from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec
+from hetsim.workloads.training.eager_ops import (
+    ElementwiseImpl,
+    eager_op_s,
+    repeat_kv_bytes,
+    stream_kernel_s,
+)
 from hetsim.workloads.training.parallel_comm import Fabrics, Layout
 
 Recompute = Literal["none", "selective", "op", "full"]
@@ -235,6 +279,15 @@ class StepKnobs:
     #: class fit, backward at ``attn_bwd_relative_efficiency``) or a published kernel
     #: profile of :mod:`hetsim.devices.attention_kernels` (its own backward efficiency)
     attention_kernel: AttentionKernel = "fitted"
+    #: sustained tensor-core throughput over the kernel fits' (short-run, boost-clock)
+    #: throughput: scales the compute roof of GEMMs and attention (module doc)
+    sustained_matmul_ratio: float = 1.0
+    #: cap FP8 GEMMs at the catalogue's FP8 GEMM curve (fitted to sustained cuBLASLt FP8
+    #: measurements, K03) where the device has one (module doc)
+    fp8_gemm_ceiling: bool = True
+    #: how norms, rotary and the gated activation run: the kernel classes' fused fits, or
+    #: torchtitan's eager modules kernel by kernel (:mod:`~hetsim.workloads.training.eager_ops`)
+    elementwise_impl: ElementwiseImpl = "fused"
 
     @property
     def moe_load(self) -> float:
@@ -284,6 +337,15 @@ class MicroBatchCost:
         return kernel_fits(self.spec).fits
 
     @cached_property
+    def compute_spec(self) -> DeviceSpec:
+        """The device with its compute peaks scaled by ``sustained_matmul_ratio`` (the
+        tensor-core roof under sustained load); bandwidth unchanged."""
+        r = self.knobs.sustained_matmul_ratio
+        if r == 1.0:
+            return self.spec
+        return replace(self.spec, peak_flops={k: v * r for k, v in self.spec.peak_flops.items()})
+
+    @cached_property
     def attention_profile(self) -> KernelProfileRef | None:
         """The published attention-kernel profile priced (None: the fitted class)."""
         kernel = self.knobs.attention_kernel
@@ -311,7 +373,13 @@ class MicroBatchCost:
         return Precision(a, a, a)
 
     def _gemm(self, m: float, n: float, k: float) -> float:
-        return float(gemm_time_s(self.spec, self.fits.gemm, m, n, k, self.precision))
+        curve = self.spec.compute_efficiency.get("fp8")
+        if self.knobs.fp8_gemm_ceiling and self.precision.math_dtype() == "fp8" and curve:
+            # no faster than the device's sustained FP8 GEMM curve (itself a sustained
+            # measurement: the sustained ratio is not applied on top)
+            t = float(gemm_time_s(self.spec, self.fits.gemm, m, n, k, self.precision))
+            return max(t, 2.0 * m * n * k / (self.spec.peak("fp8") * curve(2.0 * m * n * k)))
+        return float(gemm_time_s(self.compute_spec, self.fits.gemm, m, n, k, self.precision))
 
     def _gemm_fwd_bwd(self, m: float, n: float, k: float) -> tuple[float, float]:
         """(forward, backward = dgrad + wgrad) seconds of ``(m x k) @ (k x n)``."""
@@ -355,12 +423,18 @@ class MicroBatchCost:
         tp_b = sum(self._exposed(one, g[1]) for g in pair)
         cp_f, cp_b = self._ring(attn_f, attn_b, kvh)
         cast_f, cast_b = self._fp8_casts(gemms + self._expert_gemms()[1:])
-        fwd_ew = norm + add + rope + act + cast_f + moe["fwd_ew"]
-        bwd_ew = (
-            norm * EW_BACKWARD_BYTES["norm"] + add * EW_BACKWARD_BYTES["add"]
-            + rope * EW_BACKWARD_BYTES["rotary"] + cast_b + moe["bwd_ew"]
-            + (self._ew(act_bytes * EW_BACKWARD_BYTES["activation"], "activation") if ffn else 0)
-        )  # fmt: skip
+        if kn.elementwise_impl == "torchtitan-eager":
+            eager_f, eager_b = self._eager_elementwise(heads, kvh, ffn)
+            fwd_ew = add + cast_f + moe["fwd_ew"] + eager_f
+            bwd_ew = add * EW_BACKWARD_BYTES["add"] + cast_b + moe["bwd_ew"] + eager_b
+        else:
+            fwd_ew = norm + add + rope + act + cast_f + moe["fwd_ew"]
+            bwd_ew = (
+                norm * EW_BACKWARD_BYTES["norm"] + add * EW_BACKWARD_BYTES["add"]
+                + rope * EW_BACKWARD_BYTES["rotary"] + cast_b + moe["bwd_ew"]
+                + (self._ew(act_bytes * EW_BACKWARD_BYTES["activation"], "activation")
+                   if ffn else 0)
+            )  # fmt: skip
         return {
             "fwd_gemm": sum(f for f, _ in fb) + moe["fwd_gemm"],
             "bwd_gemm": sum(b for _, b in fb) + moe["bwd_gemm"],
@@ -369,6 +443,33 @@ class MicroBatchCost:
             "fwd_tp": tp_f, "bwd_tp": tp_b, "fwd_cp": cp_f, "bwd_cp": cp_b,
             "fwd_ep": moe["fwd_ep"], "bwd_ep": moe["bwd_ep"],
         }  # fmt: skip
+
+    def _eager_elementwise(self, heads: float, kvh: float, ffn: float) -> tuple[float, float]:
+        """(forward, backward) seconds of one layer's norms, rotary, SwiGLU and
+        ``repeat_kv`` copies as torchtitan's eager modules run them
+        (:mod:`hetsim.workloads.training.eager_ops`; 16-bit activations)."""
+        md, kn, tp = self.model, self.knobs, self.layout.tp
+        t, h, d = float(self.tokens), md.hidden, md.head_dim
+        fit = self.fits.elementwise
+        sp = tp if kn.sequence_parallel else 1
+
+        def op(name: str, phase: str, n: float) -> float:
+            return eager_op_s(self.spec, fit, name, phase, n)
+
+        out = []
+        for phase in ("fwd", "bwd"):
+            s = 2 * op("norm", phase, t * h / sp)
+            s += op("rotary", phase, t * heads * d) + op("rotary", phase, t * kvh * d)
+            if ffn and md.gated_mlp:
+                s += op("swiglu", phase, t * ffn / tp)
+            elif ffn:  # one fused activation kernel either way
+                a = self.precision.activation_bytes
+                ratio = EW_BACKWARD_BYTES["activation"] if phase == "bwd" else 1.0
+                s += self._ew(2 * ffn / tp * t * a * ratio, "activation")
+            per_kv = repeat_kv_bytes(heads / kvh)[0 if phase == "fwd" else 1]
+            s += 2 * stream_kernel_s(self.spec, fit, per_kv * t * kvh * d)  # K and V
+            out.append(s)
+        return out[0], out[1]
 
     # ---- routed experts -------------------------------------------------------------
     _MOE_KEYS = ("fwd_gemm", "bwd_gemm", "fwd_ew", "bwd_ew", "fwd_ep", "bwd_ep")
@@ -472,8 +573,8 @@ class MicroBatchCost:
         if ref is not None:  # a published kernel profile, at the kernel's key length
             keys = s * self.slice_hi if self.sliced else s / cp
             flops = 4.0 * heads * md.head_dim * (cross_units + 0.5 * self_units)
-            fwd = attention_kernel_time_s(self.spec, ref.profile, "forward", flops, keys)
-            bwd = attention_kernel_time_s(self.spec, ref.profile, "backward",
+            fwd = attention_kernel_time_s(self.compute_spec, ref.profile, "forward", flops, keys)
+            bwd = attention_kernel_time_s(self.compute_spec, ref.profile, "backward",
                                           kn.attn_bwd_flops_ratio * flops, keys)  # fmt: skip
             return fwd, bwd
         prec = self._attn_precision
@@ -481,7 +582,7 @@ class MicroBatchCost:
 
         def run(scale: float) -> float:
             return float(attention_prefill_time_s(
-                self.spec, fit, scale * cross_units, scale * self_units, b * q, ctx,
+                self.compute_spec, fit, scale * cross_units, scale * self_units, b * q, ctx,
                 heads, kvh, md.head_dim, prec,
             ))  # fmt: skip
 
@@ -604,10 +705,15 @@ class MicroBatchCost:
         v = md.vocab / self.layout.tp
         f, b = self._gemm_fwd_bwd(t, v, md.hidden)
         norm = self._ew(2 * t * md.hidden * a, "norm")
+        norm_b = 1.5 * norm
+        if self.knobs.elementwise_impl == "torchtitan-eager":
+            fit = self.fits.elementwise
+            norm = eager_op_s(self.spec, fit, "norm", "fwd", t * md.hidden)
+            norm_b = eager_op_s(self.spec, fit, "norm", "bwd", t * md.hidden)
         loss_f = self._ew(2 * 4.0 * t * v, "activation")  # softmax over fp32 logits
         loss_b = self._ew(3 * 4.0 * t * v, "activation")
         small = 2 * self._tp("all_reduce", 4.0 * t)
-        return f + norm + loss_f + small, b + 1.5 * norm + loss_b
+        return f + norm + loss_f + small, b + norm_b + loss_b
 
     # ---- memory -------------------------------------------------------------------------
     def _full_activation_bytes(self) -> float:
