@@ -121,6 +121,19 @@ def _cell(value: Any) -> Any:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def portable_traceback() -> str:
+    """The current exception's traceback with this install's folders replaced by
+    ``<hetsim>`` and ``<python>``, so a sweep's rows do not depend on where hetsim or
+    Python is installed (the same scenario gives the same table on any machine)."""
+    text = traceback.format_exc()
+    hetsim_root = str(Path(__file__).resolve().parents[1])
+    roots = [(hetsim_root, "<hetsim>"), (str(Path(__file__).parents[1]), "<hetsim>")]
+    roots += [(sys.prefix, "<python>"), (sys.base_prefix, "<python>")]
+    for root, name in sorted(roots, key=lambda r: -len(r[0])):
+        text = text.replace(root, name)
+    return text
+
+
 def run_task(sc: Scenario, task: Task, shard_dir: str, budgets: Budgets | None = None) -> Outcome:
     """Run one point and write its row to ``<shard_dir>/<key>.parquet`` atomically.
 
@@ -140,7 +153,7 @@ def run_task(sc: Scenario, task: Task, shard_dir: str, budgets: Budgets | None =
             result = simulate(point)
         row.update(result.summary_row)
     except Exception as e:  # a failed run is a row, not the end of the sweep
-        error, tb = f"{type(e).__name__}: {e}", traceback.format_exc()
+        error, tb = f"{type(e).__name__}: {e}", portable_traceback()
     row.update(
         run_key=task.key,
         hetsim_version=__version__,
