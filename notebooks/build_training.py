@@ -44,7 +44,7 @@ CELLS = [
         "'workload.size_x_hbm': size,\n"
         "                                         'workload.iterations': ITERS}).summary\n"
         "        rows.append(s.assign(policy=pol, size=size))\n"
-        "table = pd.concat(rows)\n"
+        "table = pd.DataFrame([r.iloc[0] for r in rows]).reset_index(drop=True)\n"
         "ok = table[table.oom == 0]\n"
         "ax = ok.pivot(index='footprint_x_hbm', columns='policy', values='last_iteration_s')"
         ".plot(marker='o', figsize=(7, 3.5))\n"
@@ -84,7 +84,7 @@ CELLS = [
         "'workload.recompute': rc,\n"
         "                                             'workload.model.seq_len': seq}).summary\n"
         "            rows.append(s.assign(schedule=sch, recompute=rc, seq_len=seq))\n"
-        "pp = pd.concat(rows)\n"
+        "pp = pd.DataFrame([r.iloc[0] for r in rows]).reset_index(drop=True)\n"
         "pp['peak_act_GB'] = pp.peak_act_stage0_bytes / 1e9\n"
         "pp[['seq_len', 'recompute', 'schedule', 'bubble', 'peak_act_GB', 'oom', 'mfu']]"
     ),
