@@ -10,8 +10,11 @@ from hetsim.workloads.moe.view import CacheView
 def victims_by_key(view: CacheView, key: np.ndarray, count: int) -> list[int]:
     """The ``count`` first unprotected cached experts of the view, lowest ``key`` first
     (ties: lowest id)."""
-    cand = (view.cached & ~view.protected).nonzero()[0]
-    if count <= 0 or len(cand) == 0:
+    if count <= 0:
+        return []
+    # cached and not protected (on bools, a > b is a & ~b, in one numpy operation)
+    cand = (view.cached > view.protected).nonzero()[0]
+    if len(cand) == 0:
         return []
     keys = key[cand]
     if count == 1:  # the minimum alone: argmin takes the first, i.e. the lowest id

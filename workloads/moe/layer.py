@@ -117,22 +117,23 @@ def placement_view(
 ) -> PlacementView:
     """The placement policy's snapshot of one layer (times relative to the router);
     ``ids`` and ``ids_t``: the activated ids as an array and as a tuple."""
-    cached = tuple(res.cached[layer][ids].tolist())  # (a row, then its items)
+    # the residency's row views of the layer (a row, then its items)
+    row, ready_row = res.cached_rows[layer], res.ready_rows[layer]
+    cached = tuple(row[ids].tolist())
     # max(ready - router, 0) where cached, else 0 (Python floats: the same IEEE results
     # as the array operations, cheaper on a layer's few experts; the times are finite,
     # so r - router is positive exactly where r > router)
     ready = tuple([
         r - router_abs if c and r > router_abs else 0.0
-        for r, c in zip(res.ready_at_s[layer][ids].tolist(), cached, strict=True)
+        for r, c in zip(ready_row[ids].tolist(), cached, strict=True)
     ])  # fmt: skip
     gpu_s, cpu_s = costs.expert_times(loads)
-    row = res.cached[layer]
     # a layer with fewer slots than experts is never wholly cached (the residency never
     # holds more experts than slots), so the count is skipped there
     resident = bool(
         res.slot_counts[layer] >= len(row)
         and np.count_nonzero(row) == len(row)
-        and (res.ready_at_s[layer] <= router_abs).all()
+        and (ready_row <= router_abs).all()
     )
     # positional construction, in PlacementView's field order (the hot path: one per
     # MoE layer-step)

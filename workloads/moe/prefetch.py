@@ -16,7 +16,7 @@ import numpy as np
 
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.moe.costs import read_only, unit_loads
-from hetsim.workloads.moe.routing import predicted_token
+from hetsim.workloads.moe.routing import predicted_token_depths
 from hetsim.workloads.moe.view import LookaheadLayer, Phase, PrefetchView
 
 
@@ -31,16 +31,20 @@ class TokenPredictions:
 
     def __init__(self, trace: Any, t: int, depth: int, k: int, experts: int) -> None:
         self.t = t
-        self.probs = [read_only(predicted_token(trace, t, d)) for d in range(1, depth + 1)]
-        self.ids = [read_only(_top_ids(p, k)) for p in self.probs]
-        layers = self.probs[0].shape[0]
+        # every depth at once: (depth x layers, experts) rows, depth 1's layers first
+        flat = read_only(predicted_token_depths(trace, t, depth).reshape(-1, experts))
+        top, top_p = _top_ids(flat, k)
+        layers = len(flat) // depth
+        spans = [(d * layers, (d + 1) * layers) for d in range(depth)]
+        self.probs = [flat[a:b] for a, b in spans]  # read-only views of a read-only array
+        self.ids = [read_only(top[a:b]) for a, b in spans]
         rows = np.arange(layers)
-        self.prob_rows = [list(p) for p in self.probs]  # read-only views of read-only arrays
-        self.id_tuples = [[tuple(r) for r in i.tolist()] for i in self.ids]
-        self.top_probs = [
-            [tuple(r) for r in p[rows[:, None], i].tolist()]
-            for p, i in zip(self.probs, self.ids, strict=True)
-        ]
+        row_views = list(flat)
+        id_rows = [tuple(r) for r in top.tolist()]
+        p_rows = [tuple(r) for r in top_p.tolist()]
+        self.prob_rows = [row_views[a:b] for a, b in spans]
+        self.id_tuples = [id_rows[a:b] for a, b in spans]
+        self.top_probs = [p_rows[a:b] for a, b in spans]
         # flat[d - 1][l]: the flat indices of layer l's predicted experts at depth d;
         # gather[l]: those of layers l + 1 .. l + depth, in turn (rows past the last
         # layer are clipped to it, and ignored)
@@ -53,13 +57,15 @@ class TokenPredictions:
         self.gather = list(full)
 
 
-def _top_ids(p: np.ndarray, k: int) -> np.ndarray:
+def _top_ids(p: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Each row's ``k`` largest entries' ids, most probable first, ties in the order of
-    the introselect (argpartition) output. Where no row has a tie (or a NaN) among its
-    k + 1 largest values, the ids and their order are unique: they are found from the
-    sorted values (numpy's vectorised sort of values, the entries at or above each
-    row's k-th largest, ordered by one argsort of k per row), about half the
-    introselect's time. Otherwise the introselect path runs as it always did."""
+    the introselect (argpartition) output, and those entries (``p`` at the ids). Where
+    no row has a tie (or a NaN) among its k + 1 largest values, the ids and their order
+    are unique: they are found from the sorted values (numpy's vectorised sort of values,
+    the entries at or above each row's k-th largest, ordered by one argsort of k per
+    row), about half the introselect's time, and the entries are the sorted values
+    negated back (exact). Otherwise the introselect path runs as it always did. Each
+    row's answer depends on that row alone, either way."""
     neg = -p
     rows, n = p.shape
     if 0 < k < n:
@@ -68,11 +74,11 @@ def _top_ids(p: np.ndarray, k: int) -> np.ndarray:
             ids = (np.flatnonzero(neg <= s[:, k - 1 : k]) % n).reshape(rows, k)
             r = np.arange(rows)[:, None]
             ranked: np.ndarray = ids[r, np.argsort(neg[r, ids], axis=1)]
-            return ranked
+            return ranked, -s[:, :k]
     top = np.argpartition(neg, k - 1, axis=1)[:, :k]
     order = np.argsort(-np.take_along_axis(p, top, axis=1), axis=1, kind="stable")
     out: np.ndarray = np.take_along_axis(top, order, axis=1)
-    return out
+    return out, np.take_along_axis(p, out, axis=1)
 
 
 def lookahead_layer(wl: Any, t0: int, t1: int, layer: int, depth: int) -> LookaheadLayer:

@@ -97,6 +97,15 @@ def predicted_token(trace: RoutingTrace, t: int, depth: int) -> np.ndarray:
     return softmax(trace.logits[t] + noise)
 
 
+def predicted_token_depths(trace: RoutingTrace, t: int, depth: int) -> np.ndarray:
+    """:func:`predicted_token` of token ``t`` at depths ``1..depth`` stacked: (depth,
+    layers, experts) (element by element the same float32 operations, so the same
+    numbers, with one numpy call per operation for all depths)."""
+    root = np.sqrt(np.arange(1, depth + 1)).astype(np.float32)  # np.float32(np.sqrt(d))
+    noise = (trace.sigma[None, :] * root[:, None])[:, :, None] * trace.eps[t]
+    return softmax(trace.logits[t] + noise)
+
+
 def softmax(z: np.ndarray) -> np.ndarray:
     """Softmax over the last axis (computed in one new array: the same operations as
     ``e = exp(z - max); e / sum(e)``, hence the same numbers)."""
