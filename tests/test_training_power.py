@@ -9,9 +9,9 @@ import hetsim
 from hetsim.devices.catalogue import device_spec, fabric_spec
 from hetsim.devices.kernels import gemm_time_s, kernel_fits
 from hetsim.devices.precision import Precision
+from hetsim.devices.sustained import sustained_ratio, sustained_table
 from hetsim.workloads.training.parallel_comm import Fabrics, Layout
 from hetsim.workloads.training.step_cost import DenseModel, MicroBatchCost, StepKnobs
-from hetsim.workloads.training.sustained import sustained_ratio, sustained_table
 from tests.conftest import ROOT
 
 GPT = DenseModel("gpt", 8, 4096, 32, 32, 16384, 32000, gated_mlp=False)

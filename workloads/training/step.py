@@ -84,6 +84,7 @@ from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.kernels import elementwise_time_s, kernel_fits
 from hetsim.devices.precision import Precision
+from hetsim.devices.sustained import sustained_ratio
 from hetsim.simulator.budget import WorkEstimate
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.limits import Seconds
@@ -105,7 +106,6 @@ from hetsim.workloads.training.step_cost import (
     fit_trust,
     megatron_flops_per_token,
 )
-from hetsim.workloads.training.sustained import sustained_ratio
 from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 
 #: AdamW bytes per parameter besides the gradient: read fp32 master, momentum, variance

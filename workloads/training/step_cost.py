@@ -36,7 +36,7 @@ step in torchtitan's precomputed FSDP scales; the amax all-reduces over sequence
 shards are left out; **reconstruction**). Attention stays 16-bit.
 
 **Sustained tensor-core throughput** (``sustained_matmul_ratio``; the workload's default is
-the device's measured value, :mod:`hetsim.workloads.training.sustained`, 1.0 where none).
+the device's measured value, :mod:`hetsim.devices.sustained`, 1.0 where none).
 The GEMM fits come from short operator profiles and the attention profiles from short
 kernel benchmarks, both at the boost clock; under sustained load a GPU settles at the clock
 its power limit allows. The ratio scales the compute roof (the device's peaks) of BF16/FP16

@@ -4,8 +4,9 @@ throughput the kernel fits and attention profiles were measured at.
 
 The values are the ``sustained_matmul_ratio:`` section of ``devices/kernels.yaml``, one
 per device with its source (measured MSMF over MAMF; see the section's comment). A device
-not listed gets 1.0, the fits' own rates. The training step cost scales the compute roof
-of GEMMs and attention by it (:mod:`hetsim.workloads.training.step_cost`).
+not listed gets 1.0, the fits' own rates. It is a device property, so it lives in the cost
+layer; today only the training step cost applies it (scaling the compute roof of GEMMs and
+attention, ``workloads/training/step_cost.py``); inference pricing does not yet.
 """
 
 from __future__ import annotations
