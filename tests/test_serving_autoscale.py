@@ -286,3 +286,30 @@ def test_cli_empty_class_names_line_and_column(
     assert cli_error(tmp_path, capsys, yaml.safe_dump(sc)) == (
         f"{tmp_path / 't.csv'}:3: column Class: empty SLO class"
     )
+
+
+def test_a_unit_whose_kv_cannot_hold_the_longest_request_is_refused(tmp_path: Path) -> None:
+    """The only free GPU is an A100-40GB; at mem_fraction 0.38 its KV cache is
+    40 GB x 0.38 - 16.06 GB of weights ~ 0.26 GB ~ 2k tokens of Llama-3-8B (128 KiB per
+    token), short of one 6,032-token request: the scale-out is refused (an engine would
+    not start) instead of adding an instance that waits forever on that request."""
+    one = {"name": "fixed", "instances": [{"gpu_type": "a100-80gb"}]}
+    out = {"name": "hysteresis", "period_s": 1.0, "window_s": 1.0, "upper": 0.01,
+           "lower": 0.0, "hold_out_s": 0.0}  # fmt: skip
+    sc = small(out, one, n=60)
+    node = sc["cluster"]["nodes"][0]
+    node["devices"] = {
+        "gpu": {"type": "a100-80gb", "count": 1},
+        "gpu2": {"type": "a100-40gb", "count": 1},
+        "cpu": {"type": "xeon-8480"},
+    }
+    node["links"].append({"type": "pcie4-x16", "between": ["gpu2", "cpu"]})
+    sc["workload"].update(mem_fraction=0.38, price_preset="catalogue")
+    sc["workload"]["requests"]["prompt_tokens"] = 6000
+    res = run(sc, tmp_path)
+    ev = res.tables["scale_events"]
+    assert len(ev) > 0 and set(ev.action) == {"refused-kv"}
+    assert set(ev.instances) == {"mixed:a100-40gb/tp1"}
+    s = res.summary.iloc[0]
+    assert s["instances"] == 1 and s["scale_out_events"] == 0 and s["requests"] == 60
+    assert res.tables["requests"].finish_s.notna().all()

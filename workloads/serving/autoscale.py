@@ -11,7 +11,8 @@ configs) and executes the policy's :class:`~schedulers.serving.view.ScaleDecisio
   pull and the model's download from remote storage, then its weights from its node's
   CPU over the topology, ``weight bytes / tp`` per GPU as at start, then the engine
   warm-up), and the unit joins the routing pools only once every instance of it is
-  ready;
+  ready; a unit that does not fit the free GPUs, or one whose KV cache cannot hold the
+  run's longest request (the engine would refuse to start), is refused instead;
 * **scale in**: every instance of the unit leaves the routing pools at once (no new
   request, no new KV hand-off), finishes what it holds, and is released (cost stops,
   GPUs and memory return to the free pool) when its queues, batch and KV are empty.
@@ -97,6 +98,10 @@ class ScaledDeployment(Protocol):
     ) -> None:
         """Allocate weights and KV on ``devs``, load the weights, then mark ``inst`` ready
         and call ``on_ready``."""
+        ...
+
+    def kv_shortfall(self, s: InstanceSpec) -> str:
+        """Why an instance of ``s`` cannot hold the run's longest request; "" if it can."""
         ...
 
 
@@ -205,6 +210,10 @@ class Autoscaler:
         for s in specs:
             if (s.gpu_type, s.tp) not in w.configs:
                 raise InvariantViolation(f"scaling: {s.gpu_type} tp={s.tp} is not a config")
+        if any(w.kv_shortfall(s) for s in specs):
+            self.refused += 1
+            self._event("refused-kv", -1, specs)
+            return
         free = copy.deepcopy(w._free)
         try:
             devs = place(specs, free)

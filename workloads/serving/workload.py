@@ -290,14 +290,27 @@ class ServingWorkload(Workload):
             raise ValueError("deployment: no colocated or prefill instance")
         if any(s.role == "prefill" for s in self.entry) and not self.decode:
             raise ValueError("deployment: prefill instances but no decode instance")
-        need = int((self.times.prompt + self.times.output).max())
         for s in self.instances:
-            cap = s.capacity_blocks * s.block_tokens
-            if need > cap:
+            short = self._kv_shortfall(s.capacity_blocks * s.block_tokens)
+            if short:
                 raise ValueError(
-                    f"instance {s.number} ({s.cost.spec.name}, tp={s.cost.tp}) holds {cap} KV "
-                    f"tokens; the longest request needs {need}"
+                    f"instance {s.number} ({s.cost.spec.name}, tp={s.cost.tp}) {short}"
                 )
+
+    def kv_shortfall(self, s: InstanceSpec) -> str:
+        """Why an instance of spec ``s`` cannot hold this run's longest request (prompt
+        + output) in its KV blocks; "" when it can. Checked for the starting deployment
+        and for every unit the autoscaler adds: an instance short of it would wait
+        forever on that request (an engine refuses to start with a KV cache smaller than
+        its longest sequence)."""
+        bt = self.params.block_tokens
+        return self._kv_shortfall(self.configs[(s.gpu_type, s.tp)].kv_tokens // bt * bt)
+
+    def _kv_shortfall(self, cap_tokens: int) -> str:
+        need = int((self.times.prompt + self.times.output).max())
+        if need <= cap_tokens:
+            return ""
+        return f"holds {cap_tokens} KV tokens; the longest request needs {need}"
 
     # ---- run -------------------------------------------------------------------------
     def start(self) -> None:
