@@ -30,7 +30,8 @@ NCCL switches protocol between 1 KiB and 1 MiB, so no monotone curve meets both:
 A100 ring fit lands within 8% on C01 and about +67% at 1 KiB (1.9 us per step).
 
 Run ``python -m hetsim.devices.calibration`` for the table of measured vs predicted values and
-``--write`` to write the fitted values into the ``# fit: KEY`` lines of the catalogues.
+``--write`` to write the fitted values into the ``# fit: KEY`` lines of the catalogues. The
+CPU GEMV weight-stream fit (:mod:`hetsim.devices.cpu_calibration`) is printed after the table.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from hetsim.devices.calibration_points import (
 )
 from hetsim.devices.collectives import AlgorithmFit, CollectiveFabric, bus_bandwidth_Bps
 from hetsim.devices.collectives import collective_time_s as _collective_time_s
+from hetsim.devices.cpu_calibration import report as cpu_report
 from hetsim.devices.roofline import gemm_bytes, gemm_flops, op_time_s
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve, LinkSpec
 
@@ -326,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         ):
             cache.cache_clear()
     _print_table(report())
+    print()
+    print(cpu_report())
 
 
 if __name__ == "__main__":

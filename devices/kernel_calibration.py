@@ -31,8 +31,14 @@ memory curve reads by bytes moved or by weight shape (an int4 GEMV and an fp16 o
 the same shape). :func:`gemv_point_check` prices each point under both transfer rules;
 the report prints it.
 
+GEMM formats with microbenchmarks of their own in ``devices/data/microbenchmarks.csv``
+(FP8, K03) get a ``format_compute_scale`` (:func:`format_compute_scales`): on the fitted
+device, and on every device that borrows its GEMM fit and has points of its own (H200 and
+MI300X: :func:`borrower_scales`, written to ``borrower_format_compute_scale``).
+
 Run ``python -m hetsim.devices.kernel_calibration`` for the residual tables and
-``--write`` to rewrite ``devices/kernels.yaml``'s ``fits:`` and ``residuals:``.
+``--write`` to rewrite ``devices/kernels.yaml``'s ``fits:``, ``residuals:`` and
+``borrower_format_compute_scale:``.
 """
 
 from __future__ import annotations
@@ -53,10 +59,12 @@ from hetsim.devices.catalogue import device_spec, shipped_devices
 from hetsim.devices.kernels import (
     BORROWED_SIZE_RULES,
     KERNELS_FILE,
+    OWN_SCALES_SECTION,
     AttentionDecodeFit,
     AttentionPrefillFit,
     ElementwiseFit,
     GemmFit,
+    KernelFits,
     attention_decode_time_s,
     attention_prefill_time_s,
     elementwise_time_s,
@@ -342,6 +350,33 @@ def format_compute_scales(spec: DeviceSpec, fit: GemmFit) -> dict[str, float]:
     return {d: round(float(np.median(r)), 4) for d, r in sorted(ratios.items())}
 
 
+def borrower_scales(fits: dict[str, DeviceFit]) -> dict[str, dict[str, float]]:
+    """:func:`format_compute_scales` of every device that borrows one of ``fits``' GEMM
+    fits (``kernels.yaml`` ``borrow:``) and has GEMM microbenchmarks of its own, against
+    the borrowed fit as that device uses it (moved to its bandwidth, unscaled); devices
+    without such points get none and keep the lender's scales."""
+    _, borrow = kernel_table()
+    lenders = {d: device_spec(d).memory_bandwidth_Bps for d in fits}
+    out = {}
+    for device, lender in sorted(borrow.items()):
+        if lender not in fits:
+            continue
+        spec = device_spec(device)
+        gemm = replace(fits[lender].gemm, format_compute_scale={})
+        lent = DeviceFit(lender, gemm, fits[lender].elementwise, fits[lender].prefill,
+                         fits[lender].decode, fits[lender].fitted_on, {})  # fmt: skip
+        moved = moved_fits(_kernel_fits_of(lent), spec.memory_bandwidth_Bps, lenders)
+        scales = format_compute_scales(spec, moved.gemm)
+        if scales:
+            out[device] = scales
+    return out
+
+
+def _kernel_fits_of(fit: DeviceFit) -> KernelFits:
+    return KernelFits(fit.gemm, fit.prefill, fit.decode, fit.elementwise,
+                      fitted_on=dict(fit.fitted_on))  # fmt: skip
+
+
 def fit_all(root: Path | None = None) -> dict[str, DeviceFit]:
     """Fit every device with profiles under ``root`` (default: the shipped sample)."""
     root = root or SAMPLE_DIR
@@ -483,13 +518,14 @@ def fits_yaml(fit: DeviceFit) -> dict[str, Any]:
 
 
 def write_kernels_yaml(fits: dict[str, DeviceFit], path: Path = KERNELS_FILE) -> None:
-    """Rewrite the ``fits:`` and ``residuals:`` sections, keeping the header comment and
-    every other section (``borrow:``) as they are."""
+    """Rewrite the ``fits:``, ``residuals:`` and ``borrower_format_compute_scale:``
+    sections, keeping the header comment and every other section (``borrow:``) as they are."""
     text = path.read_text(encoding="utf-8")
     header = "".join(ln for ln in text.splitlines(keepends=True) if ln.startswith("#"))
     raw = _yaml_load(text) or {}
     raw["fits"] = {d: fits_yaml(f) for d, f in fits.items()}
     raw["residuals"] = {d: residuals(f) for d, f in fits.items()}
+    raw[OWN_SCALES_SECTION] = borrower_scales(fits)
     path.write_text(header + yaml.safe_dump(raw, sort_keys=False, width=100), encoding="utf-8")
 
 

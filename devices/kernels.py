@@ -12,8 +12,10 @@ fitted by :mod:`hetsim.devices.kernel_calibration` to measured kernel times):
   (``p -> inf`` is the plain roofline's max), so a GEMM with small ``m`` becomes a
   bandwidth-bound GEMV and the ridge is not too optimistic. ``t_d`` is the
   dequantisation roof of weight-only formats (:mod:`hetsim.devices.precision`). The
-  compute curve is fitted on fp16 GEMMs; a format with microbenchmarks of its own (FP8
-  on H100: the K03 cuBLASLt sweep) scales it by ``format_compute_scale``.
+  compute curve is fitted on fp16 GEMMs (short bursts, boost clocks); a format with
+  microbenchmarks of its own (FP8: the K03 cuBLASLt sweep on H100, K03 points on H200 and
+  MI300X) scales it by ``format_compute_scale``, every other format by the run's clock
+  factor (:mod:`hetsim.devices.sustained`, applied by :func:`kernel_fits`).
 * **attention prefill** (flash-style, causal): ``4 heads d (sum q c + s sum q^2)`` FLOPs
   for chunks of ``q`` new tokens on ``c`` cached ones, where ``s`` is the fitted work per
   query-key pair of a chunk's own (causally masked) block: ``1/2`` for an ideal causal
@@ -61,6 +63,7 @@ import yaml
 from hetsim.devices.catalogue import device_spec
 from hetsim.devices.precision import DEQUANT_OPS_PER_WEIGHT, Precision
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, borrowed_ratio, clock_ratio
 
 
 def _yaml_load(text: str) -> Any:
@@ -98,6 +101,9 @@ class GemmFit:
     sharpness: float = 4.0
     floor_s: float = 0.0
     format_compute_scale: dict[str, float] = field(default_factory=dict)
+    #: factor on the compute roof of formats without a ``format_compute_scale`` of their
+    #: own: the device's clock regime (:mod:`hetsim.devices.sustained`; 1 = the fits' boost)
+    compute_clock: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,8 @@ class AttentionPrefillFit:
     sharpness: float = 4.0
     floor_s: float = 0.0
     self_factor: float = 0.5  # work per query-key pair inside a chunk's own causal block
+    #: factor on the compute roof: the clock regime (as :attr:`GemmFit.compute_clock`)
+    compute_clock: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -155,6 +163,26 @@ class KernelFitRef:
     kind: FitKind
     #: per kernel class: the device whose measurements it was fitted on ("" if none)
     fitted_on: dict[str, str]
+    #: per GEMM format with a ``format_compute_scale``: the device whose microbenchmarks
+    #: it was fitted on
+    format_scale_on: dict[str, str] = field(default_factory=dict)
+    #: the factor on compute roofs of the run's clock regime (:mod:`hetsim.devices.sustained`)
+    clock_ratio: float = 1.0
+
+    def borrowed_extras(self, formats: tuple[str, ...] = ()) -> list[str]:
+        """Corrections taken from another device's measurement, for ``borrowed_fits``:
+        the sustained ratio (when applied) and the ``format_compute_scale`` of each GEMM
+        math format in ``formats``."""
+        out = []
+        if self.clock_ratio != 1.0:
+            lent = borrowed_ratio(self.device)
+            if lent:
+                out.append(lent)
+        for fmt in formats:
+            origin = self.format_scale_on.get(fmt, "")
+            if origin and origin != self.device:
+                out.append(f"{self.device}.gemm.{fmt}_scale<-{origin}")
+        return out
 
     def class_kind(self, cls: str) -> FitKind:
         """calibrated (fitted on this device), borrowed, or uncalibrated, per class."""
@@ -179,18 +207,30 @@ class LaunchModel:
 
 # ---- the kernel time functions (numpy-vectorised over any argument) ---------------------
 def gemm_time_s(
-    spec: DeviceSpec, fit: GemmFit, m: Any, n: Any, k: Any, precision: Precision
+    spec: DeviceSpec,
+    fit: GemmFit,
+    m: Any,
+    n: Any,
+    k: Any,
+    precision: Precision,
+    out_bytes: float | None = None,
 ) -> Any:
     """GPU time of an ``(m x k) @ (k x n)`` GEMM with weights ``k x n`` (module doc).
     With ``weight_dequant: materialize`` this is the GEMM on the dequantised copy; the
-    copy's own kernel is :func:`dequant_kernel_time_s`."""
+    copy's own kernel is :func:`dequant_kernel_time_s`. ``out_bytes``: bytes per output
+    element (default: the activations'; a 16-bit output of FP8 inputs passes 2)."""
     precision = precision.gemm_precision()
     m = np.asarray(m, dtype=float)
     flops = 2.0 * m * n * k
     a_bytes, w_bits = precision.activation_bytes, precision.weight_bits
-    nbytes = (m * k + m * n) * a_bytes + k * n * w_bits / 8.0
+    if out_bytes is None:
+        nbytes = (m * k + m * n) * a_bytes + k * n * w_bits / 8.0
+    else:
+        nbytes = m * k * a_bytes + m * n * out_bytes + k * n * w_bits / 8.0
     math = precision.math_dtype()
-    peak = spec.peak(math) * fit.format_compute_scale.get(math, 1.0)
+    # a format measured on its own (FP8: K03, a sustained measurement) takes its own
+    # scale; the others run at the fits' rate times the clock regime's factor
+    peak = spec.peak(math) * fit.format_compute_scale.get(math, fit.compute_clock)
     t_c = np.where(flops > 0, flops / (peak * fit.compute.array(flops)), 0.0)
     t_m = nbytes / (spec.memory_bandwidth_Bps * fit.memory.array(nbytes))
     t = smooth_max(t_c, t_m, fit.sharpness)
@@ -224,6 +264,7 @@ def attention_prefill_time_s(
     q = np.asarray(new_tokens, dtype=float)
     nbytes = 2.0 * q * heads * head_dim * a + 2.0 * (q + ctx_tokens) * kv_heads * head_dim * kv
     peak = spec.peak(precision.activations if precision.activations != "int8" else "fp16")
+    peak *= fit.compute_clock
     t_c = np.where(flops > 0, flops / (peak * fit.compute.array(flops)), 0.0)
     t_m = nbytes / (spec.memory_bandwidth_Bps * fit.memory_max_eff)
     return np.where(units > 0, fit.floor_s + smooth_max(t_c, t_m, fit.sharpness), 0.0)
@@ -315,6 +356,29 @@ def kernel_table() -> tuple[dict[str, KernelFits], dict[str, str]]:
         if src not in fits:
             raise ValueError(f"kernels.yaml: borrow.{device}: {src!r} has no fits")
     return fits, borrow
+
+
+#: ``kernels.yaml`` section: GEMM format scales of borrowing devices with GEMM
+#: microbenchmarks of their own (written by :mod:`hetsim.devices.kernel_calibration`).
+OWN_SCALES_SECTION = "borrower_format_compute_scale"
+
+
+@functools.cache
+def borrower_format_scales() -> dict[str, dict[str, float]]:
+    """Per borrowing device: its own ``format_compute_scale`` per math format, fitted on
+    its own microbenchmarks against the fit it borrows (``kernels.yaml``
+    ``borrower_format_compute_scale``); these replace the lender's scales."""
+    raw = _yaml_load(KERNELS_FILE.read_text(encoding="utf-8")) or {}
+    out: dict[str, dict[str, float]] = {}
+    for device, scales in (raw.get(OWN_SCALES_SECTION) or {}).items():
+        where = f"kernels.yaml: {OWN_SCALES_SECTION}.{device}"
+        if not isinstance(scales, dict) or not scales:
+            raise ValueError(f"{where}: needs a scale per format")
+        for fmt, v in scales.items():
+            if not 0.0 < float(v) <= 1.5:
+                raise ValueError(f"{where}.{fmt}: {v} is not in (0, 1.5]")
+        out[str(device)] = {str(k): float(v) for k, v in scales.items()}
+    return out
 
 
 @functools.cache
@@ -431,23 +495,50 @@ def _lender_bandwidths() -> dict[str, float]:
 
 
 @functools.cache
-def _fits_on(device: str, lender: str, bandwidth_Bps: float) -> KernelFits:
-    return moved_fits(
+def _fits_on(device: str, lender: str, bandwidth_Bps: float, ratio: float = 1.0) -> KernelFits:
+    """``lender``'s fits moved to ``device``'s bandwidth, with ``device``'s own format
+    scales where it has microbenchmarks of its own (:func:`borrower_format_scales`), and
+    the compute roofs of GEMM and prefill attention at the clock factor ``ratio``."""
+    fits = moved_fits(
         kernel_table()[0][lender], bandwidth_Bps, _lender_bandwidths(), borrowed_size_rule()
     )
+    own = borrower_format_scales().get(device) if device != lender else None
+    if own:
+        scales = {**fits.gemm.format_compute_scale, **own}
+        fits = replace(fits, gemm=replace(fits.gemm, format_compute_scale=scales))
+    if ratio != 1.0:
+        fits = replace(
+            fits,
+            gemm=replace(fits.gemm, compute_clock=ratio),
+            attention_prefill=replace(fits.attention_prefill, compute_clock=ratio),
+        )
+    return fits
 
 
-def kernel_fits(spec: DeviceSpec) -> KernelFitRef:
-    """The kernel fits ``spec`` uses: its own, a named device's, or derived (module doc).
+def kernel_fits(
+    spec: DeviceSpec, clocks: str = DEFAULT_GPU_CLOCKS, sustained_override: float | None = None
+) -> KernelFitRef:
+    """The kernel fits ``spec`` uses: its own, a named device's, or derived (module doc),
+    with compute roofs at the clock regime ``clocks`` (:mod:`hetsim.devices.sustained`:
+    the device's sustained ratio, or ``sustained_override``, when ``sustained``; derived
+    fits come from the catalogue's sustained curves and take no ratio).
     Classes fitted on another device have their byte-size curves moved to ``spec``'s
     bandwidth (:func:`moved_fits`)."""
     fits, borrow = kernel_table()
     if spec.name in fits:
-        own = _fits_on(spec.name, spec.name, spec.memory_bandwidth_Bps)
-        return KernelFitRef(spec.name, own, _overall(spec.name, own.fitted_on), own.fitted_on)
+        ratio = clock_ratio(spec.name, clocks, sustained_override)
+        own = _fits_on(spec.name, spec.name, spec.memory_bandwidth_Bps, ratio)
+        scale_on = dict.fromkeys(own.gemm.format_compute_scale, spec.name)
+        return KernelFitRef(spec.name, own, _overall(spec.name, own.fitted_on), own.fitted_on,
+                            scale_on, ratio)  # fmt: skip
     if spec.name in borrow:
-        lent = _fits_on(spec.name, borrow[spec.name], spec.memory_bandwidth_Bps)
-        return KernelFitRef(spec.name, lent, "borrowed", lent.fitted_on)
+        ratio = clock_ratio(spec.name, clocks, sustained_override)
+        lender = borrow[spec.name]
+        lent = _fits_on(spec.name, lender, spec.memory_bandwidth_Bps, ratio)
+        mine = borrower_format_scales().get(spec.name, {})
+        scale_on = {f: spec.name if f in mine else lender for f in lent.gemm.format_compute_scale}
+        return KernelFitRef(spec.name, lent, "borrowed", lent.fitted_on, scale_on, ratio)
+    clock_ratio(spec.name, clocks, sustained_override)  # a bad regime is still an error
     return KernelFitRef(spec.name, roofline_fits(spec), "uncalibrated", {})
 
 

@@ -23,6 +23,20 @@ activations (the GEMM inputs and outputs) and of the KV cache. From it follow:
   (``dequantize.cu``, one thread per weight, int8 in, fp16 out) into a buffer of the
   weight's shape, then ``cublas_gemm_ex`` on that fp16 buffer).
 
+**8-bit activations are a GEMM input format** (:attr:`Precision.stream_bytes`). With FP8
+or INT8 (W8A8) activations, serving engines quantise each GEMM's input and keep the
+tensors between kernels (residual stream, norm, rotary and activation outputs, GEMM
+outputs, TP all-reduces) in 16 bits. vLLM: ``apply_fp8_linear``
+(``vllm/model_executor/layers/quantization/utils/w8a8_utils.py``) runs
+``ops.scaled_fp8_quant`` on the 16-bit input, a kernel of its own, then
+``cutlass_scaled_mm(..., out_dtype=input.dtype)``, a 16-bit output. TensorRT-LLM: the
+plugin option ``norm_quant_fusion`` ("Fuse the LayerNorm and quantization kernels into a
+single kernel", ``tensorrt_llm/plugin/plugin.py``) is off by default, so the norm's
+16-bit output is quantised by a separate op; the residual stream is in the model's dtype.
+The 16-bit copies are priced at 2 bytes per element and, per 8-bit GEMM input, a
+quantisation pass (read 2 B, write 1 B per element; ``hetsim.workloads.models
+.transformer_cost``).
+
 A device that has no peak for the math format raises :class:`UnsupportedPrecision`
 naming the device and the formats it has (``peak_flops`` in ``catalogue.yaml``).
 """
@@ -116,6 +130,19 @@ class Precision:
     def kv_bytes(self) -> float:
         """Bytes per cached K or V element."""
         return BITS[self.kv_cache] / 8
+
+    @property
+    def quantised_activations(self) -> bool:
+        """8-bit activations (FP8, INT8 W8A8): a GEMM input format, quantised per GEMM
+        from the 16-bit tensors kept between kernels (module doc)."""
+        return BITS[self.activations] == 8
+
+    @property
+    def stream_bytes(self) -> float:
+        """Bytes per activation element between kernels (norms, rotary, residual adds,
+        the activation function, embedding, GEMM outputs, TP all-reduces): the
+        activations' own, or 2 (16-bit) for 8-bit activations (module doc)."""
+        return 2.0 if self.quantised_activations else self.activation_bytes
 
     @property
     def materializes(self) -> bool:

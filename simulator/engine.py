@@ -163,6 +163,24 @@ class Simulation:
         """Current simulated time in seconds."""
         return float(self.env.now)
 
+    def advance(self, delay_s: float) -> bool:
+        """Move the clock ``delay_s`` ahead without an event where nothing else can
+        happen meanwhile: to ``now + delay_s``, the time a process's
+        ``yield env.timeout(delay_s)`` resumes at, when no other event is due at or
+        before it (a process that advances several of its own steps this way is
+        exactly step-by-step, with fewer events). Returns False and does nothing
+        when an event is due by then, the delay is negative or the time is past
+        :data:`MAX_TIME_S`: the caller yields the timeout instead (which checks)."""
+        env: Any = self.env
+        at = env._now + delay_s
+        if not (delay_s >= 0 and at <= MAX_TIME_S):  # also NaN
+            return False
+        queue = env._queue
+        if queue and queue[0][0] <= at:
+            return False
+        env._now = at
+        return True
+
     def add_invariant(self, check: Callable[[], None]) -> None:
         """Register a check run by :meth:`check_invariants` (raises on violation)."""
         self._checks.append(check)

@@ -69,7 +69,9 @@ def test_training_step_prices_attention_with_the_named_kernel() -> None:
     s, b = 8192, 1
     times = {}
     for k in ("fa2", "cudnn"):
-        c = MicroBatchCost(H100, md, Layout(), FAB, StepKnobs(b, s, attention_kernel=k))
+        # the published profiles' own (burst) rates: boost clocks
+        kn = StepKnobs(b, s, attention_kernel=k, gpu_clocks="boost")
+        c = MicroBatchCost(H100, md, Layout(), FAB, kn)
         times[k] = c._attention(16.0, 16.0)
         prof = kernel_profile(H100, k).profile
         flops = 2.0 * s * s * 128 * 16 * b
@@ -79,7 +81,8 @@ def test_training_step_prices_attention_with_the_named_kernel() -> None:
             "backward", s)))  # fmt: skip
     assert times["cudnn"][0] < times["fa2"][0] and times["cudnn"][1] < times["fa2"][1]
     # ring context parallelism: the rank's share of the causal work, at key length s / cp
-    ring = MicroBatchCost(H100, md, Layout(cp=4), FAB, StepKnobs(b, s, attention_kernel="fa2"))
+    kn = StepKnobs(b, s, attention_kernel="fa2", gpu_clocks="boost")
+    ring = MicroBatchCost(H100, md, Layout(cp=4), FAB, kn)
     prof = kernel_profile(H100, "fa2").profile
     flops = 2.0 * s * s * 128 * 16 * b / 4
     assert ring._attention(16.0, 16.0)[0] == pytest.approx(

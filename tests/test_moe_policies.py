@@ -150,7 +150,7 @@ def _cache_view(
     mask[cached] = True
     guard = np.zeros(4, dtype=bool)
     guard[list(protected)] = True
-    return CacheView(0, 3, len(cached), mask, guard, tuple(incoming), prefetch)
+    return CacheView(0, 3, len(cached), mask, mask & ~guard, tuple(incoming), prefetch)
 
 
 def test_mrs_scores_and_eviction_order() -> None:

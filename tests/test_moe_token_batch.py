@@ -110,29 +110,37 @@ def test_a_run_with_the_token_hooks_is_the_layer_by_layer_run() -> None:
 
 
 @pytest.mark.parametrize("ties", [False, True])
-def test_token_predictions_of_all_depths_equal_depth_by_depth(ties: bool) -> None:
-    """The stacked predictions of every depth are bit for bit those of each depth alone,
-    and their top-k ids and probabilities are the introselect's, ranked (tie-free rows:
-    the unique answer; rows with ties: the fallback path, row by row)."""
-    from hetsim.workloads.moe.prefetch import TokenPredictions
+def test_block_predictions_of_all_depths_equal_token_by_token(ties: bool) -> None:
+    """The predictions of a block of tokens at every depth are bit for bit those of
+    each token and depth alone, and their top-k ids and probabilities are the
+    introselect's, ranked (tie-free rows: the unique answer; rows with ties: the
+    fallback path, row by row); the residency gather indices name the next layers'
+    predicted experts."""
+    from hetsim.workloads.moe.prefetch import PredictionBlock
     from hetsim.workloads.moe.routing import RoutingTrace, predicted_token
 
     rng = np.random.default_rng(7)
-    tokens, layers, experts, k, depth = 4, 12, 32, 4, 3
+    tokens, layers, experts, k, depth = 6, 12, 32, 4, 3
     logits = rng.standard_normal((tokens, layers, experts)).astype(np.float32)
     eps = rng.standard_normal((tokens, layers, experts)).astype(np.float32)
     if ties:  # equal logits and no noise in every other layer: tied probabilities
         logits = np.round(logits).astype(np.float32)
         eps[:, ::2] = 0.0
     trace = RoutingTrace(logits, eps, rng.random(layers))
-    pred = TokenPredictions(trace, 2, depth, k, experts)
-    for d in range(1, depth + 1):
-        alone = predicted_token(trace, 2, d)
-        assert pred.probs[d - 1].tobytes() == alone.tobytes()
-        assert not pred.prob_rows[d - 1][0].flags.writeable
-        for layer in range(layers):
-            row = alone[layer]
-            top = np.argpartition(-row, k - 1)[:k]
-            ranked = top[np.argsort(-row[top], kind="stable")]
-            assert pred.id_tuples[d - 1][layer] == tuple(ranked.tolist())
-            assert pred.top_probs[d - 1][layer] == tuple(row[ranked].tolist())
+    block = PredictionBlock(trace, 1, 5, depth, k, experts)
+    assert not block.flat.flags.writeable
+    for t in range(1, 5):
+        for d in range(1, depth + 1):
+            alone = predicted_token(trace, t, d)
+            for layer in range(layers):
+                r = (((t - 1) * depth + d - 1) * layers) + layer
+                assert block.flat[r].tobytes() == alone[layer].tobytes()
+                row = alone[layer]
+                top = np.argpartition(-row, k - 1)[:k]
+                ranked = top[np.argsort(-row[top], kind="stable")]
+                assert block.ids[r] == tuple(ranked.tolist())
+                assert block.top_probs[r] == tuple(row[ranked].tolist())
+                if layer >= d:  # layer - d's gather holds this layer's ids at depth d
+                    g = block.gather[(t - 1) * layers + layer - d][(d - 1) * k : d * k]
+                    assert (g // experts == layer).all()
+                    assert tuple((g % experts).tolist()) == block.ids[r]

@@ -12,8 +12,7 @@ def victims_by_key(view: CacheView, key: np.ndarray, count: int) -> list[int]:
     (ties: lowest id)."""
     if count <= 0:
         return []
-    # cached and not protected (on bools, a > b is a & ~b, in one numpy operation)
-    cand = (view.cached > view.protected).nonzero()[0]
+    cand = view.evictable.nonzero()[0]
     if len(cand) == 0:
         return []
     keys = key[cand]

@@ -38,13 +38,13 @@ class MrsCache:
     def __init__(self, params: MrsParams, rng: np.random.Generator) -> None:
         self.params = params
         self.score = np.zeros((0, 0))
-        # (step, each layer's top-p ids and alpha x their probabilities) of a decode token
-        self._token_tops: tuple[int, list[tuple[np.ndarray, np.ndarray]]] = (-1, [])
+        # (step, each layer's alpha x top-p probabilities, 0 elsewhere) of a decode token
+        self._token_tops: tuple[int, np.ndarray] = (-1, np.zeros((0, 0)))
 
     def allocate(self, view: AllocationView) -> tuple[int, ...]:
         """Uniform slots per layer (and reset scores)."""
         self.score = np.zeros((view.layers, view.experts))
-        self._token_tops = (-1, [])
+        self._token_tops = (-1, np.zeros((0, 0)))
         return uniform_slots(view)
 
     def observe_token(self, probs: np.ndarray, selected: np.ndarray, step: int) -> None:
@@ -68,11 +68,12 @@ class MrsCache:
             m = int(n[layer])
             tops[layer] = False
             tops[layer][neg[layer].argpartition(m - 1)[:m]] = True
-        ids = tops.nonzero()[1]  # row-major: each layer's top-p ids ascending, in turn
-        gain = self.params.alpha * probs[tops]  # the same products as layer by layer
-        ends = np.cumsum(np.count_nonzero(tops, axis=1)).tolist()
-        spans = zip([0, *ends[:-1]], ends, strict=True)
-        self._token_tops = (step, [(ids[a:b], gain[a:b]) for a, b in spans])
+        # the same products as layer by layer at the top-p, 0 elsewhere (scores are
+        # never -0.0, so adding 0.0 leaves them bit for bit)
+        a = self.params.alpha
+        gain = np.zeros(probs.shape, dtype=np.result_type(a, probs))
+        np.multiply(probs, a, out=gain, where=tops)
+        self._token_tops = (step, gain)
 
     def observe(self, layer: int, probs: np.ndarray, selected: np.ndarray, step: int) -> None:
         """Fold every token's top-p probabilities into the layer's scores."""
@@ -81,9 +82,8 @@ class MrsCache:
         if tokens == 1:  # the decode fast path of the same update
             row = self.score[layer]
             if self._token_tops[0] == step:  # the top-p found by observe_token
-                top, gain = self._token_tops[1][layer]
                 row *= 1.0 - a
-                row[top] += gain
+                row += self._token_tops[1][layer]
                 return
             n = min(self.params.p_factor * int(np.count_nonzero(selected)), experts)
             top_ids = (-probs[0]).argpartition(n - 1)[:n]

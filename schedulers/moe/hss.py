@@ -14,6 +14,7 @@ expert earlier takes it (ties go to the GPU). The costs are the mechanism's esti
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress, filterfalse
 from typing import NamedTuple
 
 
@@ -39,23 +40,33 @@ def hss(
 ) -> HssResult:
     """Greedy CPU/GPU/PCIe split of one layer's experts (see module docstring)."""
     n = len(gpu_s)
-    # by load descending, ties by index (a reversed sort keeps equal keys in input order)
-    hot = sorted([i for i in range(n) if cached[i]], key=loads.__getitem__, reverse=True)
-    cold = sorted([i for i in range(n) if not cached[i]], key=loads.__getitem__, reverse=True)
+    # by load descending, ties by index (a reversed sort keeps equal keys in input order,
+    # so where every load is the same, as in decode, the order is the input order)
+    hot = list(compress(range(n), cached))  # the cached indices, ascending
+    cold = list(filterfalse(cached.__getitem__, range(n)))  # the others
+    if n and loads.count(loads[0]) != n:
+        hot.sort(key=loads.__getitem__, reverse=True)
+        cold.sort(key=loads.__getitem__, reverse=True)
     queue = hot + cold
     front, back = 0, n - 1  # the GPU takes queue[front], the CPU queue[back]
     g, c, p = gpu_free_s, cpu_free_s, pcie_free_s
     gpu: list[int] = []
     cpu: list[int] = []
+    # when each side would finish its next expert (gf, cf); a side's figure changes only
+    # when that side takes an expert, so only the side that took one is priced again
+    gf = cf = pf = 0.0
+    f = b = -1
     while front <= back:
-        f = queue[front]
-        if cached[f]:
-            pf, r = p, ready_s[f]
-        else:
-            pf = r = p + copy_s
-        gf = (g if g >= r else r) + gpu_s[f]  # max(g, r) without the call
-        b = queue[back]
-        cf = c + cpu_s[b] + (0.0 if cpu else cpu_first_s)
+        if f != queue[front]:  # the GPU took one (or first pass): its next expert
+            f = queue[front]
+            if cached[f]:
+                pf, r = p, ready_s[f]
+            else:
+                pf = r = p + copy_s
+            gf = (g if g >= r else r) + gpu_s[f]  # max(g, r) without the call
+        if b != queue[back]:  # the CPU took one (or first pass)
+            b = queue[back]
+            cf = c + cpu_s[b] + (0.0 if cpu else cpu_first_s)
         if gf <= cf:
             gpu.append(f)
             front += 1

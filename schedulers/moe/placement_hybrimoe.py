@@ -40,5 +40,5 @@ class HybriMoEPlacement:
             view.pcie_free_s,
             view.cpu_first_s,
         )
-        ids = view.experts
-        return Placement(gpu=tuple([ids[i] for i in r.gpu]), cpu=tuple([ids[i] for i in r.cpu]))
+        at = view.experts.__getitem__
+        return Placement(tuple(map(at, r.gpu)), tuple(map(at, r.cpu)))

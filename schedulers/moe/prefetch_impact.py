@@ -40,7 +40,7 @@ _BITS: dict[tuple[bool, ...], int] = {}
 def _bits(cached: Sequence[bool]) -> int:
     """Residency of a layer's predicted experts as a bit set (bit i: expert i cached);
     remembered per residency tuple of up to 16 experts (a pure function of it)."""
-    key = tuple(cached)
+    key = cached if type(cached) is tuple else tuple(cached)
     bits = _BITS.get(key)
     if bits is None:
         bits = 0
@@ -139,10 +139,8 @@ class ImpactPrefetch:
             gain, tied = self._top_gain(cid, bits) if top is None else top
             if not tied:
                 continue  # every predicted expert of the layer is cached
-            i = tied[0]  # the layer's best: the most probable of them (the first on ties)
-            for j in tied[1:]:
-                if probs[j] > probs[i]:
-                    i = j
+            # the layer's best: the most probable of them (max keeps the first on ties)
+            i = tied[0] if len(tied) == 1 else max(tied, key=probs.__getitem__)
             # (gain, -depth, probability) compared as a tuple, lexicographically; on a
             # tie the earlier layer stays
             if best is None or (gain, -la.depth, probs[i]) > best[:3]:
@@ -171,8 +169,12 @@ class ImpactPrefetch:
         out: list[tuple[int, int]] = []
         if t >= view.layer_end_s:
             return ()
-        state = [_bits(la.cached) for la in view.lookahead]
-        layers = [(self._cost_id(la, view), la.predicted_probs) for la in view.lookahead]
+        state: list[int] = []
+        layers: list[tuple[int, tuple[float, ...]]] = []
+        for la in view.lookahead:
+            bits = _BITS.get(la.cached)  # (_bits, its memo read first)
+            state.append(_bits(la.cached) if bits is None else bits)
+            layers.append((self._cost_id(la, view), la.predicted_probs))
         while t < view.layer_end_s and len(out) < self.params.max_per_layer:
             best = self._best(view, layers, state, t + view.copy_s)
             if best is None or best[0] <= self.params.min_impact_s:

@@ -38,6 +38,28 @@ elementwise kernel that reads the narrow weights and writes an activation-format
 which the GEMM then reads (both counted in the ``gemm`` class: the copy belongs to the GEMM
 it feeds), and one more launch per weight GEMM in eager mode.
 
+**8-bit activations** (FP8, INT8 W8A8; ``Precision.stream_bytes`` and the module doc of
+:mod:`hetsim.devices.precision` give the engines' code read). The GEMMs read 8-bit inputs and
+write 16-bit outputs; norms, rotary, residual adds, the activation function, the
+embedding, the final norm and the TP all-reduces move 16-bit tensors (2 B per element);
+each weight GEMM's input is quantised by a pass that reads its 16-bit copy and writes the
+8-bit one (a kernel of its own and one more launch in eager mode, or its bytes only with
+``fused_elementwise``; counted with the attention block's elementwise kernels, and in the
+MLP's sum, as its activation kernel is, for the MLP inputs). The LM head is priced in the
+deployment's formats (engines' FP8 checkpoints usually keep it 16-bit: not modelled).
+Attention runs in FP8 only where the engine does (``EngineOverheads.fp8_attention``);
+otherwise its Q, O and math are 16-bit and its KV reads in the cache's format. Default
+(None): FP8 attention iff the activations and the KV cache are both FP8, TensorRT-LLM's
+rule: with paged context FMHA (on by default in 1.x; earlier releases defaulted it and FP8
+context FMHA off) an FP8 KV cache turns FP8 context FMHA on and a 16-bit KV cache turns it
+off (``tensorrt_llm/commands/build.py``: "FP8 Context FMHA is enabled by default to
+support FP8 Paged Context FMHA", "FP8 Paged Context FMHA is disabled because it must be
+used together with fp8 KV Cache"). vLLM with an FP8 KV cache runs attention in FP8 on its
+FlashAttention-3 backend (``docs/features/quantization/quantized_kvcache.md``), but its
+0.6-era docs say the FP8 KV cache brings no fused dequantise-and-attend kernel (16-bit
+math): set ``fp8_attention`` for the version run. **Reconstruction**: which quantisation
+passes an engine fuses into the producing kernel is version-dependent and unmeasured here.
+
 Kernel times come from :mod:`hetsim.devices.kernels` (fitted efficiencies per device);
 TP collectives from :func:`hetsim.devices.collectives.collective_time_s`. On the host,
 each kernel launch costs ``cpu_launch_s`` unless the iteration runs as a CUDA graph
@@ -61,6 +83,7 @@ import numpy as np
 
 from hetsim.devices.collectives import CollectiveFabric, collective_time_s
 from hetsim.devices.kernels import (
+    DEQUANT_KERNEL_OP,
     KernelFitRef,
     LaunchModel,
     attention_decode_time_s,
@@ -73,6 +96,7 @@ from hetsim.devices.kernels import (
 )
 from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS
 from hetsim.workloads.models.dense import ModelSpec
 
 #: New-token counts tabulated up front (longer iterations are priced directly).
@@ -81,11 +105,16 @@ TABLE_TOKENS = 8192
 KERNELS_PER_LAYER = 13
 #: Weight GEMMs per layer among them (QKV, output projection, MLP up(+gate), MLP down).
 GEMMS_PER_LAYER = 4
+#: Op kind whose fitted efficiency prices the quantisation of a GEMM input to 8 bits
+#: (one element in, one out, as a residual add streams its operands; no profile of a
+#: quantisation kernel is in the calibration data), as :data:`DEQUANT_KERNEL_OP`.
+QUANT_KERNEL_OP = DEQUANT_KERNEL_OP
 
 
 @dataclass(frozen=True)
 class EngineOverheads:
-    """Host-side costs of a serving engine (per iteration), and how kernels launch."""
+    """Host-side costs of a serving engine (per iteration), how kernels launch, and the
+    clock regime they run at."""
 
     launch: LaunchModel = field(default_factory=LaunchModel)
     framework_s: float = 0.0
@@ -95,6 +124,12 @@ class EngineOverheads:
     #: without a kernel of their own (no floor, no small-size penalty). Reconstruction:
     #: no fused-kernel profile is in the calibration data.
     fused_elementwise: bool = False
+    #: clock regime of the GPUs' compute-bound kernels (:mod:`hetsim.devices.sustained`:
+    #: ``sustained``, the default, or ``boost``)
+    gpu_clocks: str = DEFAULT_GPU_CLOCKS
+    #: attention math in FP8 under FP8 activations (None: when the KV cache is FP8 too,
+    #: as TensorRT-LLM decides; module doc, "8-bit activations")
+    fp8_attention: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -141,7 +176,7 @@ class TransformerCost:
     @cached_property
     def fits(self) -> KernelFitRef:
         """The kernel fits this device uses (calibrated, borrowed or uncalibrated)."""
-        return kernel_fits(self.spec)
+        return kernel_fits(self.spec, self.overheads.gpu_clocks)
 
     @cached_property
     def _moe(self) -> tuple[int, int, int, int]:
@@ -162,13 +197,14 @@ class TransformerCost:
         """Per-layer seconds of the kernels that depend on T only, by kernel class."""
         m, tp, p = self.model, self.tp, self.precision
         h, d = m.hidden, m.head_dim
-        a = p.activation_bytes
+        a = p.stream_bytes  # 16-bit between kernels under 8-bit activations
         gemm = self._gemm(t, (m.heads + 2 * m.kv_heads) * d / tp, h) + self._gemm(
             t, h, m.heads * d / tp
         )
         norm = 2 * self._ew(2 * t * h * a + h * a, "norm")
         rope = self._ew(2 * t * (m.heads + m.kv_heads) * d / tp * a, "rotary")
         add = 2 * self._ew(3 * t * h * a, "add")
+        quant = self._quant(t, h) + self._quant(t, m.heads * d / tp)  # QKV, output inputs
         experts, top_k, moe_layers, expert_ffn = self._moe
         if experts:
             dense_share = (m.layers - moe_layers) / m.layers
@@ -179,7 +215,8 @@ class TransformerCost:
         comm = np.zeros_like(t, dtype=float)
         if tp > 1 and self.fabric is not None:
             comm = 2 * np.array([self._allreduce_s(int(x)) for x in t])
-        return {"gemm": gemm + mlp, "elementwise": norm + rope + add, "collective": comm}
+        return {"gemm": gemm + mlp, "elementwise": norm + rope + add + quant,
+                "collective": comm}  # fmt: skip
 
     def _gemm(self, t: Any, n: Any, k: Any) -> Any:
         """A weight GEMM ``(t x k) @ (k x n)``, with its dequantisation kernel when the
@@ -187,7 +224,9 @@ class TransformerCost:
         GEMM, whatever ``t``: the copy does not depend on the tokens)."""
         f, p = self.fits.fits, self.precision
         t_arr = np.asarray(t, dtype=float)
-        gemm = gemm_time_s(self.spec, f.gemm, t_arr, n, k, p)
+        # 8-bit inputs, 16-bit output (module doc, "8-bit activations")
+        out = p.stream_bytes if p.quantised_activations else None
+        gemm = gemm_time_s(self.spec, f.gemm, t_arr, n, k, p, out)
         if not p.materializes:
             return gemm
         deq = dequant_kernel_time_s(self.spec, f.elementwise, n, k, p)
@@ -202,6 +241,16 @@ class TransformerCost:
             )
         return elementwise_time_s(self.spec, fit, nbytes, op)
 
+    def _quant(self, t: Any, k: Any) -> Any:
+        """The quantisation pass of an 8-bit GEMM's ``t x k`` input from its 16-bit copy
+        (read 2 B, write 1 B per element; 0 unless the activations are 8-bit): a kernel of
+        its own, or its bytes only with ``fused_elementwise`` (module doc)."""
+        p = self.precision
+        if not p.quantised_activations:
+            return np.zeros_like(np.asarray(t, dtype=float))
+        nbytes = np.asarray(t, dtype=float) * k * (p.stream_bytes + p.activation_bytes)
+        return self._ew(nbytes, QUANT_KERNEL_OP)
+
     def _gated(self) -> bool:
         return bool(getattr(self.model, "gated_mlp", True))
 
@@ -209,11 +258,13 @@ class TransformerCost:
         """Up (+gate), activation and down of a dense MLP on ``t`` tokens."""
         m, tp, p = self.model, self.tp, self.precision
         up_n = (2 if self._gated() else 1) * ffn / tp
-        act_bytes = (up_n + ffn / tp) * t * p.activation_bytes
+        act_bytes = (up_n + ffn / tp) * t * p.stream_bytes
         return (
             self._gemm(t, up_n, m.hidden)
             + self._ew(act_bytes, "activation")
             + self._gemm(t, m.hidden, ffn / tp)
+            + self._quant(t, m.hidden)
+            + self._quant(t, ffn / tp)
         )
 
     def _moe_s(self, t: np.ndarray, experts: int, top_k: int, ffn: int) -> np.ndarray:
@@ -226,7 +277,7 @@ class TransformerCost:
 
     def _allreduce_s(self, tokens: int) -> float:
         assert self.fabric is not None
-        msg = int(tokens * self.model.hidden * self.precision.activation_bytes)
+        msg = int(tokens * self.model.hidden * self.precision.stream_bytes)
         return float(collective_time_s("all_reduce", self.tp, msg, self.fabric))
 
     def _per_token_s(self, t: np.ndarray) -> dict[str, np.ndarray]:
@@ -234,7 +285,7 @@ class TransformerCost:
         layer = self._dense_layer_s(t)
         out = {k: self.model.layers * v for k, v in layer.items()}
         f = self.fits.fits
-        h, a = self.model.hidden, self.precision.activation_bytes
+        h, a = self.model.hidden, self.precision.stream_bytes
         out["elementwise"] = out["elementwise"] + elementwise_time_s(
             self.spec, f.elementwise, 2 * t * h * a, "embedding"
         )
@@ -258,7 +309,7 @@ class TransformerCost:
     def _head_parts(self, s: np.ndarray) -> dict[str, np.ndarray]:
         m, p, spec = self.model, self.precision, self.spec
         f = self.fits.fits
-        h, a = m.hidden, p.activation_bytes
+        h, a = m.hidden, p.stream_bytes
         norm = self._ew(2 * s * h * a + h * a, "norm")
         head = self._gemm(s, m.vocab / self.tp, h)
         sampling = elementwise_time_s(spec, f.elementwise, 2 * 4.0 * s * m.vocab, "activation")
@@ -278,9 +329,29 @@ class TransformerCost:
         return float(_total(self._head_parts(np.array([float(sampled)])))[0])
 
     # ---- attention ---------------------------------------------------------------------
+    @cached_property
+    def attention_fp8(self) -> bool:
+        """Attention math in FP8: FP8 activations and the engine's ``fp8_attention``, or,
+        when that is None, an FP8 KV cache too (module doc, "8-bit activations")."""
+        p = self.precision
+        if p.activations != "fp8":
+            return False
+        flag = self.overheads.fp8_attention
+        return p.kv_cache == "fp8" if flag is None else flag
+
+    @cached_property
+    def attention_precision(self) -> Precision:
+        """The formats attention kernels run in: the deployment's, or 16-bit Q, O and math
+        (the KV cache in its own format) unless the activations are FP8 and
+        :attr:`attention_fp8`."""
+        p = self.precision
+        if not p.quantised_activations or self.attention_fp8:
+            return p
+        return Precision(p.weights, "fp16", p.kv_cache, p.group_size)
+
     def attention_s(self, b: Batch) -> tuple[float, float]:
         """(prefill, decode) attention seconds of all layers for batch ``b``."""
-        m, p, spec = self.model, self.precision, self.spec
+        m, p, spec = self.model, self.attention_precision, self.spec
         f = self.fits.fits
         heads, kvh = m.heads / self.tp, self.kv_heads_per_rank
         pre = dec = 0.0
@@ -299,13 +370,14 @@ class TransformerCost:
     @cached_property
     def _attn_consts(self) -> tuple[float, ...]:
         """Constants of the scalar attention formulas of :meth:`step_s` (hot path)."""
-        m, p, spec = self.model, self.precision, self.spec
+        m, p, spec = self.model, self.attention_precision, self.spec
         f = self.fits.fits
         ap, ad = f.attention_prefill, f.attention_decode
         heads, kvh, d = m.heads / self.tp, self.kv_heads_per_rank, m.head_dim
         dtype = p.activations if p.activations != "int8" else "fp16"
+        peak = spec.peak(dtype) * ap.compute_clock  # as attention_prefill_time_s
         return (
-            4.0 * heads * d, ap.self_factor, spec.peak(dtype), ap.compute.max_eff,
+            4.0 * heads * d, ap.self_factor, peak, ap.compute.max_eff,
             ap.compute.half_size, ap.compute.exponent,
             2.0 * heads * d * p.activation_bytes, 2.0 * kvh * d * p.kv_bytes,
             spec.memory_bandwidth_Bps * ap.memory_max_eff, ap.sharpness, ap.floor_s,
@@ -384,6 +456,8 @@ class TransformerCost:
         kernels = KERNELS_PER_LAYER * self.model.layers + 4
         if self.precision.materializes:  # one dequantisation kernel per weight GEMM
             kernels += GEMMS_PER_LAYER * self.model.layers + 1
+        if self.precision.quantised_activations:  # one quantisation kernel per weight GEMM
+            kernels += GEMMS_PER_LAYER * self.model.layers
         return kernels * launch.cpu_launch_s
 
     def iteration_s(self, b: Batch) -> float:

@@ -50,6 +50,7 @@ def model_trust(
             if tc.fits.class_kind(cls) != "calibrated":
                 origin = tc.fits.fitted_on.get(cls) or "roofline"
                 borrowed.add(f"{tc.spec.name}.{cls}<-{origin}")
+        borrowed.update(tc.fits.borrowed_extras((tc.precision.gemm_precision().math_dtype(),)))
     return {
         "model_error_p50": round(p50, 4),
         "model_error_p90": round(p90, 4),

@@ -57,6 +57,7 @@ from hetsim.devices.kernels import (
 from hetsim.devices.precision import Precision
 from hetsim.devices.roofline import op_time_s, op_times_s
 from hetsim.devices.spec import DeviceSpec
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GpuClocks
 from hetsim.workloads.models.moe import MoEModel
 
 
@@ -132,6 +133,7 @@ class MoECosts:
         cpu_format: str = "q4_k",
         cpu_calls_per_expert: int = 2,
         gpu_tp: int = 1,
+        gpu_clocks: GpuClocks = DEFAULT_GPU_CLOCKS,
         tp_allreduce_s: Callable[[float], float] | None = None,
         handoff_s: Callable[[float], float] | None = None,
     ) -> None:
@@ -148,7 +150,8 @@ class MoECosts:
         loads = np.arange(max_tokens + 1, dtype=float)
         flops = model.expert_flops(1) * loads
         nbytes = self.expert_bytes + 4.0 * model.hidden * loads
-        self.fits = kernel_fits(gpu)
+        # compute roofs at the clock regime (devices/sustained.py)
+        self.fits = kernel_fits(gpu, gpu_clocks)
         self.expert_precision = _weight_format(expert_bits, gpu_dtype)
         self.dense_precision = _weight_format(dense_bits, gpu_dtype)
         self.gpu_expert_s = np.asarray(

@@ -14,7 +14,9 @@ not cached) or the CPU, and three resources run concurrently:
 
 With ``after_all_copies`` (kt-kernel's layerwise GPU prefill: the layer's experts are
 copied, then one fused MoE call runs over them) no routed expert starts on the GPU
-before the last of the layer's copies has landed.
+before the last of the layer's copies has landed; with load stages as well, each copy
+waits for the CPU's write of the expert into a pinned buffer and the experts are
+repacked on the GPU after their copies (:mod:`workloads.moe.layer_load`).
 The layer ends at the barrier ``max(GPU end, CPU end)`` (the partial outputs are summed);
 copies still in flight (prefetches) continue into later layers. With
 ``dense_on_cpu`` (llama.cpp CPU layers) attention and shared experts run on the CPU.
@@ -31,6 +33,7 @@ import numpy as np
 
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.moe.costs import StepCosts, read_only, unit_loads
+from hetsim.workloads.moe.layer_load import LayerLoadStages, load_layer
 from hetsim.workloads.moe.view import GatingView, Phase, Placement, PlacementView, TokenGatingView
 
 
@@ -123,10 +126,14 @@ def placement_view(
     # max(ready - router, 0) where cached, else 0 (Python floats: the same IEEE results
     # as the array operations, cheaper on a layer's few experts; the times are finite,
     # so r - router is positive exactly where r > router)
-    ready = tuple([
-        r - router_abs if c and r > router_abs else 0.0
-        for r, c in zip(ready_row[ids].tolist(), cached, strict=True)
-    ])  # fmt: skip
+    times = ready_row[ids].tolist()
+    if max(times, default=0.0) <= router_abs:  # none in flight (the usual case): all 0
+        ready = (0.0,) * len(times)
+    else:
+        ready = tuple([
+            r - router_abs if c and r > router_abs else 0.0
+            for r, c in zip(times, cached, strict=True)
+        ])  # fmt: skip
     gpu_s, cpu_s = costs.expert_times(loads)
     # a layer with fewer slots than experts is never wholly cached (the residency never
     # holds more experts than slots), so the count is skipped there
@@ -159,15 +166,17 @@ def timeline(
     spans: bool,
     lists: tuple[Sequence[int], Sequence[bool], Sequence[float]] | None = None,
     after_all_copies: bool = False,
+    load_stages: LayerLoadStages | None = None,
 ) -> tuple[float, float, float, float, float, int, list[tuple[str, str, float, float]]]:
     """Run the placement on GPU, CPU and PCIe. Returns (router, end, gpu busy, cpu busy,
     stall, copies, spans); spans are (resource, name, start, end). ``lists``: the view's
     experts, cached and ready_s where the caller has them in another form (default: the
     view's own); ``after_all_copies``: the GPU experts wait for every copy of the layer
-    (module doc)."""
+    (module doc); ``load_stages``: with ``after_all_copies``, the copies go through
+    kt-kernel's write / copy / repack pipeline (:mod:`workloads.moe.layer_load`)."""
     out: list[tuple[str, str, float, float]] = []
     experts, cached, ready_s = (view.experts, view.cached, view.ready_s) if lists is None else lists
-    pos = {e: i for i, e in enumerate(experts)}
+    pos = dict(zip(experts, range(len(experts)), strict=True))
     gpu_s, cpu_s = view.gpu_s, view.cpu_s
     if p.dense_on_cpu:
         router = layer_start + step.attention_cpu_s
@@ -179,7 +188,21 @@ def timeline(
         gpu_busy, cpu_busy = step.attention_gpu_s + step.shared_gpu_s, 0.0
     stall, copies = 0.0, 0
     gate = router  # with after_all_copies: when the layer's last copy has landed
-    if after_all_copies:
+    if after_all_copies and load_stages is not None:
+        missing = []
+        for e in p.gpu:
+            i = pos[e]
+            if cached[i]:
+                gate = max(gate, router + ready_s[i])
+            else:
+                missing.append(e)
+        loaded, spans_c = load_layer(res, router, len(missing), load_stages)
+        copies += len(missing)
+        gate = max(gate, loaded)
+        if spans:
+            for e, (c0, c1) in zip(missing, spans_c, strict=True):
+                out.append(("pcie", f"copy L{view.layer}E{e}", c0, c1))
+    elif after_all_copies:
         for e in p.gpu:
             i = pos[e]
             if cached[i]:
@@ -212,11 +235,14 @@ def timeline(
         handoff = 0.0 if p.dense_on_cpu else step.handoff_s
         cpu_t += view.cpu_first_s - step.handoff_s + handoff
         cpu_busy += view.cpu_first_s - step.handoff_s
-    for e in p.cpu:
+    if not spans:  # the same sums without the span checks
+        for t in map(cpu_s.__getitem__, map(pos.__getitem__, p.cpu)):
+            cpu_t += t
+            cpu_busy += t
+    for e in p.cpu if spans else ():
         i = pos[e]
         t = cpu_s[i]
-        if spans:
-            out.append(("cpu", f"L{view.layer}E{e}", cpu_t, cpu_t + t))
+        out.append(("cpu", f"L{view.layer}E{e}", cpu_t, cpu_t + t))
         cpu_t += t
         cpu_busy += t
     return router, max(gpu_t, cpu_t), gpu_busy, cpu_busy, stall, copies, out

@@ -43,7 +43,9 @@ METRICS: dict[str, str] = {
     "model_error_p90": "as model_error_p50, the p90 residual",
     "model_fits": "least trusted fit used: calibrated, borrowed or uncalibrated (any CPU work)",
     "kernel_classes": "GPU kernel classes used (and cpu when the CPU computed)",
-    "borrowed_fits": "gpu.class<-lender for every GPU class not fitted on this GPU",
+    "borrowed_fits": "gpu.class<-lender for every GPU class not fitted on this GPU; "
+    "gpu.sustained<-lender and gpu.gemm.<format>_scale<-lender for a borrowed clock ratio "
+    "or format scale",
 }
 
 

@@ -16,66 +16,83 @@ import numpy as np
 
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.moe.costs import read_only, unit_loads
-from hetsim.workloads.moe.routing import predicted_token_depths
+from hetsim.workloads.moe.routing import predicted_block_depths
 from hetsim.workloads.moe.view import LookaheadLayer, Phase, PrefetchView
 
+BLOCK_TOKENS = 32
+"""Decode tokens whose predictions are computed together (one numpy call per operation
+for the block instead of per token; each row's numbers are the same either way)."""
 
-class TokenPredictions:
-    """One decode token's predictions of every layer at every depth, computed at once.
 
-    ``probs[d - 1]`` is (layers, experts); ``ids[d - 1]`` the top-k ids per layer, most
-    probable first; ``prob_rows``, ``id_tuples`` and ``top_probs`` hold each layer's
-    probability row (a read-only view), predicted ids and their probabilities (tuples)
-    by depth. ``gather[l]``: the flat (layer x experts) indices of the predicted experts
-    of the layers after ``l`` (depth 1 first), to read their residency in one step."""
+class PredictionBlock:
+    """The predictions of decode tokens ``t0 .. t1 - 1`` of every layer at every depth
+    up to ``depth``, computed at once.
 
-    def __init__(self, trace: Any, t: int, depth: int, k: int, experts: int) -> None:
-        self.t = t
-        # every depth at once: (depth x layers, experts) rows, depth 1's layers first
-        flat = read_only(predicted_token_depths(trace, t, depth).reshape(-1, experts))
-        top, top_p = _top_ids(flat, k)
-        layers = len(flat) // depth
-        spans = [(d * layers, (d + 1) * layers) for d in range(depth)]
-        self.probs = [flat[a:b] for a, b in spans]  # read-only views of a read-only array
-        self.ids = [read_only(top[a:b]) for a, b in spans]
+    Row ``r = ((t - t0) * depth + d - 1) * layers + l`` of ``flat`` (read-only) is
+    token ``t``'s prediction of layer ``l`` made ``d`` layers earlier; ``ids[r]`` its
+    top-k ids, most probable first, and ``top_probs[r]`` their probabilities (tuples).
+    ``gather[(t - t0) * layers + l]``: the flat (layer x experts) indices of token
+    ``t``'s predicted experts of the layers after ``l`` (depth 1 first), to read their
+    residency in one step (rows past the last layer are clipped to it, and ignored)."""
+
+    def __init__(self, trace: Any, t0: int, t1: int, depth: int, k: int, experts: int) -> None:
+        self.t0, self.t1, self.depth = t0, t1, depth
+        pred = predicted_block_depths(trace, t0, t1, depth)  # (tokens, depth, layers, experts)
+        tokens, _, layers, _ = pred.shape
+        self.layers = layers
+        self.flat = read_only(pred.reshape(-1, experts))
+        top, top_p = _top_ids(self.flat, k)
+        self.ids = [tuple(r) for r in top.tolist()]
+        self.top_probs = [tuple(r) for r in top_p.tolist()]
         rows = np.arange(layers)
-        row_views = list(flat)
-        id_rows = [tuple(r) for r in top.tolist()]
-        p_rows = [tuple(r) for r in top_p.tolist()]
-        self.prob_rows = [row_views[a:b] for a, b in spans]
-        self.id_tuples = [id_rows[a:b] for a, b in spans]
-        self.top_probs = [p_rows[a:b] for a, b in spans]
-        # flat[d - 1][l]: the flat indices of layer l's predicted experts at depth d;
-        # gather[l]: those of layers l + 1 .. l + depth, in turn (rows past the last
-        # layer are clipped to it, and ignored)
-        offsets = (rows * experts)[:, None]
-        last = layers - 1
-        full = np.concatenate(
-            [(i + offsets)[np.minimum(rows + d, last)] for d, i in enumerate(self.ids, start=1)],
-            axis=1,
-        )
-        self.gather = list(full)
+        # each predicted id as a flat residency index of its own layer, then row l of
+        # depth d moved to layer l + d's (clipped), the depths side by side
+        flat_ids = top.reshape(tokens, depth, layers, k) + (rows * experts)[:, None]
+        later = np.minimum(rows[None, :] + np.arange(1, depth + 1)[:, None], layers - 1)
+        full = np.concatenate([flat_ids[:, d, later[d]] for d in range(depth)], axis=2)
+        self.gather = list(full.reshape(tokens * layers, depth * k))
+        # loads of the predicted experts (one token each) and their costs, set by the user
+        self.costs: tuple[tuple[int, ...], tuple[float, ...], tuple[float, ...]] | None = None
 
 
 def _top_ids(p: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Each row's ``k`` largest entries' ids, most probable first, ties in the order of
     the introselect (argpartition) output, and those entries (``p`` at the ids). Where
-    no row has a tie (or a NaN) among its k + 1 largest values, the ids and their order
+    a row has no tie (or NaN) among its k + 1 largest values, its ids and their order
     are unique: they are found from the sorted values (numpy's vectorised sort of values,
-    the entries at or above each row's k-th largest, ordered by one argsort of k per
-    row), about half the introselect's time, and the entries are the sorted values
-    negated back (exact). Otherwise the introselect path runs as it always did. Each
+    the entries at or above the row's k-th largest, ordered by one argsort of k), about
+    half the introselect's time, and the entries are the sorted values negated back
+    (exact). The rows with a tie take the introselect path as they always did. Each
     row's answer depends on that row alone, either way."""
-    neg = -p
     rows, n = p.shape
     if 0 < k < n:
+        neg = -p
         s = np.sort(neg, axis=1)[:, : k + 1]
-        if (s[:, :-1] < s[:, 1:]).all():  # strict: exactly k entries <= s[:, k - 1]
-            ids = (np.flatnonzero(neg <= s[:, k - 1 : k]) % n).reshape(rows, k)
-            r = np.arange(rows)[:, None]
-            ranked: np.ndarray = ids[r, np.argsort(neg[r, ids], axis=1)]
-            return ranked, -s[:, :k]
-    top = np.argpartition(neg, k - 1, axis=1)[:, :k]
+        exact = (s[:, :-1] < s[:, 1:]).all(axis=1)  # strict: k entries <= s[:, k - 1]
+        if exact.all():
+            return _by_value(neg, s, k)
+        if exact.any():  # the tie-free rows by their values, the others as always
+            ids = np.empty((rows, k), dtype=np.intp)
+            top_p = np.empty((rows, k), dtype=p.dtype)
+            ids[exact], top_p[exact] = _by_value(neg[exact], s[exact], k)
+            tied = ~exact
+            ids[tied], top_p[tied] = _introselect(p[tied], k)
+            return ids, top_p
+    return _introselect(p, k)
+
+
+def _by_value(neg: np.ndarray, s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_top_ids` of tie-free rows from ``neg = -p`` and its sorted first k + 1."""
+    rows, n = neg.shape
+    ids = (np.flatnonzero(neg <= s[:, k - 1 : k]) % n).reshape(rows, k)
+    r = np.arange(rows)[:, None]
+    ranked: np.ndarray = ids[r, np.argsort(neg[r, ids], axis=1)]
+    return ranked, -s[:, :k]
+
+
+def _introselect(p: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_top_ids` by the introselect: argpartition, then a stable ranking."""
+    top = np.argpartition(-p, k - 1, axis=1)[:, :k]
     order = np.argsort(-np.take_along_axis(p, top, axis=1), axis=1, kind="stable")
     out: np.ndarray = np.take_along_axis(top, order, axis=1)
     return out, np.take_along_axis(p, out, axis=1)
@@ -109,23 +126,30 @@ def lookahead_layer(wl: Any, t0: int, t1: int, layer: int, depth: int) -> Lookah
 
 def token_lookahead(wl: Any, t: int, layer: int, depth: int) -> tuple[LookaheadLayer, ...]:
     """:func:`lookahead_layer` of decode token ``t`` for the ``depth`` layers after
-    ``layer`` at once (the same views; the loads and their costs fetched once)."""
+    ``layer`` at once (the same views; the loads and their costs fetched once; the
+    predictions of a block of tokens computed together)."""
     k = wl.model.top_k
-    cache = wl.predictions
-    if cache is None or cache.t != t:
-        cache = wl.predictions = TokenPredictions(
-            wl.trace, t, wl.prefetcher.lookahead_layers, k, wl.model.routed_experts
+    block = wl.predictions
+    if block is None or not block.t0 <= t < block.t1:
+        t1 = min(t + BLOCK_TOKENS, wl.trace.tokens)
+        block = wl.predictions = PredictionBlock(
+            wl.trace, t, t1, wl.prefetcher.lookahead_layers, k, wl.model.routed_experts
         )
-    loads = unit_loads(k)
-    gpu_s, cpu_s = wl.costs.expert_times(loads)
+    if block.costs is None:
+        loads = unit_loads(k)
+        block.costs = (loads, *wl.costs.expert_times(loads))
+    loads, gpu_s, cpu_s = block.costs
+    layers, i = block.layers, t - block.t0
     # the residency of every predicted expert of the next layers, read at once
-    cached = wl.res.cached_flat[cache.gather[layer]].tolist()
+    cached = tuple(wl.res.cached_flat[block.gather[i * layers + layer]].tolist())
     new = tuple.__new__
-    rows, ids, top = cache.prob_rows, cache.id_tuples, cache.top_probs
+    flat, ids, top = block.flat, block.ids, block.top_probs
+    # depth d's row, layer + d of depth d: r + d * (layers + 1)
+    r, step = (i * block.depth - 1) * layers + layer, layers + 1
     # positional tuple construction (the hot path: one per lookahead layer and step)
     return tuple([
-        new(LookaheadLayer, (layer + d, d, rows[d - 1][layer + d], ids[d - 1][layer + d],
-                             top[d - 1][layer + d], loads, tuple(cached[(d - 1) * k : d * k]),
+        new(LookaheadLayer, (layer + d, d, flat[r + d * step], ids[r + d * step],
+                             top[r + d * step], loads, cached[(d - 1) * k : d * k],
                              gpu_s, cpu_s))
         for d in range(1, depth + 1)
     ])  # fmt: skip

@@ -42,8 +42,13 @@ class Residency:
         # each layer's cached row as a read-only view (what cache views show; it follows
         # the row) and its count of cached experts
         self.cached_rows = [read_only(row.view()) for row in self.cached]
+        self._rows = list(self.cached)  # the same rows, writable (the residency's own)
         self.cached_flat = self.cached.reshape(-1)  # a view: (layer, expert) at l * experts + e
         self.ready_rows = list(self.ready_at_s)  # each layer's row (a view)
+        # ready_at_s where cached, +inf elsewhere (kept with every change of either):
+        # an expert is evictable at t exactly where this is <= t (cached and landed)
+        self._avail = np.full((layers, experts), np.inf)
+        self._avail_rows = list(self._avail)
         self.occupied: list[int] = [0] * layers
         self.copy_s = copy_s
         self.pcie_free_s = 0.0
@@ -63,6 +68,7 @@ class Residency:
             if s:
                 order = np.argsort(-frequency[layer], kind="stable")[:s]
                 self.cached[layer, order] = True
+                self._avail[layer, order] = self.ready_at_s[layer, order]
                 self.occupied[layer] = int(np.count_nonzero(self.cached[layer]))
 
     def copy(self, start_s: float) -> tuple[float, float]:
@@ -89,7 +95,7 @@ class Residency:
         """Put ``waiting`` prefetches back on the engine from ``t``, in order."""
         for q in waiting:
             q[0], q[1] = t, t + self.copy_s
-            self.ready_at_s[int(q[2]), int(q[3])] = q[1]
+            self.ready_at_s[int(q[2]), int(q[3])] = self._avail[int(q[2]), int(q[3])] = q[1]
             t = q[1]
             self._queue.append(q)
         self.pcie_free_s = max(t, max((q[1] for q in self._queue), default=t))
@@ -101,12 +107,13 @@ class Residency:
         if self._queue and self._queue[0][1] <= now_s:
             self._queue = [q for q in self._queue if q[1] > now_s]
 
-    def _protected(self, layer: int, in_use: Any, now_s: float) -> np.ndarray:
-        """Read-only mask of the layer's experts in flight at ``now_s`` or in ``in_use``."""
-        flying = self.cached_rows[layer] & (self.ready_rows[layer] > now_s)
+    def _evictable(self, layer: int, in_use: Any, now_s: float) -> np.ndarray:
+        """Read-only mask of the layer's cached experts that have landed by ``now_s``
+        (none in flight) and are not in ``in_use``."""
+        free = self._avail_rows[layer] <= now_s
         if len(in_use):
-            flying[in_use] = True
-        return read_only(flying)
+            free[in_use] = False
+        return read_only(free)
 
     def request(
         self,
@@ -125,7 +132,7 @@ class Residency:
         # positional construction, in CacheView's field order (one per admission)
         view = tuple.__new__(CacheView, (
             layer, self.slot_counts[layer], self.occupied[layer], self.cached_rows[layer],
-            self._protected(layer, in_use, now_s), incoming, prefetch,
+            self._evictable(layer, in_use, now_s), incoming, prefetch,
         ))  # fmt: skip
         decision = cache.admit(view)
         self._apply(view, decision)
@@ -133,20 +140,21 @@ class Residency:
 
     def _apply(self, view: CacheView, decision: CacheDecision) -> None:
         layer = view.layer
-        row = self.cached[layer]
+        row, avail, ready = self._rows[layer], self._avail_rows[layer], self.ready_rows[layer]
         for e in decision.evict:
-            if not row[e] or view.protected[e]:
+            if not row[e] or not view.evictable[e]:
                 raise InvariantViolation(
                     f"cache policy evicted expert {e} of layer {layer}: not cached or in use"
                 )
             row[e] = False
+            avail[e] = np.inf
         for e in decision.admit:
             if e not in view.incoming or row[e]:
                 raise InvariantViolation(
                     f"cache policy admitted expert {e} of layer {layer}: not asking"
                 )
             row[e] = True
-            self.ready_at_s[layer, e] = 0.0
+            ready[e] = avail[e] = 0.0
         # every eviction above cleared a set bit and every admission set a clear one
         count = self.occupied[layer] - len(decision.evict) + len(decision.admit)
         if count > view.slots:
@@ -157,12 +165,13 @@ class Residency:
         self, cache: CachePolicy, layer: int, expert: int, now_s: float
     ) -> tuple[float, float] | None:
         """Copy ``expert`` of ``layer`` ahead if the cache gives it a slot; (start, end)."""
-        if self.cached[layer, expert]:
+        if self._rows[layer][expert]:
             return None
         admitted = self.request(cache, layer, (expert,), (), now_s, prefetch=True)
         if expert not in admitted:
             return None
-        self._prune(now_s)
+        if self._queue and self._queue[0][1] <= now_s:  # (_prune, inlined)
+            self._prune(now_s)
         start = max(self.pcie_free_s, now_s)
         end = start + self.copy_s
         self.pcie_free_s = end
@@ -170,7 +179,7 @@ class Residency:
         self.copies += 1
         if self.priority:
             self._queue.append([start, end, float(layer), float(expert)])
-        self.ready_at_s[layer, expert] = end
+        self.ready_rows[layer][expert] = self._avail_rows[layer][expert] = end
         self.prefetches += 1
         self.prefetch_pending[layer].add(expert)
         return start, end
@@ -181,9 +190,8 @@ class Residency:
         pending = self.prefetch_pending[layer]
         if not pending:
             return 0
-        act = set(activated)
-        used = len(pending.intersection(act))
-        stale = pending.difference(act)
+        used = len(pending.intersection(activated))
+        stale = pending.difference(activated)
         # without stale prefetches nothing is cancelled and the queue stays as it is
         if self.priority and self._queue and stale:
             keep, moved = [], []
@@ -192,6 +200,7 @@ class Residency:
                     self.cached[layer, int(q[3])] = False
                     self.occupied[layer] -= 1
                     self.ready_at_s[layer, int(q[3])] = 0.0
+                    self._avail[layer, int(q[3])] = np.inf
                     self.cancelled += 1
                     self.copies -= 1
                     self.pcie_busy_s -= self.copy_s

@@ -84,10 +84,25 @@ class RoutingTrace:
         numbers as :meth:`probs`, one softmax per row, computed for all layers at once)."""
         return softmax(self.logits[t])
 
+    def token_probs_block(self, t0: int, t1: int) -> np.ndarray:
+        """:meth:`token_probs` of tokens ``t0 .. t1 - 1`` stacked: (tokens, layers,
+        experts) (each row's softmax the same numbers)."""
+        return softmax(self.logits[t0:t1])
+
     def predicted(self, t0: int, t1: int, layer: int, depth: int) -> np.ndarray:
         """Probabilities of ``layer`` predicted ``depth`` layers earlier: (tokens, experts)."""
         noise = self.sigma[layer] * np.sqrt(depth) * self.eps[t0:t1, layer]
         return softmax(self.logits[t0:t1, layer] + noise)
+
+
+def predicted_block_depths(trace: RoutingTrace, t0: int, t1: int, depth: int) -> np.ndarray:
+    """:func:`predicted_token_depths` of tokens ``t0 .. t1 - 1`` stacked: (tokens,
+    depth, layers, experts) (element by element the same float32 operations and each
+    softmax row reduced alone, so the same numbers, with one numpy call per operation
+    for the whole block)."""
+    root = np.sqrt(np.arange(1, depth + 1)).astype(np.float32)  # np.float32(np.sqrt(d))
+    noise = (trace.sigma[None, :] * root[:, None])[None, :, :, None] * trace.eps[t0:t1, None]
+    return softmax(trace.logits[t0:t1, None] + noise)
 
 
 def predicted_token(trace: RoutingTrace, t: int, depth: int) -> np.ndarray:

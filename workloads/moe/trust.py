@@ -37,6 +37,9 @@ def moe_trust(
         for c in used
         if ref.class_kind(c) != "calibrated"
     ]
+    formats = {p.gemm_precision().math_dtype()
+               for p in (costs.expert_precision, costs.dense_precision)}  # fmt: skip
+    borrowed += ref.borrowed_extras(tuple(sorted(formats)))
     if cpu_busy_s > 0:
         used.append("cpu")
     return {

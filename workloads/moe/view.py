@@ -129,7 +129,8 @@ class CacheView(NamedTuple):
     occupied: int  # slots in use: the number of cached experts
     cached: np.ndarray  # (experts,) bool: resident or in flight (the residency's own
     # row, read-only: it changes with later admissions, so read it during the call)
-    protected: np.ndarray  # (experts,) bool: may not be evicted now (in use or in flight)
+    evictable: np.ndarray  # (experts,) bool: cached and may be evicted now (landed, not
+    # in use); the rest of ``cached`` is protected (in use or in flight)
     incoming: tuple[int, ...]  # ids asking for a slot, in arrival order
     prefetch: bool  # the request comes from the prefetcher
 

@@ -32,7 +32,9 @@ from pydantic import (
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.cpu import CpuModel, cpu_kernels
 from hetsim.devices.memory import OutOfMemory
+from hetsim.devices.roofline import op_time_s
 from hetsim.devices.secure_copy import SecureCopy
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.budget import WorkEstimate
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.limits import Seconds
@@ -42,15 +44,20 @@ from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.models.moe import ModelRef, MoEModel, resolve_model
 from hetsim.workloads.moe.costs import MoECosts, StepCosts, cpu_override, read_only, unit_loads
 from hetsim.workloads.moe.layer import (
-    Routed,
     check_placement,
     placement_view,
     route,
     route_token,
     timeline,
 )
+from hetsim.workloads.moe.layer_load import (
+    HOST_OPS_PER_EXPERT,
+    REPACK_KERNELS,
+    REPACK_TRAFFIC_FACTOR,
+    LayerLoadStages,
+)
 from hetsim.workloads.moe.metrics import METRICS, Counters, summarise
-from hetsim.workloads.moe.prefetch import issue_prefetches
+from hetsim.workloads.moe.prefetch import BLOCK_TOKENS, issue_prefetches
 from hetsim.workloads.moe.residency import Residency
 from hetsim.workloads.moe.routing import Routing, SyntheticRouting, build_trace
 from hetsim.workloads.moe.trust import moe_trust
@@ -80,6 +87,7 @@ class MoEParams(WorkloadParams):
     expert_bits: float = Field(4.5, gt=0, le=32, description="bits per routed-expert weight")
     dense_bits: float = Field(4.5, gt=0, le=32, description="bits per attention/shared weight")
     gpu_dtype: str = "fp16"
+    gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
     cpu_dtype: str = "fp32"
     gpu: str | None = Field(None, description="GPU device name; default: the first GPU")
     cpu: str | None = Field(None, description="host CPU name; default: the GPU's host")
@@ -140,6 +148,18 @@ class MoEParams(WorkloadParams):
         "layer's expert copies have landed (one fused MoE call over the loaded layer: "
         "kt-kernel's layerwise GPU prefill); default: each expert as its weights land",
     )
+    layer_load_stages: bool = Field(
+        False,
+        description="with experts_after_layer_copies: price kt-kernel's INT4 layer load as "
+        "its code runs it (workloads/moe/layer_load.py): per expert a CPU write into a "
+        "pinned double buffer, the copy, a GPU transpose + Marlin repack, and the Python "
+        "loop's ops, pipelined; default off (copies only)",
+    )
+    layer_load_host_op_s: Seconds = Field(
+        20e-6,
+        description="host time per PyTorch op of that loop (about 20 us from an op's call to "
+        "its kernel's start: Nsight Systems user guide trace, as serving's cpu_launch_s)",
+    )
     gpu_tp: PositiveInt = Field(
         1,
         description="tensor parallelism of the GPU side over this many identical GPUs (the "
@@ -198,14 +218,18 @@ class MoEWorkload(Workload):
         )
         self.steps = self._steps(params)
         self.counters = Counters()
-        self.predictions: Any = None  # TokenPredictions of the current decode token
+        self.predictions: Any = None  # PredictionBlock of the current decode token
         self._token: tuple[int, np.ndarray] = (-1, np.zeros((0, 0)))  # (t, its probs)
+        # decode tokens' probs computed a block at a time: (t0, t1, (t1 - t0, layers, experts))
+        self._token_block: tuple[int, int, np.ndarray] = (0, 0, np.zeros((0, 0, 0)))
         # a decode token's gating at every layer, where the policy decides a token at
         # once (TokenGatingPolicy): (t, mask (layers, experts), each layer's ids as arrays
         # and each layer's ids as tuples)
         self._routed: tuple[int, np.ndarray, list[np.ndarray], list[tuple[int, ...]]] = (
             -1, np.zeros((0, 0)), [], [],
         )  # fmt: skip
+        self._token_layers: list[tuple[Any, ...]] = []  # see _route_token
+        self._lookahead: int = self.prefetcher.lookahead_layers
         self._select_token = getattr(self.gating, "select_token", None)
         self._observe_token = getattr(self.cache, "observe_token", None)
         self.res = self._allocate()
@@ -269,13 +293,39 @@ class MoEWorkload(Workload):
             cpu_format=params.cpu_format,
             cpu_calls_per_expert=params.cpu_calls_per_expert,
             gpu_tp=params.gpu_tp,
+            gpu_clocks=params.gpu_clocks,
             tp_allreduce_s=self._tp_allreduce(cluster) if params.gpu_tp > 1 else None,
             handoff_s=self._handoff(cluster)
             if params.cpu_handoff or params.host_callbacks_per_layer
             else None,
         )
         costs.gpu_expert_s[1:] += params.gpu_dequant_s_per_expert
+        self._load_stages = (
+            self._layer_load(cluster, cpu_spec, cpu_model, expert_bytes)
+            if params.experts_after_layer_copies and params.layer_load_stages
+            else None
+        )
         return costs
+
+    def _layer_load(
+        self, cluster: Cluster, cpu_spec: Any, cpu_model: CpuModel | None, expert_bytes: float
+    ) -> LayerLoadStages:
+        """Per-expert stage times of kt-kernel's layer load (workloads/moe/layer_load.py):
+        the CPU write streams the expert's bytes in and out (CPU model, or the CPU's
+        roofline), the GPU repack moves REPACK_TRAFFIC_FACTOR times them (GPU memory
+        roofline, one launch per kernel), the host issues HOST_OPS_PER_EXPERT ops."""
+        p = self.params
+        gpu = cluster.device(self.gpu_name).spec
+        write = (
+            cpu_model.stream_time_s(2.0 * expert_bytes)
+            if cpu_model is not None
+            else op_time_s(cpu_spec, 0.0, 2.0 * expert_bytes, p.cpu_dtype)
+        )
+        repack = (
+            op_time_s(gpu, 0.0, REPACK_TRAFFIC_FACTOR * expert_bytes, p.gpu_dtype)
+            + (REPACK_KERNELS - 1) * gpu.launch_overhead_s
+        )
+        return LayerLoadStages(HOST_OPS_PER_EXPERT * p.layer_load_host_op_s, write, repack)
 
     def _host_link(self, cluster: Cluster, field: str) -> Any:
         hops = cluster.topology.path(self.cpu_name, self.gpu_name)
@@ -406,7 +456,10 @@ class MoEWorkload(Workload):
         self.sim.env.process(self._run())
 
     def _run(self) -> Any:
+        # each layer-step ends with the clock moved to its barrier: by an event only
+        # when another event is due by then (Simulation.advance: the same times)
         env = self.sim.env
+        advance = self.sim.advance
         m = self.model
         for index, (phase, t0, t1, context) in enumerate(self.steps):
             step_start = env.now
@@ -417,14 +470,18 @@ class MoEWorkload(Workload):
                 if layer < m.dense_layers:
                     dense = costs.attention_gpu_s + costs.dense_ffn_gpu_s
                     self.counters.gpu_busy_s += dense
-                    yield env.timeout(dense)
+                    if not advance(dense):
+                        yield env.timeout(dense)
                     continue
                 moe_layer = layer - m.dense_layers
                 end, per_token = self._moe_layer(index, phase, t0, t1, moe_layer, costs)
                 experts += per_token
-                yield env.timeout(end - env.now)
+                delay = end - env.now
+                if not advance(delay):
+                    yield env.timeout(delay)
             self.counters.gpu_busy_s += costs.lm_head_s
-            yield env.timeout(costs.lm_head_s)
+            if not advance(costs.lm_head_s):
+                yield env.timeout(costs.lm_head_s)
             per_layer = experts / m.moe_layers
             self._steps_tbl.append(index, phase, t1 - t0, step_start, env.now, per_layer)
         self.done.succeed()
@@ -434,10 +491,13 @@ class MoEWorkload(Workload):
     ) -> tuple[float, float]:
         """Run one MoE layer; returns (barrier time, mean experts per token)."""
         now = self.sim.now
-        probs = self._probs(t0, t1, layer)
         if t1 - t0 == 1 and self._select_token is not None:
-            mask, ids, ids_t, loads = self._route_token(index, phase, t0, layer)
+            if self._routed[0] != t0:
+                self._probs(t0, t1, 0)  # the token's probabilities at every layer
+                self._route_token(index, phase, t0)
+            probs, mask, ids, ids_t, loads = self._token_layers[layer]
         else:
+            probs = self._probs(t0, t1, layer)
             mask, ids, ids_t, loads = route(self.gating, self._gating_view(layer, phase, probs))
         self.cache.observe(layer, probs, mask, index)
         router_abs = now + costs.attention_gpu_s
@@ -450,19 +510,20 @@ class MoEWorkload(Workload):
         spans = self.sim.recorder.record_spans
         router, end, gbusy, cbusy, stall, copied, out = timeline(
             view, placed, self.res, now, costs, spans, None,
-            self.params.experts_after_layer_copies,
+            self.params.experts_after_layer_copies, self._load_stages,
         )  # fmt: skip
         cached = view.cached
         hits = cached.count(True)
-        self.counters.resident[phase] += sum(
-            [1 for c, r in zip(cached, view.ready_s, strict=True) if c and r <= 0]
-        )
+        # cached and landed: ready_s is 0.0 there and for the uncached, > 0 in flight
+        self.counters.resident[phase] += view.ready_s.count(0.0) - (len(cached) - hits)
         if copied:
             in_use = [e for e, c in zip(ids_t, cached, strict=True) if c]
             resident = set(in_use)
             moved = tuple([e for e in placed.gpu if e not in resident])
             self.res.request(self.cache, layer, moved, in_use, router, prefetch=False)
-        self._prefetch(index, phase, t0, t1, layer, router, end, out)
+        depth = min(self._lookahead, self.model.moe_layers - 1 - layer)
+        if depth > 0:
+            issue_prefetches(self, phase, t0, t1, layer, depth, router, end, out)
         activated = self.counters.add_layer(
             phase, mask, ids_t, loads, hits, placed, copied, used, gbusy, cbusy, stall
         )
@@ -474,22 +535,26 @@ class MoEWorkload(Workload):
         ))  # fmt: skip
         return end, activated / (t1 - t0)
 
-    def _route_token(self, index: int, phase: Phase, t: int, layer: int) -> Routed:
-        """:func:`route` of decode token ``t`` at ``layer`` from the policy's decision for
-        the token at every layer (asked once per token; ``_probs`` holds its probs). A
-        cache policy with ``observe_token`` is shown the token's routing then too."""
-        if self._routed[0] != t:
-            m = self.model
-            sens = m.gate_sensitivity
-            view = TokenGatingView(
-                phase, m.top_k, self._token[1], None if sens is None else tuple(sens),
-                m.renormalize,
-            )  # fmt: skip
-            self._routed = (t, *route_token(self.gating, view))
-            if self._observe_token is not None:
-                self._observe_token(view.probs, self._routed[1], index)
-        ids = self._routed[3][layer]
-        return self._routed[1][layer : layer + 1], self._routed[2][layer], ids, unit_loads(len(ids))
+    def _route_token(self, index: int, phase: Phase, t: int) -> None:
+        """Decode token ``t`` routed at every layer from the policy's decision for the
+        token at once (``_probs`` holds its probs): ``_token_layers[l]`` is layer
+        ``l``'s (probs row, mask row, then :func:`route`'s ids, ids as a tuple and
+        loads). A cache policy with ``observe_token`` is shown the token's routing too."""
+        m = self.model
+        sens = m.gate_sensitivity
+        view = TokenGatingView(
+            phase, m.top_k, self._token[1], None if sens is None else tuple(sens),
+            m.renormalize,
+        )  # fmt: skip
+        self._routed = (t, *route_token(self.gating, view))
+        if self._observe_token is not None:
+            self._observe_token(view.probs, self._routed[1], index)
+        _, mask, ids, ids_t = self._routed
+        probs = self._token[1]
+        self._token_layers = [
+            (probs[i : i + 1], mask[i : i + 1], ids[i], ids_t[i], unit_loads(len(ids_t[i])))
+            for i in range(len(ids))
+        ]
 
     def _probs(self, t0: int, t1: int, layer: int) -> np.ndarray:
         """Read-only router probabilities of a step at ``layer``; a decode token's are
@@ -497,17 +562,13 @@ class MoEWorkload(Workload):
         if t1 - t0 != 1:
             return read_only(self.trace.probs(t0, t1, layer))
         if self._token[0] != t0:
-            self._token = (t0, read_only(self.trace.token_probs(t0)))
+            b0, b1, block = self._token_block
+            if not b0 <= t0 < b1:
+                b0, b1 = t0, min(t0 + BLOCK_TOKENS, self.trace.tokens)
+                block = read_only(self.trace.token_probs_block(b0, b1))
+                self._token_block = (b0, b1, block)
+            self._token = (t0, block[t0 - b0])
         return self._token[1][layer : layer + 1]
-
-    def _prefetch(
-        self, index: int, phase: Phase, t0: int, t1: int, layer: int, router: float,
-        end: float, out: list[tuple[str, str, float, float]],
-    ) -> None:  # fmt: skip
-        depth = min(self.prefetcher.lookahead_layers, self.model.moe_layers - 1 - layer)
-        if depth <= 0:
-            return
-        issue_prefetches(self, phase, t0, t1, layer, depth, router, end, out)
 
     # ---- results ------------------------------------------------------------------
     def horizon_s(self) -> float | None:

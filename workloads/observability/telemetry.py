@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validato
 from hetsim.devices.catalogue import fabric_spec, link_spec
 from hetsim.devices.collectives import AlgorithmFit, CollectiveFabric, collective_time_s
 from hetsim.devices.compute import ComputeDevice
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.limits import Seconds
 
 OPS = ("dataload", "forward", "backward", "send")
@@ -80,6 +81,14 @@ class TrainingModel(_Strict):
         "parameter count replaces params. null: 2 P T FLOPs per pass on the device roofline",
     )
     seq_len: int = Field(default=2048, ge=1, le=1 << 20, description="tokens per sequence")
+    gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
+
+    @model_validator(mode="after")
+    def _clocks_need_kernels(self) -> TrainingModel:
+        if self.architecture is None and self.gpu_clocks != DEFAULT_GPU_CLOCKS:
+            raise ValueError(f"gpu_clocks: {self.gpu_clocks} needs an architecture (the "
+                             "device roofline has no clock regime)")  # fmt: skip
+        return self
 
     def param_count(self) -> float:
         """P: the architecture's parameters when one is named, else ``params``."""
@@ -194,7 +203,8 @@ def _kernel_passes_s(
     micro = max(1, model.tokens_per_rank // model.seq_len)
     fmt = cast(Format, model.dtype)
     prec = Precision(fmt, fmt, fmt)
-    knobs = StepKnobs(micro_batch=micro, seq_len=model.seq_len, sequence_parallel=False)
+    knobs = StepKnobs(micro_batch=micro, seq_len=model.seq_len, sequence_parallel=False,
+                      gpu_clocks=model.gpu_clocks)  # fmt: skip
     mb = MicroBatchCost(gpu.spec, dm, Layout(), Fabrics(fabric, fabric, fabric.bandwidth_Bps),
                         knobs, prec)  # fmt: skip
     scale = model.tokens_per_rank / (micro * model.seq_len)  # a partial last sequence

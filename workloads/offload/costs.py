@@ -20,7 +20,13 @@ copies at ``d2h_bandwidth_ratio`` of the host-to-device rate; SSD reads at
 host format (``host_kv_bits``: ZeRO-Inference's OPT path allocates its host KV buffer in
 fp32), and a CPU attention that converts it to a wider tensor first
 (``cpu_kv_upcast_bits``: its BLOOM path calls ``.float()`` on the fp16 KV every step)
-moves the extra bytes. Under H100 confidential computing
+moves the extra bytes. With a :class:`devices.first_touch.FirstTouch` model, host memory
+written for the first time is faulted in: the new tensors of the upcast (fresh every
+step when glibc maps them, at 32 MiB and more), and the host KV buffer that the runtime
+allocates at the prompt step and fills token by token, together with the contiguous
+staging tensor PyTorch makes for a device-to-host copy into a non-contiguous slice of it
+(``aten/src/ATen/native/cuda/Copy.cu``: ``at::empty_like(dst)`` when the destination is
+not contiguous). Under H100 confidential computing
 every host<->GPU copy goes through an encrypted bounce buffer (:mod:`devices.secure_copy`).
 """
 
@@ -29,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetsim.devices.cpu import CpuModel
+from hetsim.devices.first_touch import FirstTouch
 from hetsim.devices.roofline import op_time_s
 from hetsim.devices.secure_copy import SecureCopy
 from hetsim.devices.spec import DeviceSpec, LinkSpec
@@ -91,6 +98,7 @@ class DenseCosts:
         cpu_calls_per_layer: int,
         host_kv_bits: float | None = None,
         cpu_kv_upcast_bits: float | None = None,
+        first_touch: FirstTouch | None = None,
     ) -> None:
         self.model, self.gpu, self.cpu = model, gpu, cpu
         self.gpu_dtype, self.cpu_format = gpu_dtype, cpu_format
@@ -112,6 +120,7 @@ class DenseCosts:
         self.weight_bits = weight_bits
         self.gpu_dequant_s_per_gb = gpu_dequant_s_per_gb
         self.cpu_calls_per_layer = cpu_calls_per_layer
+        self.first_touch = first_touch
 
     # ---- GPU ----------------------------------------------------------------------
     def gpu_linear_s(self, tokens: int) -> float:
@@ -147,14 +156,34 @@ class DenseCosts:
 
     def cpu_attention_s(self, seqs: int, new: int, context: int) -> float:
         """CPU attention of one layer over host-resident KV (in its host format). With an
-        upcast the KV is first converted into a new tensor (read host bytes, write the
-        wide bytes) that the attention then reads: ``host + 2 x wide`` bytes per token;
-        the first touch of the new pages (page faults, zeroing) is not priced."""
+        upcast the KV is first converted into new tensors, one for K and one for V (read
+        host bytes, write the wide bytes), that the attention then reads: ``host + 2 x
+        wide`` bytes per token; with a first-touch model, each new tensor that glibc maps
+        fresh is faulted in by the CPU threads that write it."""
         flops, _ = self._attention_work(seqs, new, context)
         tokens = float(seqs * (context + new))
         up = self.cpu_kv_upcast_bytes_per_token_layer
         per_token = self.host_kv_bytes_per_token_layer + 2 * up
-        return self.cpu.stream_time_s(tokens * per_token, flops)
+        t = self.cpu.stream_time_s(tokens * per_token, flops)
+        if up > 0 and self.first_touch is not None:
+            t += 2 * self.first_touch.block_s(tokens * up / 2, self.cpu.threads)
+        return t
+
+    def host_kv_first_touch_s(self, tokens: int, staged: bool, share: float = 1.0) -> float:
+        """First touch of ``tokens`` tokens' KV (``share`` of it host-resident) written
+        into the host KV buffer of one layer (fresh pages: the buffer is mapped at the
+        prompt step and written once per position), by the CPU threads of PyTorch's copy;
+        with ``staged`` (a non-blocking copy into a non-contiguous slice) the K and V
+        staging tensors of the same size are faulted in first by the one thread that
+        receives the device-to-host copy, when glibc maps them fresh. 0 without a
+        first-touch model."""
+        if self.first_touch is None or tokens <= 0 or share <= 0:
+            return 0.0
+        nbytes = float(tokens * self.host_kv_bytes_per_token_layer) * share
+        t = self.first_touch.time_s(nbytes, self.cpu.threads)
+        if staged:
+            t += 2 * self.first_touch.block_s(nbytes / 2, 1)
+        return t
 
     def lm_head_cpu_s(self, tokens: int) -> float:
         """LM head on the CPU (held in the CPU weight format at the layers' bits)."""

@@ -24,6 +24,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Pos
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.cpu import CpuModel, LaunchMode, NumaMode, cpu_kernels
 from hetsim.devices.enclave import enclave_preset, protected_bytes
+from hetsim.devices.first_touch import PARALLEL_FAULTERS, THREAD_FIRST_TOUCH_BPS, FirstTouch
 from hetsim.devices.memory import OutOfMemory
 from hetsim.devices.secure_copy import SecureCopy
 from hetsim.simulator.engine import InvariantViolation, Simulation
@@ -115,6 +116,27 @@ class OffloadParams(WorkloadParams):
         description="pageable copies are issued by the thread that runs the CPU kernels "
         "(PyTorch eager: ZeRO-Inference), so they serialise with CPU attention",
     )
+    host_first_touch: bool = Field(
+        False,
+        description="price the first touch of freshly mapped host memory "
+        "(devices/first_touch.py): the host KV buffer allocated at the prompt step and "
+        "written once per position, the staging tensors of PyTorch's copies into its "
+        "non-contiguous slices, and the new tensors of cpu_kv_upcast_bits (ZeRO-Inference's "
+        "kv_offload path); default off",
+    )
+    first_touch_thread_Bps: PositiveFloat = Field(
+        THREAD_FIRST_TOUCH_BPS,
+        description="one thread's first-touch rate on 4 KiB pages (dask-cuda PR #98: 1 GiB "
+        "in 0.3266 s); about 11.8e9 with 2 MiB transparent huge pages",
+    )
+    first_touch_parallel_faulters: float = Field(
+        PARALLEL_FAULTERS,
+        ge=1,
+        description="threads faulting one address space at the full per-thread rate "
+        "together: default 6.60 = mmtests pft-threads faults/s at 24 threads (between 21 "
+        "and 30) over 1 thread, 2 x Xeon 8336C, Linux 6.2 (devices/first_touch.py); "
+        "swept 1-24",
+    )
     ssd_bandwidth_Bps: PositiveFloat = 3.5e9
     d2h_bandwidth_ratio: PositiveFloat = Field(0.854, description="H02: 46.8 / 54.8 GB/s")
     gpu_dequant_s_per_gb: NonNegativeFloat = 0.0
@@ -163,6 +185,8 @@ class OffloadWorkload(Workload):
             gpu_dequant_s_per_gb=p.gpu_dequant_s_per_gb,
             cpu_calls_per_layer=p.cpu_calls_per_layer, host_kv_bits=p.host_kv_bits,
             cpu_kv_upcast_bits=p.cpu_kv_upcast_bits,
+            first_touch=FirstTouch(p.first_touch_thread_Bps, p.first_touch_parallel_faulters)
+            if p.host_first_touch else None,
         )  # fmt: skip
         self.copies = CopyPaths(
             link=self._link(cluster, cpu),
@@ -310,6 +334,10 @@ class OffloadWorkload(Workload):
                 kv_w = batches * self.copies.d2h_s(
                     micro * new * self.costs.host_kv_bytes_per_token_layer * (1 - plan.kv_gpu),
                     plan.pinned,
+                )
+                # fresh buffer pages (and staging tensors) faulted in
+                kv_w += batches * self.costs.host_kv_first_touch_s(
+                    micro * new, staged=True, share=1 - plan.kv_gpu
                 )
                 if shared:
                     c.h2d_s = max(c.h2d_s, t) + kv_w

@@ -17,9 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.limits import MAX_SCALE
 from hetsim.workloads.models.dense import model_spec
-from hetsim.workloads.models.transformer_cost import TransformerCost, prefill_batch
+from hetsim.workloads.models.transformer_cost import (
+    EngineOverheads,
+    TransformerCost,
+    prefill_batch,
+)
 from hetsim.workloads.paths import resolve_path
 
 if TYPE_CHECKING:
@@ -85,6 +90,7 @@ class LLMPrefillDemand(_Strict):
     prompt_tokens: PositiveInt | tuple[PositiveInt, PositiveInt] = 512
     dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "fp16"
     load_weights: bool = True
+    gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
 
 
 Demand = Annotated[
@@ -171,10 +177,22 @@ def build_requests(
     return RequestBatch(times, flops, nbytes, demand.dtype, tokens)
 
 
+def prefill_cost(spec: LLMPrefillDemand, device: DeviceSpec) -> TransformerCost:
+    """The kernel-level cost model of ``spec``'s prompts on ``device`` (weights and
+    activations in ``spec.dtype``, CUDA graphs, no engine overhead, ``spec.gpu_clocks``)."""
+    return TransformerCost(
+        model_spec(spec.model),
+        device,
+        precision=Precision.uniform(spec.dtype),
+        overheads=EngineOverheads(gpu_clocks=spec.gpu_clocks),
+    )
+
+
 def prefill_times_s(spec: LLMPrefillDemand, device: DeviceSpec, tokens: np.ndarray) -> list[float]:
     """Seconds of each prompt's prefill alone on ``device``, kernel by kernel
     (:class:`~hetsim.workloads.models.transformer_cost.TransformerCost`, weights and
-    activations in ``spec.dtype``, CUDA graphs, no engine overhead)."""
-    cost = TransformerCost(model_spec(spec.model), device, precision=Precision.uniform(spec.dtype))
+    activations in ``spec.dtype``, CUDA graphs, no engine overhead, compute roofs at the
+    clock regime ``spec.gpu_clocks``)."""
+    cost = prefill_cost(spec, device)
     unique = {int(t): cost.iteration_s(prefill_batch(int(t))) for t in np.unique(tokens)}
     return [unique[int(t)] for t in tokens]

@@ -18,13 +18,11 @@ import numpy as np
 from pydantic import Field, NonNegativeInt
 
 from hetsim.devices.cluster import Cluster
-from hetsim.devices.precision import Precision
 from hetsim.simulator.engine import InvariantViolation, Simulation, Timer
 from hetsim.simulator.limits import MAX_REQUESTS
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.models.dense import model_spec
-from hetsim.workloads.models.transformer_cost import TransformerCost
 from hetsim.workloads.models.trust import model_trust
 from hetsim.workloads.queueing.demand import (
     Arrivals,
@@ -32,6 +30,7 @@ from hetsim.workloads.queueing.demand import (
     LLMPrefillDemand,
     RequestBatch,
     build_requests,
+    prefill_cost,
     prefill_times_s,
 )
 from hetsim.workloads.queueing.servers import FcfsServer, PsServer
@@ -123,7 +122,8 @@ class QueueingWorkload(Workload):
         "model_fits": "LLM demand only: least trusted kernel fit (calibrated, borrowed, "
         "uncalibrated)",
         "kernel_classes": "LLM demand only: kernel classes the prompts were priced with",
-        "borrowed_fits": "LLM demand only: GPU.class<-device for borrowed kernel fits",
+        "borrowed_fits": "LLM demand only: GPU.class<-device for borrowed kernel fits, "
+        "GPU.sustained<-device and GPU.gemm.<format>_scale<-device for borrowed corrections",
     }
 
     def __init__(
@@ -358,7 +358,6 @@ class QueueingWorkload(Workload):
         demand = self.params.demand
         if not isinstance(demand, LLMPrefillDemand) or self.batch.tokens is None:
             return {}
-        model, precision = model_spec(demand.model), Precision.uniform(demand.dtype)
-        costs = [TransformerCost(model, s.device.spec, precision=precision) for s in self.servers
+        costs = [prefill_cost(demand, s.device.spec) for s in self.servers
                  if s.device.spec.kind in ("gpu", "npu")]  # fmt: skip
         return model_trust(costs, float(self.batch.tokens.mean()), 0.0)

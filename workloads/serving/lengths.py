@@ -10,16 +10,26 @@ decode`` (so ``r = 3`` gives a quarter of the tokens to decode, as in Vidur's de
 Each law draws from its own named random stream (``serving.lengths.prompt``,
 ``serving.lengths.output``, ``serving.lengths.total``), so choosing lengths never shifts
 the arrival draws, and the same seed gives the same lengths in any process.
+
+A ``filter`` keeps only the (prompt, output) pairs a benchmark client would keep and
+draws again for the rest, as the ShareGPT samplers of vLLM's ``benchmark_serving`` and
+SGLang's ``bench_serving`` drop conversations that are too short or too long (they do
+not clip them). A ``preset`` names a shipped YAML file (``pkg:serving/...``) whose
+``synthetic:`` block gives the laws with their source; keys written next to ``preset``
+replace the file's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import numpy as np
+import yaml
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
+from hetsim.workloads.paths import PKG_PREFIX, resolve_path
 from hetsim.workloads.serving.traces import Strict
 
 MAX_TOKENS = 10_000_000  # a length law's bound: far above any model's context
@@ -111,14 +121,68 @@ LengthLaw = Annotated[
 ]
 
 
+MAX_FILTER_ROUNDS = 1000  # redraw rounds before a filter is declared too strict
+
+
+class PairFilter(Strict):
+    """The (prompt, output) pairs a benchmark client keeps; the others are drawn again.
+    ``min_*`` and ``max_prompt`` bound each length, ``max_total`` their sum (vLLM's and
+    SGLang's ShareGPT samplers: 4, 4, 1024 and 2048)."""
+
+    min_prompt: PositiveInt = 1
+    min_output: PositiveInt = 1
+    max_prompt: PositiveInt | None = Field(None, le=MAX_TOKENS)
+    max_total: PositiveInt | None = Field(None, le=2 * MAX_TOKENS)
+
+    def keep(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
+        """Mask of the pairs kept."""
+        ok = (prompt >= self.min_prompt) & (output >= self.min_output)
+        if self.max_prompt is not None:
+            ok &= prompt <= self.max_prompt
+        if self.max_total is not None:
+            ok &= prompt + output <= self.max_total
+        return ok
+
+
+def _load_preset(data: Any) -> Any:
+    """``data`` with the laws of its ``preset`` file merged under its own keys."""
+    if not isinstance(data, dict) or data.get("preset") is None:
+        return data
+    ref = str(data["preset"])
+    if not ref.startswith(PKG_PREFIX):
+        raise ValueError(f"preset: {ref!r} must name a shipped file (pkg:serving/...)")
+    path = resolve_path(ref, Path("."))
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"preset: cannot read {ref} ({type(exc).__name__})") from None
+    block = doc.get("synthetic") if isinstance(doc, dict) else None
+    if not isinstance(block, dict):
+        raise ValueError(f"preset: {ref} has no 'synthetic:' mapping")
+    return {**block, **data}
+
+
 class SyntheticLengths(Strict):
     """Request lengths from laws: ``prompt`` and ``output``, or ``total`` with
-    ``prefill_decode_ratio`` (decode = ceil(total / (1 + ratio)), prefill = the rest)."""
+    ``prefill_decode_ratio`` (decode = ceil(total / (1 + ratio)), prefill = the rest);
+    optionally only the pairs ``filter`` keeps (the rest drawn again), and the laws of
+    a shipped ``preset`` file (keys given here replace the file's)."""
 
+    preset: str | None = Field(
+        None,
+        description="a shipped YAML file (pkg:serving/...) whose synthetic: block "
+        "gives the laws (keys written here replace the file's)",
+    )
     prompt: LengthLaw | None = None
     output: LengthLaw | None = None
     total: LengthLaw | None = None
     prefill_decode_ratio: PositiveFloat | None = Field(None, le=1e6)
+    filter: PairFilter | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data: Any) -> Any:
+        return _load_preset(data)
 
     @model_validator(mode="after")
     def _one_form(self) -> SyntheticLengths:
@@ -138,7 +202,27 @@ class SyntheticLengths(Strict):
         self, streams: Callable[[str], np.random.Generator], n: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """(prompt tokens, output tokens) of ``n`` requests; ``streams(name)``: the run's
-        named random streams."""
+        named random streams. With a filter, rejected pairs are drawn again, in rounds
+        of as many pairs as are still missing, so the result depends on the seed only."""
+        if self.filter is None:
+            return self._draw_pairs(streams, n)
+        prompts, outputs, have = [], [], 0
+        for _ in range(MAX_FILTER_ROUNDS):
+            prompt, output = self._draw_pairs(streams, n - have)
+            ok = self.filter.keep(prompt, output)
+            prompts.append(prompt[ok])
+            outputs.append(output[ok])
+            have += int(ok.sum())
+            if have == n:
+                return np.concatenate(prompts), np.concatenate(outputs)
+        raise ValueError(
+            f"requests.synthetic.filter: {have} of {n} pairs kept after "
+            f"{MAX_FILTER_ROUNDS} rounds; the filter rejects nearly every draw of the laws"
+        )
+
+    def _draw_pairs(
+        self, streams: Callable[[str], np.random.Generator], n: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         if self.total is not None:
             assert self.prefill_decode_ratio is not None
             total = self.total.draw(streams("serving.lengths.total"), n)

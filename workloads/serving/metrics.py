@@ -15,7 +15,9 @@ METRICS: dict[str, str] = {
     "model_fits": "least trusted kernel fit used: calibrated (fitted on this GPU), "
     "borrowed (another GPU's efficiencies) or uncalibrated (catalogue roofline)",
     "kernel_classes": "kernel classes (and collective) the run's iterations were priced with",
-    "borrowed_fits": "GPU.class<-device for every kernel class priced with another device's fit",
+    "borrowed_fits": "GPU.class<-device for every kernel class priced with another device's fit; "
+    "GPU.sustained<-device and GPU.gemm.<format>_scale<-device for a clock ratio or GEMM "
+    "format scale measured on another device",
     "requests": "requests completed",
     "throughput_rps": "requests / (last finish_s - first arrival_s)",
     "output_tokens_per_s": "output tokens of completed requests / "

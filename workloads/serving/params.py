@@ -17,6 +17,7 @@ from pydantic import (
 from hetsim.devices.kernels import LaunchModel
 from hetsim.devices.precision import Precision
 from hetsim.devices.secure_copy import SecureCopy
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.limits import PositiveSeconds, Seconds
 from hetsim.workloads.base import WorkloadParams
 from hetsim.workloads.models.dense import model_spec
@@ -180,6 +181,14 @@ class ServingParams(WorkloadParams):
         description="norms, rotary, activation and adds fused into other kernels "
         "(TensorRT-LLM, LMDeploy TurboMind); reconstruction, see transformer_cost",
     )
+    gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
+    fp8_attention: bool | None = Field(
+        None,
+        description="attention math in FP8 under FP8 activations (FlashAttention-3 FP8, "
+        "TensorRT-LLM FP8 context FMHA); null: when the KV cache is FP8 too (TensorRT-LLM's "
+        "rule with paged context FMHA); false: 16-bit Q, O and math; "
+        "workloads/models/transformer_cost.py",
+    )
     requests: RequestsConfig = RequestsConfig()
     slo: SloConfig = SloConfig()
     deployment_rate_per_s: PositiveFloat | Literal["peak"] | None = Field(
@@ -251,7 +260,8 @@ class ServingParams(WorkloadParams):
             )
         return EngineOverheads(
             LaunchModel(self.cpu_launch_s, self.cuda_graphs), self.framework_overhead_s + toll,
-            self.framework_per_seq_s, self.fused_elementwise,
+            self.framework_per_seq_s, self.fused_elementwise, self.gpu_clocks,
+            self.fp8_attention,
         )  # fmt: skip
 
     @model_validator(mode="after")
@@ -261,6 +271,14 @@ class ServingParams(WorkloadParams):
         ):
             raise ValueError(
                 "deployment_rate_per_s: 'peak' needs requests.rate_per_s and requests.surge"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _fp8_attention(self) -> ServingParams:
+        if self.fp8_attention and self.precision().activations != "fp8":
+            raise ValueError(
+                "fp8_attention: true needs FP8 activations (dtype or activation_dtype fp8)"
             )
         return self
 

@@ -50,7 +50,8 @@ METRICS = {
     "model_fits": "least trusted kernel fit used: calibrated, borrowed or uncalibrated "
     "(roofline under cost_model: roofline)",
     "kernel_classes": "kernel classes the ops were priced by",
-    "borrowed_fits": "device.class<-lender for every class not fitted on this device",
+    "borrowed_fits": "device.class<-lender for every class not fitted on this device; "
+    "device.sustained<-lender for a borrowed clock ratio",
     "fit_extrapolated": "a kernel class used beyond the sizes it was fitted on (the error "
     "band then understates the error); empty if none",
 }

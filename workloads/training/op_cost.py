@@ -39,6 +39,7 @@ import numpy as np
 from hetsim.devices.kernels import (
     ATTENTION_PREFILL_FIT_MAX_TOKENS,
     KERNEL_CLASSES,
+    KernelFitRef,
     KernelFits,
     attention_prefill_time_s,
     elementwise_time_s,
@@ -48,6 +49,7 @@ from hetsim.devices.kernels import (
 )
 from hetsim.devices.precision import Format, Precision
 from hetsim.devices.spec import DeviceSpec
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GpuClocks
 from hetsim.workloads.training.model import TransformerSpec
 from hetsim.workloads.training.ops import FWD, Lifetimes, Variant
 from hetsim.workloads.training.step_cost import StepKnobs
@@ -74,9 +76,15 @@ class OpPricer:
     attention_peak_fraction: float | None = None
 
     @cached_property
+    def fit_ref(self) -> KernelFitRef:
+        """The device's kernel fits (calibrated, borrowed or derived) at the clock regime
+        (:mod:`hetsim.devices.sustained`)."""
+        return kernel_fits(self.spec, self.knobs.gpu_clocks, self.knobs.sustained_matmul_ratio)
+
+    @property
     def fits(self) -> KernelFits:
-        """The device's kernel fits (calibrated, borrowed or derived)."""
-        return kernel_fits(self.spec).fits
+        """The device's kernel fits, compute roofs at the clock regime."""
+        return self.fit_ref.fits
 
     @cached_property
     def precision(self) -> Precision:
@@ -122,7 +130,8 @@ class OpPricer:
         units = scale * b * s * s
         if self.attention_peak_fraction is not None:
             flops = 4.0 * units * m.hidden * (0.5 if m.causal else 1.0)
-            t = flops / (self.spec.peak(self.precision.math_dtype()) * self.attention_peak_fraction)
+            peak = self.spec.peak(self.precision.math_dtype()) * self.fit_ref.clock_ratio
+            t = flops / (peak * self.attention_peak_fraction)
             return t if phase == FWD else t / self.knobs.attn_bwd_relative_efficiency
         cross, own = (0.0, units) if m.causal else (units, 0.0)
         t = float(
@@ -185,30 +194,42 @@ def kernel_op_times_s(
     v: Variant,
     dtype: str,
     attention_peak_fraction: float | None = None,
+    gpu_clocks: GpuClocks = DEFAULT_GPU_CLOCKS,
 ) -> np.ndarray:
-    """Seconds of every op of ``lt`` on ``spec`` (module doc), in op order."""
-    return OpPricer(spec, m, v, dtype, attention_peak_fraction=attention_peak_fraction).times_s(lt)
+    """Seconds of every op of ``lt`` on ``spec`` (module doc), in op order, compute roofs
+    at the clock regime ``gpu_clocks`` (:mod:`hetsim.devices.sustained`)."""
+    knobs = StepKnobs(gpu_clocks=gpu_clocks)
+    pricer = OpPricer(spec, m, v, dtype, knobs, attention_peak_fraction)
+    return pricer.times_s(lt)
 
 
 def op_trust(
-    spec: DeviceSpec, lt: Lifetimes, op_s: np.ndarray, seq_len: int, fitted_attention: bool
+    spec: DeviceSpec,
+    lt: Lifetimes,
+    op_s: np.ndarray,
+    seq_len: int,
+    fitted_attention: bool,
+    gpu_clocks: GpuClocks = DEFAULT_GPU_CLOCKS,
 ) -> dict[str, float | str]:
     """The run's error band and fits (the fields of :mod:`workloads.models.trust`): each
     kernel class's residual weighted by its share of the iteration's op time, and
     ``fit_extrapolated`` naming a class used beyond the sizes it was fitted on (the band
     then understates the error)."""
-    ref = kernel_fits(spec)
-    pricer = OpPricer(spec, TransformerSpec(), Variant(1), "bf16")
+    pricer = OpPricer(spec, TransformerSpec(), Variant(1), "bf16", StepKnobs(gpu_clocks=gpu_clocks))
+    ref = pricer.fit_ref
     shares: dict[str, float] = {}
     for name, kind, t in zip(lt.seq.op_name, lt.seq.op_kind, op_s.tolist(), strict=True):
         cls = pricer.kernel_class(name, kind)
         shares[cls] = shares.get(cls, 0.0) + t
     p50, p90 = residual_band(ref, shares)
     used = sorted(c for c in shares if c in KERNEL_CLASSES)
-    borrowed = sorted(
-        f"{spec.name}.{c}<-{ref.fitted_on.get(c) or 'roofline'}"
-        for c in used
-        if ref.class_kind(c) != "calibrated"
+    borrowed = (
+        sorted(
+            f"{spec.name}.{c}<-{ref.fitted_on.get(c) or 'roofline'}"
+            for c in used
+            if ref.class_kind(c) != "calibrated"
+        )
+        + ref.borrowed_extras()
     )
     extrapolated = (
         f"attention_prefill: {seq_len} tokens per sequence > {ATTENTION_PREFILL_FIT_MAX_TOKENS}"

@@ -29,6 +29,7 @@ from pydantic import Field, PositiveInt
 from hetsim.devices.attention_kernels import AttentionKernel
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import MemoryPool, OutOfMemory
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator import registry
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
@@ -84,6 +85,7 @@ class PipelineParams(WorkloadParams):
         "class fit; fa2/fa3/cudnn/eager: a published kernel profile, "
         "devices/attention_kernels.yaml)",
     )
+    gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
 
 
 @workloads.register("training-pipeline")
@@ -109,7 +111,8 @@ class PipelineWorkload(Workload):
         "(roofline: cost_model roofline)",
         "kernel_classes": "kernel classes the chunks were priced with",
         "borrowed_fits": "GPU.class<-device for every kernel class priced with another "
-        "device's fit",
+        "device's fit; GPU.sustained<-device and GPU.gemm.<format>_scale<-device for a "
+        "clock ratio or GEMM format scale measured on another device",
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: PipelineParams,
@@ -186,12 +189,15 @@ class PipelineWorkload(Workload):
             if p.attention_kernel != "fitted":
                 raise ValueError("workload.attention_kernel: a kernel profile needs "
                                  "cost_model: kernel")  # fmt: skip
+            if p.gpu_clocks != DEFAULT_GPU_CLOCKS:
+                raise ValueError(f"workload.gpu_clocks: {p.gpu_clocks} needs cost_model: "
+                                 "kernel (the roofline has no clock regime)")  # fmt: skip
             price = roofline_prices(self.dev.spec, view, self.f_flops, attn, self.k,
                                     m.params_per_layer, p.tp, p.dtype)  # fmt: skip
         else:
             price = kernel_prices(self.dev.spec, m, p.tp, p.dtype, x, self.k,
                                   bool(self.sched.redistribute and n > 1),
-                                  p.attention_kernel)  # fmt: skip
+                                  p.attention_kernel, p.gpu_clocks)  # fmt: skip
         self.f_s, self.b_s = price.fwd_s, price.bwd_s
         self.trust = fit_trust(price.cost)
         if self.exchange_bytes:  # overlapped with the unit's attention share of its time

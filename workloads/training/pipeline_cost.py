@@ -16,7 +16,8 @@ Two pricings (``PipelineParams.cost_model``):
   attention pricing as in ``training-parallel``: the fitted ``attention_prefill`` class
   (default; fitted on chunks of at most 4,096 tokens, so long contexts extrapolate it) or a
   published kernel profile (``fa2``, ``fa3``, ``cudnn``, ``eager``;
-  :mod:`hetsim.devices.attention_kernels`).
+  :mod:`hetsim.devices.attention_kernels`). ``gpu_clocks`` sets the compute roofs' clock
+  regime as in every domain (:mod:`hetsim.devices.sustained`).
 - ``roofline``: the former pricing, one roofline op per chunk at the device's large-GEMM
   efficiency, on the chunk's GEMM plus causal-attention FLOPs and its weight bytes;
   backward twice both.
@@ -40,6 +41,7 @@ from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.precision import Precision
 from hetsim.devices.roofline import op_times_s
 from hetsim.devices.spec import DeviceSpec
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GpuClocks
 from hetsim.workloads.training.model import TransformerSpec
 from hetsim.workloads.training.parallel_comm import Fabrics, Layout
 from hetsim.workloads.training.step_cost import DenseModel, MicroBatchCost, StepKnobs
@@ -75,9 +77,10 @@ def dense_model(m: TransformerSpec) -> DenseModel:
 
 
 def layer_costs(spec: DeviceSpec, m: TransformerSpec, tp: int, dtype: str,
-                bounds: np.ndarray,
-                attention_kernel: AttentionKernel = "fitted") -> list[MicroBatchCost]:  # fmt: skip
-    """One :class:`MicroBatchCost` per slice ``[bounds[j], bounds[j+1])`` of a sequence."""
+                bounds: np.ndarray, attention_kernel: AttentionKernel = "fitted",
+                gpu_clocks: GpuClocks = DEFAULT_GPU_CLOCKS) -> list[MicroBatchCost]:  # fmt: skip
+    """One :class:`MicroBatchCost` per slice ``[bounds[j], bounds[j+1])`` of a sequence,
+    compute roofs at the clock regime ``gpu_clocks`` (:mod:`hetsim.devices.sustained`)."""
     if not m.causal:
         raise ValueError("workload.model.causal: cost_model kernel prices causal attention "
                          "only; use cost_model: roofline for a non-causal model")  # fmt: skip
@@ -85,7 +88,8 @@ def layer_costs(spec: DeviceSpec, m: TransformerSpec, tp: int, dtype: str,
         raise ValueError(f"workload.tp: {tp} does not divide the model's {m.heads} heads")
     inter = fabric_spec(_FABRICS[1])
     fabrics = Fabrics(fabric_spec(_FABRICS[0]), inter, inter.bandwidth_Bps)
-    knobs = StepKnobs(m.micro_batch, m.seq_len, attention_kernel=attention_kernel)
+    knobs = StepKnobs(m.micro_batch, m.seq_len, attention_kernel=attention_kernel,
+                      gpu_clocks=gpu_clocks)  # fmt: skip
     prec = Precision(dtype, dtype, dtype)  # type: ignore[arg-type]
     model, layout = dense_model(m), Layout(tp=tp)
     costs = [MicroBatchCost(spec, model, layout, fabrics, knobs, prec, float(lo), float(hi))
@@ -101,9 +105,10 @@ def layer_kernel_s(cost: MicroBatchCost, phase: str) -> float:
 
 def kernel_prices(spec: DeviceSpec, m: TransformerSpec, tp: int, dtype: str,
                   bounds: np.ndarray, k: int, redistribute: bool,
-                  attention_kernel: AttentionKernel = "fitted") -> ChunkPrices:  # fmt: skip
+                  attention_kernel: AttentionKernel = "fitted",
+                  gpu_clocks: GpuClocks = DEFAULT_GPU_CLOCKS) -> ChunkPrices:  # fmt: skip
     """Chunk seconds from the per-layer kernels (module doc), ``k`` layers per chunk."""
-    costs = layer_costs(spec, m, tp, dtype, bounds, attention_kernel)
+    costs = layer_costs(spec, m, tp, dtype, bounds, attention_kernel, gpu_clocks)
     fwd = np.array([layer_kernel_s(c, "fwd") for c in costs]) * k
     bwd = np.array([layer_kernel_s(c, "bwd") for c in costs]) * k
     fa = np.array([c.layer["fwd_attention"] for c in costs]) * k

@@ -84,7 +84,7 @@ from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.kernels import elementwise_time_s, kernel_fits
 from hetsim.devices.precision import Precision
-from hetsim.devices.sustained import sustained_ratio
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.budget import WorkEstimate
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.limits import Seconds
@@ -218,14 +218,15 @@ class ParallelTrainingParams(WorkloadParams):
         description="attention kernel the framework runs: fitted (the attention_prefill "
         "class fit) or a published kernel profile (devices/attention_kernels.yaml)",
     )
+    gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
     sustained_matmul_ratio: float | None = Field(
         None,
         gt=0,
         le=1.0,
         description="sustained tensor-core throughput over the kernel fits' short-run "
         "(boost-clock) throughput: scales the compute roof of BF16/FP16 GEMMs and "
-        "attention (None: the device's measured value in devices/kernels.yaml "
-        "sustained_matmul_ratio, 1.0 where none; step_cost module doc)",
+        "attention when gpu_clocks is sustained (None: the device's measured value in "
+        "devices/kernels.yaml sustained_matmul_ratio, 1.0 where none; step_cost module doc)",
     )
     elementwise_impl: Literal["fused", "torchtitan-eager"] = Field(
         "fused",
@@ -233,11 +234,6 @@ class ParallelTrainingParams(WorkloadParams):
         "torch.compile, Transformer Engine) or torchtitan's eager modules kernel by kernel "
         "(fp32 RMSNorm and rotary, unfused SwiGLU, repeat_kv copies; reconstruction, "
         "workloads/training/eager_ops.py)",
-    )
-    fp8_gemm_ceiling: bool = Field(
-        True,
-        description="FP8 GEMMs no faster than the catalogue's FP8 GEMM curve (fitted to "
-        "sustained cuBLASLt FP8 measurements, calibration K03); step_cost module doc",
     )
     attn_bwd_flops_ratio: float = Field(2.5, gt=0, description="reconstruction, step_cost")
     attn_bwd_relative_efficiency: float = Field(
@@ -432,7 +428,8 @@ class ParallelTrainingWorkload(Workload):
         "model_fits": "least trusted kernel fit used: calibrated, borrowed or uncalibrated",
         "kernel_classes": "kernel classes (and collective) the step was priced with",
         "borrowed_fits": "GPU.class<-device for every kernel class priced with another "
-        "device's fit",
+        "device's fit; GPU.sustained<-device and GPU.gemm.<format>_scale<-device for a "
+        "clock ratio or GEMM format scale measured on another device",
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: ParallelTrainingParams,
@@ -461,10 +458,6 @@ class ParallelTrainingWorkload(Workload):
                                p.node_nic_Bps or inter.bandwidth_Bps, p.gpus_per_node)  # fmt: skip
         fmt = p.precision
         self.precision = Precision(fmt, fmt, "bf16" if fmt == "fp8" else fmt)
-        #: the sustained tensor-core ratio priced (the scenario's, or the device's measured)
-        self.sustained_ratio = (sustained_ratio(self.spec.name)
-                                if p.sustained_matmul_ratio is None
-                                else p.sustained_matmul_ratio)  # fmt: skip
         self.precision.check(self.spec)
         knobs = StepKnobs(p.micro_batch, p.seq_len, p.sequence_parallel, p.recompute,
                           p.tp_comm_overlap, p.tp_overlap_chunks, p.attn_bwd_flops_ratio,
@@ -472,11 +465,14 @@ class ParallelTrainingWorkload(Workload):
                           p.moe_load_imbalance, p.moe_pad_to_capacity, p.cp_comm,
                           fp8_scaling=p.fp8_scaling,
                           attention_kernel=p.attention_kernel,
-                          sustained_matmul_ratio=self.sustained_ratio,
-                          fp8_gemm_ceiling=p.fp8_gemm_ceiling,
+                          gpu_clocks=p.gpu_clocks,
+                          sustained_matmul_ratio=p.sustained_matmul_ratio,
                           elementwise_impl=p.elementwise_impl)  # fmt: skip
         self.cost = MicroBatchCost(self.spec, self.model, self.layout, self.fabrics, knobs,
                                    self.precision)  # fmt: skip
+        #: the factor priced on compute roofs (the scenario's ratio, the device's measured
+        #: one, or 1.0 at boost clocks; devices/sustained.py)
+        self.sustained_ratio = self.cost.fit_ref.clock_ratio
         _ = self.cost.attention_profile  # no profile for this device: one clear error now
         self.m = p.global_batch // (p.dp * p.micro_batch)
         gemm_flops, attn_flops = self.cost.layer_flops()[0], 0.0

@@ -35,36 +35,19 @@ before its cast (2 B per element; weights' scales are taken with their casts, on
 step in torchtitan's precomputed FSDP scales; the amax all-reduces over sequence-parallel
 shards are left out; **reconstruction**). Attention stays 16-bit.
 
-**Sustained tensor-core throughput** (``sustained_matmul_ratio``; the workload's default is
-the device's measured value, :mod:`hetsim.devices.sustained`, 1.0 where none).
-The GEMM fits come from short operator profiles and the attention profiles from short
-kernel benchmarks, both at the boost clock; under sustained load a GPU settles at the clock
-its power limit allows. The ratio scales the compute roof (the device's peaks) of BF16/FP16
-GEMMs and of attention; memory-bound roofs and elementwise kernels are left as they are (a
-bandwidth-bound kernel draws too little power to meet the limit). The values are Bekman's
-mamf-finder MSMF over MAMF, same protocol, all 8 GPUs busy (ml-engineering
-``compute/accelerator/benchmarks/README.md``, "What we measured"): H200 BF16 698.6 / 823.9
-TFLOP/s = 0.848 (sustained at 1405-1527 MHz against the 1980 MHz boost), used for every
-GH100 part; B200 1426.4 / 1751.2 = 0.815. A cross-check that the H100 fits are burst
-rates: their asymptote, 0.753 x 989 = 745 TFLOP/s, is above the best sustained GH100 rate
-(698.6), while A100's fit asymptote (0.737 x 312 = 230) is below A100's sustained cuBLASLt
-rate (K02, 256.5 after 10,000 warm-ups); at 0.848 the H100 asymptote (632) sits at 0.90 of
-the sustained best, as A100's does (0.90) without a ratio. Less direct readings are
-milder: Azure's H100 FP8 GEMM after 10,000 warm-ups (K03) is 0.98 of Bekman's FP8 MAMF
-burst, on other shapes and another software stack. No measurement of a power-capped H100
-is in hand: the 500 W part carries the 700 W value as an upper bound, and the ratio is
-swept in ``scenarios/training-power-limit.yaml``.
-
-**FP8 GEMM ceiling** (``fp8_gemm_ceiling``, on by default). The GEMM kernel fits are fitted
-to BF16/FP16 operator profiles; at the FP8 peak they reach the same fraction of it, 0.75 on
-H100, while measured FP8 GEMMs reach less: cuBLASLt FP8 after 10,000 warm-ups on an H100
-(calibration K03) 1216.9 / 1290.1 / 1377.3 / 1382.2 TFLOP/s at 4k / 8k / 16k / 32k cubes,
-where the BF16 fit at the FP8 peak gives 1328 / 1441 / 1474 / 1484 (Bekman's MAMF
-burst: 70.9% of the FP8 peak against 80.3% for BF16). An FP8 GEMM therefore takes at least
-its FLOPs over the FP8 peak times the device's catalogue ``fp8`` compute curve (fitted to
-K03 by :mod:`hetsim.devices.calibration`; H200 its own K03 point). That curve is a
-sustained measurement, so ``sustained_matmul_ratio`` does not apply to it again. Devices
-without an ``fp8`` curve are unchanged.
+**Clock regime** (``gpu_clocks``, default ``sustained``; ``sustained_matmul_ratio`` overrides
+the device's measured ratio). Decided once, in the cost layer, for every domain
+(:mod:`hetsim.devices.sustained`, applied by :func:`~hetsim.devices.kernels.kernel_fits`):
+the kernel fits are boost-clock bursts, and under back-to-back compute-bound kernels a GPU
+settles at the clock its power limit allows, so the compute roofs of BF16/FP16 GEMMs and
+of attention (fitted class or published profile) are scaled by the device's sustained
+ratio (Bekman's MSMF / MAMF: 0.848 for GH100 parts, 0.815 for B200, 1.0 where none is
+measured); memory-bound roofs and elementwise kernels are left as they are. FP8 GEMMs are
+priced by the GEMM class's ``format_compute_scale`` (fitted to the K03 cuBLASLt FP8
+measurements, themselves sustained), once, in the kernel layer, as in every other domain;
+the sustained ratio is not applied on top. No power-capped H100 measurement is in hand:
+the 500 W part carries the 700 W value as an upper bound, and the ratio is swept in
+``scenarios/training-power-limit.yaml``.
 
 **Eager elementwise kernels** (``elementwise_impl: torchtitan-eager``; default ``fused``).
 Without ``torch.compile``, torchtitan's Llama runs each PyTorch op of its RMSNorm (fp32
@@ -126,7 +109,7 @@ Dense layers only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
@@ -137,6 +120,7 @@ from hetsim.devices.attention_kernels import (
     kernel_profile,
 )
 from hetsim.devices.kernels import (
+    KernelFitRef,
     KernelFits,
     attention_prefill_time_s,
     elementwise_time_s,
@@ -145,6 +129,7 @@ from hetsim.devices.kernels import (
 )
 from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec
+from hetsim.devices.sustained import clocked_spec
 from hetsim.workloads.training.eager_ops import (
     ElementwiseImpl,
     eager_op_s,
@@ -279,12 +264,11 @@ class StepKnobs:
     #: class fit, backward at ``attn_bwd_relative_efficiency``) or a published kernel
     #: profile of :mod:`hetsim.devices.attention_kernels` (its own backward efficiency)
     attention_kernel: AttentionKernel = "fitted"
+    #: the clock regime of compute-bound kernels (:mod:`hetsim.devices.sustained`)
+    gpu_clocks: str = "sustained"
     #: sustained tensor-core throughput over the kernel fits' (short-run, boost-clock)
-    #: throughput: scales the compute roof of GEMMs and attention (module doc)
-    sustained_matmul_ratio: float = 1.0
-    #: cap FP8 GEMMs at the catalogue's FP8 GEMM curve (fitted to sustained cuBLASLt FP8
-    #: measurements, K03) where the device has one (module doc)
-    fp8_gemm_ceiling: bool = True
+    #: throughput when sustained (None: the device's measured value; module doc)
+    sustained_matmul_ratio: float | None = None
     #: how norms, rotary and the gated activation run: the kernel classes' fused fits, or
     #: torchtitan's eager modules kernel by kernel (:mod:`~hetsim.workloads.training.eager_ops`)
     elementwise_impl: ElementwiseImpl = "fused"
@@ -332,18 +316,21 @@ class MicroBatchCost:
     moe_layer: bool = False
 
     @cached_property
+    def fit_ref(self) -> KernelFitRef:
+        """Kernel fits of the device (calibrated, borrowed or derived) at the clock regime."""
+        kn = self.knobs
+        return kernel_fits(self.spec, kn.gpu_clocks, kn.sustained_matmul_ratio)
+
+    @property
     def fits(self) -> KernelFits:
-        """Kernel fits of the device (calibrated, borrowed or derived)."""
-        return kernel_fits(self.spec).fits
+        """Kernel fits of the device, compute roofs at the clock regime (:attr:`fit_ref`)."""
+        return self.fit_ref.fits
 
     @cached_property
     def compute_spec(self) -> DeviceSpec:
-        """The device with its compute peaks scaled by ``sustained_matmul_ratio`` (the
-        tensor-core roof under sustained load); bandwidth unchanged."""
-        r = self.knobs.sustained_matmul_ratio
-        if r == 1.0:
-            return self.spec
-        return replace(self.spec, peak_flops={k: v * r for k, v in self.spec.peak_flops.items()})
+        """The device with its compute peaks at the clock regime's factor, for the
+        published attention profiles (priced from the spec, not from a kernel fit)."""
+        return clocked_spec(self.spec, self.fit_ref.clock_ratio)
 
     @cached_property
     def attention_profile(self) -> KernelProfileRef | None:
@@ -373,13 +360,7 @@ class MicroBatchCost:
         return Precision(a, a, a)
 
     def _gemm(self, m: float, n: float, k: float) -> float:
-        curve = self.spec.compute_efficiency.get("fp8")
-        if self.knobs.fp8_gemm_ceiling and self.precision.math_dtype() == "fp8" and curve:
-            # no faster than the device's sustained FP8 GEMM curve (itself a sustained
-            # measurement: the sustained ratio is not applied on top)
-            t = float(gemm_time_s(self.spec, self.fits.gemm, m, n, k, self.precision))
-            return max(t, 2.0 * m * n * k / (self.spec.peak("fp8") * curve(2.0 * m * n * k)))
-        return float(gemm_time_s(self.compute_spec, self.fits.gemm, m, n, k, self.precision))
+        return float(gemm_time_s(self.spec, self.fits.gemm, m, n, k, self.precision))
 
     def _gemm_fwd_bwd(self, m: float, n: float, k: float) -> tuple[float, float]:
         """(forward, backward = dgrad + wgrad) seconds of ``(m x k) @ (k x n)``."""
@@ -582,7 +563,7 @@ class MicroBatchCost:
 
         def run(scale: float) -> float:
             return float(attention_prefill_time_s(
-                self.compute_spec, fit, scale * cross_units, scale * self_units, b * q, ctx,
+                self.spec, fit, scale * cross_units, scale * self_units, b * q, ctx,
                 heads, kvh, md.head_dim, prec,
             ))  # fmt: skip
 
@@ -762,13 +743,14 @@ def fit_trust(cost: MicroBatchCost, extra_classes: tuple[str, ...] = ()) -> dict
     """Which kernel fits priced a layer (``model_fits``: calibrated | borrowed |
     uncalibrated, ``kernel_classes``, ``borrowed_fits``: the columns ``docs/fidelity``
     copies); ``extra_classes`` (e.g. ``collective``) are listed as used."""
-    ref = kernel_fits(cost.spec)
+    ref = cost.fit_ref
     attn = cost.attention_profile
     classes = [c for c in ("gemm", "attention_prefill", "elementwise")
                if attn is None or c != "attention_prefill"]  # fmt: skip
     kinds = [ref.class_kind(c) for c in classes]
     borrowed = [f"{cost.spec.name}.{c}<-{ref.fitted_on.get(c) or 'roofline'}"
                 for c, k in zip(classes, kinds, strict=True) if k != "calibrated"]  # fmt: skip
+    borrowed += ref.borrowed_extras((cost.precision.math_dtype(),))
     used = classes + list(extra_classes)
     if attn is not None:  # a published kernel profile (devices/attention_kernels.yaml)
         name = f"attention_{attn.profile.kernel}"

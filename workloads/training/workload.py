@@ -27,6 +27,7 @@ from pydantic import (
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import OutOfMemory
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import workloads
@@ -92,6 +93,7 @@ class TrainingParams(WorkloadParams):
         "fitted attention_prefill class, fitted on serving chunks <= 4K tokens and "
         "extrapolated; FlashAttention-2 measured 0.50-0.73 on A100, 0.35 on H100)",
     )
+    gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
     variability: Variability = Field(default_factory=lambda: Variability())
     profiler_op_overhead_s: Seconds = Field(
         20e-6, description="profiler hook cost per ATen dispatch (reconstruction)"
@@ -117,6 +119,9 @@ class TrainingWorkload(Workload):
     def __init__(self, sim: Simulation, cluster: Cluster, params: TrainingParams,
                  policies: dict[str, Any], base_dir: Path) -> None:  # fmt: skip
         super().__init__(sim, cluster, params, policies, base_dir)
+        if params.cost_model == "roofline" and params.gpu_clocks != DEFAULT_GPU_CLOCKS:
+            raise ValueError(f"workload.gpu_clocks: {params.gpu_clocks} needs cost_model: "
+                             "kernel (the roofline has no clock regime)")  # fmt: skip
         name = cluster.accelerator(params.device, "device")
         self.dev = cluster.device(name)
         host = cluster.host_of(name)
@@ -170,7 +175,7 @@ class TrainingWorkload(Workload):
             if self.params.cost_model == "kernel":
                 op_s = kernel_op_times_s(
                     self.dev.spec, lt, self.model, v, self.params.dtype,
-                    self.params.attention_peak_fraction,
+                    self.params.attention_peak_fraction, self.params.gpu_clocks,
                 )  # fmt: skip
             else:
                 op_s = self.dev.op_times_s(lt.flops, lt.nbytes, self.params.dtype)
@@ -297,6 +302,7 @@ class TrainingWorkload(Workload):
             out.update(op_trust(
                 self.dev.spec, lt0, self._sequence(self.variants[0])[1],
                 max(v.seq_len for v in self.variants), self.params.attention_peak_fraction is None,
+                self.params.gpu_clocks,
             ))  # fmt: skip
         else:
             out.update(model_fits="roofline", kernel_classes="", borrowed_fits="",
