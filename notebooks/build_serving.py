@@ -117,7 +117,7 @@ fig.tight_layout()""",
     (
         "code",
         """spans = runs["cauchy"].spans
-spans = spans[spans["track"].str.startswith("instance")]
+spans = spans[spans["name"].isin(["prefill", "decode", "mixed"])]  # iterations, on GPU tracks
 tracks = sorted(spans["track"].unique())
 colors = {"prefill": "tab:orange", "decode": "tab:blue", "mixed": "tab:green"}
 fig, ax = plt.subplots(figsize=(9, 0.5 + 0.4 * len(tracks)))
@@ -127,7 +127,7 @@ for k, t in enumerate(tracks):
     ax.broken_barh(list(zip(s["start_s"], s["end_s"] - s["start_s"])), (k - 0.4, 0.8),
                    facecolors=[colors[n] for n in s["name"]])
 ax.set_yticks(range(len(tracks)), tracks)
-ax.set_xlabel("time (s): first 5 s of iterations, per instance (Cauchy)")
+ax.set_xlabel("time (s): first 5 s of iterations, per GPU (Cauchy)")
 fig.tight_layout()""",
     ),
     (
