@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from hetsim.simulator.engine import Simulation
-from hetsim.simulator.runner import build
-from hetsim.simulator.scenario import from_dict
+from tests.moe_helpers import hybrimoe_mixtral
 
 
 def test_advance_moves_the_clock_only_before_the_next_event() -> None:
@@ -29,36 +28,7 @@ def test_advance_moves_the_clock_only_before_the_next_event() -> None:
 
 
 def _run(tick_s: float | None) -> tuple[list[list[Any]], dict[str, Any], int]:
-    raw: dict[str, Any] = {
-        "name": "advance",
-        "seed": 4,
-        "cluster": {
-            "nodes": [
-                {
-                    "name": "s",
-                    "devices": {"gpu": {"type": "h100-sxm"}, "cpu": {"type": "xeon-8480"}},
-                    "links": [{"type": "pcie5-x16", "between": ["gpu", "cpu"]}],
-                }
-            ]
-        },
-        "workload": {
-            "kind": "moe",
-            "model": "mixtral-8x7b",
-            "prompt_tokens": 8,
-            "output_tokens": 6,
-            "warmup_tokens": 8,
-            "cache_fraction": 0.25,
-        },
-        "policies": {
-            "gating": "topk",
-            "placement": "hybrimoe",
-            "prefetch": "impact",
-            "cache": "mrs",
-        },
-    }
-    sc = from_dict(raw, file="<test>")
-    sim = Simulation(sc.seed)
-    wl = build(sc, sim)
+    sim, wl = hybrimoe_mixtral("advance", 4, 8)
     ticks = [0]
     if tick_s is not None:  # another process's events between (and at) layer ends
 

@@ -11,10 +11,8 @@ import pytest
 
 from hetsim.schedulers.moe.cache_mrs import MrsCache, MrsParams
 from hetsim.schedulers.moe.gating_topk import TopKGating, TopKParams, topk_mask
-from hetsim.simulator.engine import Simulation
-from hetsim.simulator.runner import build
-from hetsim.simulator.scenario import from_dict
 from hetsim.workloads.moe.view import AllocationView, GatingView, TokenGatingView
+from tests.moe_helpers import hybrimoe_mixtral
 
 RNG = np.random.default_rng(0)
 
@@ -64,36 +62,7 @@ def test_mrs_scores_with_the_token_hook_equal_layer_by_layer(ties: bool) -> None
 
 
 def _run(hooks: bool) -> tuple[list[list[Any]], dict[str, Any]]:
-    raw: dict[str, Any] = {
-        "name": "token-batch",
-        "seed": 3,
-        "cluster": {
-            "nodes": [
-                {
-                    "name": "s",
-                    "devices": {"gpu": {"type": "h100-sxm"}, "cpu": {"type": "xeon-8480"}},
-                    "links": [{"type": "pcie5-x16", "between": ["gpu", "cpu"]}],
-                }
-            ]
-        },
-        "workload": {
-            "kind": "moe",
-            "model": "mixtral-8x7b",
-            "prompt_tokens": 16,
-            "output_tokens": 12,
-            "warmup_tokens": 16,
-            "cache_fraction": 0.25,
-        },
-        "policies": {
-            "gating": "topk",
-            "placement": "hybrimoe",
-            "prefetch": "impact",
-            "cache": "mrs",
-        },
-    }
-    sc = from_dict(raw, file="<test>")
-    sim = Simulation(sc.seed)
-    wl = build(sc, sim)
+    sim, wl = hybrimoe_mixtral("token-batch", 3, 16)
     assert wl._select_token is not None and wl._observe_token is not None
     if not hooks:  # the layer-by-layer path
         wl._select_token = None
