@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -201,3 +204,26 @@ def test_alarm_fires_at_the_exact_time_in_timeout_order_and_cancels() -> None:
         Alarm(sim, at - 0.5, lambda _e: None)  # in the past
     with pytest.raises(ClockLimit):
         Alarm(sim, float("nan"), lambda _e: None)
+
+
+def test_run_sets_the_prebuilt_objects_apart_from_the_collector_and_restores() -> None:
+    seen: list[int] = []
+
+    def proc(sim: Simulation) -> Any:
+        yield sim.env.timeout(1.0)
+        seen.append(gc.get_freeze_count())
+
+    assert gc.get_freeze_count() == 0
+    sim = Simulation(1)
+    sim.env.process(proc(sim))
+    sim.run()
+    assert seen[0] > 0  # frozen while the run goes
+    assert gc.get_freeze_count() == 0  # and unfrozen after
+    gc.freeze()  # a caller's own freeze is left as it is (objects freed meanwhile leave it)
+    try:
+        sim = Simulation(1)
+        sim.env.process(proc(sim))
+        sim.run()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

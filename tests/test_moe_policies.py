@@ -215,3 +215,39 @@ def test_gate_prefetch_takes_first_uncached_predicted() -> None:
     view = PrefetchView(3, "decode", 2.0, 0.0, 0.0, 10.0, (_lookahead([True, False]),))
     assert GatePrefetch(GatePrefetchParams(), RNG).prefetch(view) == ((4, 1),)
     assert GatePrefetch(GatePrefetchParams(), RNG).prefetch(view._replace(phase="prefill")) == ()
+
+
+def _hss_reference(gpu_s, cpu_s, cached, ready_s, loads, copy_s, g, c, p, first):  # type: ignore[no-untyped-def]
+    """The greedy as the module docstring states it, both sides priced afresh each step."""
+    hot = sorted((i for i in range(len(gpu_s)) if cached[i]), key=lambda i: -loads[i])
+    cold = sorted((i for i in range(len(gpu_s)) if not cached[i]), key=lambda i: -loads[i])
+    queue, gpu, cpu = hot + cold, [], []
+    while queue:
+        f, b = queue[0], queue[-1]
+        arrive = ready_s[f] if cached[f] else p + copy_s
+        gf = max(g, arrive) + gpu_s[f]
+        cf = c + cpu_s[b] + (first if not cpu else 0.0)
+        if gf <= cf:
+            gpu.append(queue.pop(0))
+            g, p = gf, (p if cached[f] else p + copy_s)
+        else:
+            cpu.append(queue.pop())
+            c = cf
+    return tuple(gpu), tuple(cpu), max(g, c)
+
+
+def test_hss_matches_the_greedy_priced_afresh_ties_included() -> None:
+    # few distinct values, so ties between the sides and between loads are common
+    rng = np.random.default_rng(21)
+    values = [0.25, 0.5, 1.0, 1.5, 2.0]
+    for _ in range(3000):
+        n = int(rng.integers(0, 10))
+        pick = lambda m: tuple(float(x) for x in rng.choice(values, m))  # noqa: E731
+        cached = tuple(bool(x) for x in rng.random(n) < 0.5)
+        ready = tuple(
+            r if c and rng.random() < 0.3 else 0.0 for r, c in zip(pick(n), cached, strict=True)
+        )
+        loads = tuple(int(x) for x in rng.integers(1, 3, n)) if rng.random() < 0.5 else (1,) * n
+        args = (pick(n), pick(n), cached, ready, loads, *pick(5))
+        r = hss(*args)
+        assert (r.gpu, r.cpu, r.makespan_s) == _hss_reference(*args)

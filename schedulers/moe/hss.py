@@ -52,27 +52,35 @@ def hss(
     g, c, p = gpu_free_s, cpu_free_s, pcie_free_s
     gpu: list[int] = []
     cpu: list[int] = []
-    # when each side would finish its next expert (gf, cf); a side's figure changes only
+    # when each side would finish its next expert (gf, cf): a side's figure changes only
     # when that side takes an expert, so only the side that took one is priced again
-    gf = cf = pf = 0.0
-    f = b = -1
-    while front <= back:
-        if f != queue[front]:  # the GPU took one (or first pass): its next expert
-            f = queue[front]
-            if cached[f]:
-                pf, r = p, ready_s[f]
-            else:
-                pf = r = p + copy_s
-            gf = (g if g >= r else r) + gpu_s[f]  # max(g, r) without the call
-        if b != queue[back]:  # the CPU took one (or first pass)
-            b = queue[back]
-            cf = c + cpu_s[b] + (0.0 if cpu else cpu_first_s)
-        if gf <= cf:
-            gpu.append(f)
-            front += 1
-            g, p = gf, pf
+    if front <= back:
+        f, b = queue[front], queue[back]
+        if cached[f]:
+            pf, r = p, ready_s[f]
         else:
-            cpu.append(b)
-            back -= 1
-            c = cf
+            pf = r = p + copy_s
+        gf = (g if g >= r else r) + gpu_s[f]  # max(g, r) without the call
+        cf = c + cpu_s[b] + cpu_first_s  # the CPU's first expert pays the intercept
+        while True:
+            if gf <= cf:
+                gpu.append(f)
+                front += 1
+                g, p = gf, pf
+                if front > back:
+                    break
+                f = queue[front]  # the GPU's next expert
+                if cached[f]:
+                    pf, r = p, ready_s[f]
+                else:
+                    pf = r = p + copy_s
+                gf = (g if g >= r else r) + gpu_s[f]
+            else:
+                cpu.append(b)
+                back -= 1
+                c = cf
+                if front > back:
+                    break
+                b = queue[back]  # the CPU's next expert (+ 0.0: as the first's sum)
+                cf = c + cpu_s[b] + 0.0
     return HssResult(tuple(gpu), tuple(cpu), c if c > g else g)  # max(g, c) without the call
