@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hetsim.simulator.engine import InvariantViolation, Simulation
-from hetsim.simulator.errors import ScenarioError
+from hetsim.simulator.errors import InvariantViolation, ScenarioError
 from hetsim.simulator.registry import UnknownName
 from hetsim.simulator.version import __version__
 
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
+    from hetsim.simulator.engine import Simulation
     from hetsim.simulator.result import Result
     from hetsim.simulator.scenario import Scenario
 
@@ -57,12 +57,14 @@ def sweep(scenario: Scenario | str | Path, **kwargs: Any) -> pd.DataFrame:
 
 
 def __getattr__(name: str) -> Any:
-    """``hetsim.plotting``, ``Result`` and ``Scenario`` load on first use (``plotting``
-    pulls in matplotlib and scipy)."""
+    """``hetsim.plotting``, ``Simulation``, ``Result`` and ``Scenario`` load on first use
+    (``plotting`` pulls in matplotlib and scipy; the engine numpy and SimPy)."""
     import importlib
 
     if name == "plotting":
         return importlib.import_module("hetsim.plotting")
+    if name == "Simulation":
+        return importlib.import_module("hetsim.simulator.engine").Simulation
     if name in ("Result", "Scenario"):
         module = "result" if name == "Result" else "scenario"
         return getattr(importlib.import_module(f"hetsim.simulator.{module}"), name)

@@ -25,8 +25,7 @@ from hetsim.simulator.budget import (
     budget,
     check_estimate,
 )
-from hetsim.simulator.engine import InvariantViolation
-from hetsim.simulator.errors import ScenarioError, TraceError
+from hetsim.simulator.errors import InvariantViolation, ScenarioError, TraceError
 from hetsim.simulator.plugins import ENV_PLUGINS, PluginError, load_plugin, load_plugins
 from hetsim.simulator.version import __version__
 

@@ -15,12 +15,9 @@ from typing import Any
 
 import simpy
 
+from hetsim.simulator.errors import InvariantViolation
 from hetsim.simulator.recorder import Recorder
 from hetsim.simulator.rng import RandomStreams
-
-
-class InvariantViolation(RuntimeError):
-    """A run broke one of its own invariants (lost work, memory over capacity, ...)."""
 
 
 class ClockLimit(RuntimeError):

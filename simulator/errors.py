@@ -103,3 +103,9 @@ def _short(text: str) -> str:
     megabytes long)."""
     flat = " ".join(str(text).split("\n"))
     return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+class InvariantViolation(RuntimeError):
+    """A run broke one of its own invariants (lost work, memory over capacity, ...).
+    Defined here (no heavy imports) so the command line can name it without loading the
+    engine; :mod:`hetsim.simulator.engine` re-exports it."""
