@@ -129,7 +129,7 @@ from hetsim.devices.kernels import (
 )
 from hetsim.devices.precision import Precision
 from hetsim.devices.spec import DeviceSpec
-from hetsim.devices.sustained import clocked_spec
+from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, clocked_spec
 from hetsim.workloads.training.eager_ops import (
     ElementwiseImpl,
     eager_op_s,
@@ -265,7 +265,7 @@ class StepKnobs:
     #: profile of :mod:`hetsim.devices.attention_kernels` (its own backward efficiency)
     attention_kernel: AttentionKernel = "fitted"
     #: the clock regime of compute-bound kernels (:mod:`hetsim.devices.sustained`)
-    gpu_clocks: str = "sustained"
+    gpu_clocks: str = DEFAULT_GPU_CLOCKS
     #: sustained tensor-core throughput over the kernel fits' (short-run, boost-clock)
     #: throughput when sustained (None: the device's measured value; module doc)
     sustained_matmul_ratio: float | None = None
