@@ -11,8 +11,14 @@ format ``f`` (``q4_0``, ``q8_0``, ``bf16``...) takes
               + P / (T clock dequant_weights_per_cycle[f])           (dequantise once)
 
 with ``T`` threads. Bandwidth: each socket draws ``min(threads on it x
-core_bandwidth_Bps, achievable socket bandwidth)``, the achievable socket bandwidth being
-the catalogue's DRAM peak times its memory efficiency (fitted to STREAM, K05). Two
+core_bandwidth_Bps, active dies x die read ceiling, achievable socket bandwidth)``, the
+achievable socket bandwidth being the catalogue's DRAM peak times its memory efficiency
+(fitted to STREAM, K05). On chiplet CPUs whose cores sit on dies linked to a separate I/O
+die (AMD CCDs, ``dies`` > 0) a die's reads cross one fabric link of
+``die_read_bytes_per_cycle`` at ``fabric_clock_hz`` (``die_links`` links per die), reaching
+``die_link_efficiency`` of that rate (measured: one Zen 2 CCD saturates at ~37 GB/s whatever
+its DIMMs, ``devices/cpu_kernels.yaml`` B7); threads spread over the dies (the scheduler
+balances busy threads across L3 domains), so ``min(threads, dies)`` dies are active. Two
 sockets: with weights interleaved across both memories (``numa: interleave``, what a
 NUMA-unaware runtime gets), half of each socket's reads are remote at
 ``remote_bandwidth_ratio`` of the local rate, so a socket streams at the harmonic rate
@@ -78,6 +84,11 @@ class CpuKernels:
     call_overhead_per_doubling_s: float = 0.0
     thread_spawn_s: float = 0.0
     gemv_bandwidth_efficiency: float = 1.0
+    dies: float = 0.0  # core dies behind fabric links per socket (0: monolithic, no ceiling)
+    die_read_bytes_per_cycle: float = 32.0
+    fabric_clock_hz: float = 0.0
+    die_links: float = 1.0
+    die_link_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         for key in ("clock_hz", "vector_flops_per_cycle", "matrix_flops_per_cycle",
@@ -93,9 +104,29 @@ class CpuKernels:
                 raise ValueError(f"{key}: must be >= 0")
         if not 0 < self.gemv_bandwidth_efficiency <= 1:
             raise ValueError("gemv_bandwidth_efficiency: must be in (0, 1]")
+        if self.dies < 0 or self.dies != int(self.dies):
+            raise ValueError("dies: must be a whole number >= 0 (0: no per-die ceiling)")
+        if self.dies > 0:
+            for key in ("die_read_bytes_per_cycle", "fabric_clock_hz", "die_links"):
+                if not getattr(self, key) > 0:
+                    raise ValueError(f"{key}: must be > 0 when dies > 0")
+            if not 0 < self.die_link_efficiency <= 1:
+                raise ValueError("die_link_efficiency: must be in (0, 1]")
         for fmt, rate in self.dequant_weights_per_cycle.items():
             if not rate > 0:
                 raise ValueError(f"dequant_weights_per_cycle.{fmt}: must be > 0")
+
+    @property
+    def die_bandwidth_Bps(self) -> float:
+        """Read ceiling of one core die's fabric link(s); ``inf`` on a monolithic CPU."""
+        if self.dies <= 0:
+            return math.inf
+        return (
+            self.die_read_bytes_per_cycle
+            * self.fabric_clock_hz
+            * self.die_links
+            * self.die_link_efficiency
+        )
 
     def dequant_rate(self, fmt: str) -> float:
         """Weights per cycle per core of a GEMV in ``fmt`` (ValueError lists the formats)."""
@@ -189,7 +220,12 @@ class CpuModel:
 
     def _bandwidth(self, threads: int, sockets: int) -> float:
         per_socket = math.ceil(threads / sockets)
-        local = min(per_socket * self.k.core_bandwidth_Bps, self.socket_bandwidth_Bps)
+        dies = min(self.k.dies, per_socket) if self.k.dies > 0 else 1
+        local = min(
+            per_socket * self.k.core_bandwidth_Bps,
+            dies * self.k.die_bandwidth_Bps,
+            self.socket_bandwidth_Bps,
+        )
         if sockets == 1 or self.numa == "replicate":
             return sockets * local
         r = self.k.remote_bandwidth_ratio

@@ -3,9 +3,12 @@ per-call overhead, each worked out by hand on a made-up CPU."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from hetsim.devices.catalogue import device_spec
 from hetsim.devices.cpu import CpuKernels, CpuModel, cpu_kernels
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
 
@@ -88,3 +91,31 @@ def test_gemv_bandwidth_efficiency_slows_only_the_weight_stream() -> None:
     assert t == pytest.approx(20e-3 + 0.05e-3 + 1e-6)
     with pytest.raises(ValueError, match=r"cpu_kernels\.gemv_bandwidth_efficiency"):
         cpu_kernels("xeon-8480", {"gemv_bandwidth_efficiency": 0.0})
+
+
+def test_die_fabric_ceiling_binds_below_the_socket() -> None:
+    # 4 dies x (32 B x 0.5 GHz x 1 link x 0.75) = 4 x 12 GB/s = 48 GB/s < 80 GB/s socket
+    chiplet = dataclasses.replace(KERN, dies=4, die_read_bytes_per_cycle=32,
+                                  fabric_clock_hz=0.5e9, die_link_efficiency=0.75)  # fmt: skip
+    assert chiplet.die_bandwidth_Bps == pytest.approx(12e9)
+    assert CpuModel(SPEC, chiplet, threads=8).bandwidth_Bps == pytest.approx(48e9)
+    # 2 threads spread over 2 dies: min(2 x 20, 2 x 12, 80) = 24 GB/s
+    assert CpuModel(SPEC, chiplet, threads=2).bandwidth_Bps == pytest.approx(24e9)
+    # two links per die double the ceiling: min(8 x 20, 4 x 24, 80) = 80 (the socket binds)
+    wide = dataclasses.replace(chiplet, die_links=2)
+    assert CpuModel(SPEC, wide, threads=8).bandwidth_Bps == pytest.approx(80e9)
+    # a monolithic CPU (dies 0) has no per-die ceiling
+    assert KERN.die_bandwidth_Bps == float("inf")
+    with pytest.raises(ValueError, match="dies"):
+        dataclasses.replace(KERN, dies=1.5)
+
+
+def test_shipped_zen2_link_efficiency_reproduces_its_measurement() -> None:
+    # B7: one Zen 2 CCD at a 1.333 GHz fabric clock (DDR4-2666) saturated at 36.9 GB/s
+    zen2 = dataclasses.replace(cpu_kernels("epyc-9654"), fabric_clock_hz=2666e6 / 2)
+    assert zen2.die_bandwidth_Bps == pytest.approx(36.9e9, rel=0.01)
+    # the catalogue's 4-CCD workstation part: 4 x 32 x 1.8e9 x 0.865 = 199.3 GB/s binds
+    # below its STREAM-fitted socket rate (8 x 5200 MT/s x 8 B x 0.82 = 272.9 GB/s)
+    k = cpu_kernels("threadripper-7965wx")
+    tr = CpuModel(device_spec("threadripper-7965wx"), k, threads=24)
+    assert tr.bandwidth_Bps == pytest.approx(4 * 32 * 1.8e9 * 0.865)
