@@ -7,8 +7,15 @@ format ``f`` (``q4_0``, ``q8_0``, ``bf16``...) takes
     memory  = (weight_bytes + activation_bytes) / bandwidth(threads, sockets, numa)
     compute = min(GEMV, GEMM)
     GEMV    = P n / (T clock dequant_weights_per_cycle[f])          (decode path)
-    GEMM    = 2 P n / (T clock matrix_flops_per_cycle gemm_efficiency)
+    GEMM    = 2 P n / (T clock matrix_flops_per_cycle e_gemm(t) s_f)
               + P / (T clock dequant_weights_per_cycle[f])           (dequantise once)
+
+with ``e_gemm(t)`` the GEMM efficiency at ``t`` threads per socket: ``gemm_efficiency``
+up to 4 threads, ``gemm_efficiency_full_socket`` on every core of a socket (``C``), and
+log-linear in ``t`` between (``e4 (e_C / e4) ** (ln(t / 4) / ln(C / 4))``; the AMX
+measurements of ``devices/data/cpu_amx_points.csv``, fitted by
+``devices/cpu_amx_calibration.py``), and ``s_f = int8_gemm_speedup`` for the int8 matrix
+path's weight formats (``int4``, ``int8``: kt-kernel's AMXINT4/AMXINT8), else 1.
 
 with ``T`` threads. Bandwidth: each socket draws ``min(threads on it x
 core_bandwidth_Bps, active dies x die read ceiling, achievable socket bandwidth)``, the
@@ -67,6 +74,8 @@ KERNEL_FILE = Path(__file__).resolve().parent / "cpu_kernels.yaml"
 NumaMode = Literal["interleave", "replicate"]
 LaunchMode = Literal["pool", "spawn"]
 BARRIER_REFERENCE_THREADS = 4  # call_overhead_s is measured at up to this many threads
+GEMM_FEW_THREADS = 4  # gemm_efficiency holds up to this many threads per socket
+INT8_PATH_FORMATS = frozenset({"int4", "int8"})  # weights on the int8 matrix path (AMX)
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,8 @@ class CpuKernels:
     call_overhead_s: float
     call_overhead_per_doubling_s: float = 0.0
     thread_spawn_s: float = 0.0
+    gemm_efficiency_full_socket: float = 0.0  # 0: gemm_efficiency at every thread count
+    int8_gemm_speedup: float = 1.0  # int8 matrix path (formats INT8_PATH_FORMATS) over bf16
     gemv_bandwidth_efficiency: float = 1.0
     dies: float = 0.0  # core dies behind fabric links per socket (0: monolithic, no ceiling)
     die_read_bytes_per_cycle: float = 32.0
@@ -99,6 +110,10 @@ class CpuKernels:
             raise ValueError("remote_bandwidth_ratio: must be in (0, 1]")
         if not 0 < self.gemm_efficiency <= 1:
             raise ValueError("gemm_efficiency: must be in (0, 1]")
+        if not 0 <= self.gemm_efficiency_full_socket <= 1:
+            raise ValueError("gemm_efficiency_full_socket: must be in [0, 1] (0: unset)")
+        if not self.int8_gemm_speedup > 0:
+            raise ValueError("int8_gemm_speedup: must be > 0")
         for key in ("call_overhead_s", "call_overhead_per_doubling_s", "thread_spawn_s"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key}: must be >= 0")
@@ -127,6 +142,20 @@ class CpuKernels:
             * self.die_links
             * self.die_link_efficiency
         )
+
+    def gemm_efficiency_at(self, threads_per_socket: float, cores_per_socket: float) -> float:
+        """GEMM efficiency at ``threads_per_socket`` busy cores of a ``cores_per_socket``
+        socket: ``gemm_efficiency`` up to 4 threads, ``gemm_efficiency_full_socket`` on
+        every core, log-linear in the thread count between (module doc)."""
+        e4, full = self.gemm_efficiency, self.gemm_efficiency_full_socket
+        if full <= 0 or threads_per_socket <= GEMM_FEW_THREADS:
+            return e4
+        if threads_per_socket >= cores_per_socket:
+            return full
+        x = math.log(threads_per_socket / GEMM_FEW_THREADS) / math.log(
+            cores_per_socket / GEMM_FEW_THREADS
+        )
+        return float(e4 * (full / e4) ** x)
 
     def dequant_rate(self, fmt: str) -> float:
         """Weights per cycle per core of a GEMV in ``fmt`` (ValueError lists the formats)."""
@@ -206,6 +235,9 @@ class CpuModel:
         self.bandwidth_Bps = self._bandwidth(self.threads, sockets) / traffic_ratio
         self.weight_bandwidth_Bps = self.bandwidth_Bps * kernels.gemv_bandwidth_efficiency
         self.cycles_per_s = self.threads * kernels.clock_hz
+        self.gemm_efficiency = kernels.gemm_efficiency_at(
+            math.ceil(self.threads / sockets), spec.cores
+        )
         doublings = max(0.0, math.log2(self.threads / BARRIER_REFERENCE_THREADS))
         self.call_overhead_s = (
             kernels.call_overhead_s + kernels.call_overhead_per_doubling_s * doublings
@@ -247,13 +279,9 @@ class CpuModel:
         )
         dq = params / (self.cycles_per_s * self.k.dequant_rate(fmt))
         gemv = dq * n
-        gemm = (
-            2.0
-            * params
-            * n
-            / (self.cycles_per_s * self.k.matrix_flops_per_cycle * self.k.gemm_efficiency)
-            + dq
-        )
+        speedup = self.k.int8_gemm_speedup if fmt in INT8_PATH_FORMATS else 1.0
+        matrix = self.cycles_per_s * self.k.matrix_flops_per_cycle * self.gemm_efficiency
+        gemm = 2.0 * params * n / (matrix * speedup) + dq
         t = np.maximum(memory, np.minimum(gemv, gemm)) + self.call_overhead_s
         return np.where(n > 0, t, 0.0)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -92,7 +92,9 @@ class DecodePoint:
         return value if kind == "stream" else value * read_over_triad
 
 
-def _number(path: Path, row: dict[str, str], key: str) -> float | None:
+def positive_number(path: Path, row: dict[str, str], key: str) -> float | None:
+    """A points CSV's field as a number > 0 (None if empty); ValueError names the file,
+    row and field (shared by the CPU calibration sets)."""
     text = (row.get(key) or "").strip()
     if not text:
         return None
@@ -107,14 +109,19 @@ def _number(path: Path, row: dict[str, str], key: str) -> float | None:
     return value
 
 
-def load_points(path: Path = DATA_FILE) -> list[DecodePoint]:
-    """The calibration set; ValueError names the file, row and field of any bad entry."""
+def read_rows(path: Path, columns: Sequence[str]) -> list[dict[str, str]]:
+    """A points CSV's rows; ValueError names the file and any missing column."""
     with path.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in _COLUMNS if c not in (reader.fieldnames or [])]
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
         if missing:
             raise ValueError(f"{path.name}: missing columns {missing}")
-        rows = list(reader)
+        return list(reader)
+
+
+def load_points(path: Path = DATA_FILE) -> list[DecodePoint]:
+    """The calibration set; ValueError names the file, row and field of any bad entry."""
+    rows = read_rows(path, _COLUMNS)
     out = []
     for row in rows:
         where = f"{path.name}: row {row['id']}"
@@ -124,7 +131,7 @@ def load_points(path: Path = DATA_FILE) -> list[DecodePoint]:
             raise ValueError(f"{where}: ratio_of: stream, read or empty, got {row['ratio_of']!r}")
         if not row["source"].strip():
             raise ValueError(f"{where}: source: empty")
-        nums = {k: _number(path, row, k) for k in
+        nums = {k: positive_number(path, row, k) for k in
                 ("achieved_Bps", "stream_Bps", "read_Bps", "stated_ratio")}  # fmt: skip
         if nums["stated_ratio"] is None and (
             nums["achieved_Bps"] is None
@@ -259,12 +266,21 @@ def report(path: Path = DATA_FILE) -> str:
     return "\n".join(lines)
 
 
+def run_report_cli(
+    report_fn: Callable[[Path], str], data_file: Path, doc: str | None,
+    argv: Sequence[str] | None = None,
+) -> None:  # fmt: skip
+    """The CLI of a CPU calibration module: ``--data`` (default ``data_file``), print
+    ``report_fn``'s table; the description is the first line of ``doc``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else "")
+    parser.add_argument("--data", type=Path, default=data_file, help="points CSV")
+    args = parser.parse_args(argv)
+    print(report_fn(args.data))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """CLI: print the fit and its residuals."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument("--data", type=Path, default=DATA_FILE, help="points CSV")
-    args = parser.parse_args(argv)
-    print(report(args.data))
+    run_report_cli(report, DATA_FILE, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,16 @@ pinned to the last core, walks the layer's experts ``e = 0..n-1``:
    tensors copied back: about eight passes over the expert's bytes (read + write:
    ``REPACK_TRAFFIC_FACTOR``) at the GPU's memory roofline, plus one launch per kernel
    (``REPACK_KERNELS``; transposes priced at full bandwidth: optimistic).
-4. **host** (the Python thread): the iteration issues about ``HOST_OPS_PER_EXPERT``
-   PyTorch ops (4 copies; 8 transpose copies, 2 repacks and 2 copy-backs; 2 scale
-   gathers, their index uploads and 2 copy-backs), each at ``host_op_s``. Expert
+4. **host** (the Python thread): the iteration issues ``HOST_OPS_PER_EXPERT`` plain
+   PyTorch ops (4 copies; 8 transpose copies, 2 repacks and 2 copy-backs; the 2 scale
+   copy-backs), each at ``host_op_s``, and ``PERMUTE_SCALES_PER_EXPERT`` calls of
+   ``marlin_permute_scales`` at ``permute_scales_s`` each: the function rebuilds its
+   permutation as a Python list and indexes the scales with it (a list-to-tensor
+   conversion, a blocking index upload and the gather). Measured: ModelCloud/GPTQModel
+   PR #2988 (2026-07-27; the same function body, copied from vLLM's marlin_utils like
+   sglang's) reports that these per-call list rebuilds added ~4.4 s over 36,432 quant
+   modules while loading a MoE model: 121 us per call if each module made one call,
+   60 us if it also permuted a bias (both swept). Expert
    ``e``'s copy is issued only after its write is synced, and the iteration cannot end
    before expert ``e - 1``'s repack has run: ``marlin_permute_scales`` indexes with a
    Python list, whose upload to the GPU is a blocking copy that synchronises the
@@ -31,9 +38,21 @@ After the loop the compute stream waits for the last repack, then the fused MoE 
 (``experts_after_layer_copies``). A stage with no measurement of its own uses catalogue
 quantities (CPU bandwidth, GPU memory bandwidth and launch overhead) or the named
 ``host_op_s`` (default 20 us: a PyTorch op's call to its kernel's start in the Nsight
-Systems user guide's V100 trace, the serving workload's ``cpu_launch_s``), swept in
-``scenarios/kt-layer-load-robustness.yaml``. Reconstruction: the stage split is read
-from the code; the per-stage rates are not measured on the rows' machines.
+Systems user guide's V100 trace, the serving workload's ``cpu_launch_s``); both host
+constants are swept in ``scenarios/kt-layer-load-robustness.yaml``. Reconstruction: the
+stage split is read from the code; only ``permute_scales_s`` is measured (on another
+machine, in another program calling the same function), the other per-stage rates are
+catalogue rates, not measurements on the rows' machines. Searched for kt-kernel's own
+figures (query terms as sent: "layerwise prefill GPU expert weights write buffer H2D
+copy time per layer kt-gpu-prefill-token-threshold", "write_weight_scale_to_buffer
+bandwidth GB/s optimization kt-kernel PR fast_memcpy", "gptq_marlin_repack time per
+expert slow repack weights loading", "kvcache-ai sglang kt-gpu-prefill-token-threshold
+full GPU fallback layer weight loading time ms per layer Kimi K2 RAWINT4"): kt-kernel
+ships write-buffer benchmarks (kt-kernel/bench/bench_k2_write_buffer.py) with no
+published output; kvcache-ai/sglang PR #41 says the per-chunk reload of DeepSeek-V4-Flash
+MXFP4 layers "floors prefill throughput at ~430 tok/s" on 8x RTX 5090 (a different
+format and path, no per-stage split); ktransformers issue #2023 (a maintainer: the load
+is a three-stage CPU RAM -> GPU pipeline) is qualitative.
 """
 
 from __future__ import annotations
@@ -41,8 +60,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-HOST_OPS_PER_EXPERT = 22
-"""PyTorch ops the Python loop issues per expert (module doc, step 4)."""
+HOST_OPS_PER_EXPERT = 18
+"""Plain PyTorch ops the Python loop issues per expert (module doc, step 4)."""
+PERMUTE_SCALES_PER_EXPERT = 2
+"""``marlin_permute_scales`` calls per expert (w13 and w2 scales; module doc, step 4)."""
+PERMUTE_SCALES_S = 121e-6
+"""Host seconds per ``marlin_permute_scales`` call (GPTQModel PR #2988: ~4.4 s / 36,432
+modules; 60 us if each module also permuted a bias)."""
 REPACK_TRAFFIC_FACTOR = 8.0
 """GPU bytes moved per expert byte by the transposes and repacks (module doc, step 3)."""
 REPACK_KERNELS = 16

@@ -52,6 +52,8 @@ from hetsim.workloads.moe.layer import (
 )
 from hetsim.workloads.moe.layer_load import (
     HOST_OPS_PER_EXPERT,
+    PERMUTE_SCALES_PER_EXPERT,
+    PERMUTE_SCALES_S,
     REPACK_KERNELS,
     REPACK_TRAFFIC_FACTOR,
     LayerLoadStages,
@@ -159,6 +161,12 @@ class MoEParams(WorkloadParams):
         20e-6,
         description="host time per PyTorch op of that loop (about 20 us from an op's call to "
         "its kernel's start: Nsight Systems user guide trace, as serving's cpu_launch_s)",
+    )
+    layer_load_permute_scales_s: Seconds = Field(
+        PERMUTE_SCALES_S,
+        description="host time per marlin_permute_scales call of that loop (two per expert: "
+        "a Python-list index rebuilt, uploaded and gathered each call; ~121 us measured in "
+        "ModelCloud/GPTQModel PR #2988, 60 us if that count included bias permutes)",
     )
     gpu_tp: PositiveInt = Field(
         1,
@@ -313,7 +321,8 @@ class MoEWorkload(Workload):
         """Per-expert stage times of kt-kernel's layer load (workloads/moe/layer_load.py):
         the CPU write streams the expert's bytes in and out (CPU model, or the CPU's
         roofline), the GPU repack moves REPACK_TRAFFIC_FACTOR times them (GPU memory
-        roofline, one launch per kernel), the host issues HOST_OPS_PER_EXPERT ops."""
+        roofline, one launch per kernel), the host issues HOST_OPS_PER_EXPERT ops and
+        PERMUTE_SCALES_PER_EXPERT marlin_permute_scales calls."""
         p = self.params
         gpu = cluster.device(self.gpu_name).spec
         write = (
@@ -325,7 +334,11 @@ class MoEWorkload(Workload):
             op_time_s(gpu, 0.0, REPACK_TRAFFIC_FACTOR * expert_bytes, p.gpu_dtype)
             + (REPACK_KERNELS - 1) * gpu.launch_overhead_s
         )
-        return LayerLoadStages(HOST_OPS_PER_EXPERT * p.layer_load_host_op_s, write, repack)
+        host = (
+            HOST_OPS_PER_EXPERT * p.layer_load_host_op_s
+            + PERMUTE_SCALES_PER_EXPERT * p.layer_load_permute_scales_s
+        )
+        return LayerLoadStages(host, write, repack)
 
     def _host_link(self, cluster: Cluster, field: str) -> Any:
         hops = cluster.topology.path(self.cpu_name, self.gpu_name)
