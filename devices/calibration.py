@@ -23,11 +23,20 @@ H02, H04); 8192^3 GEMMs (K04); 40 MB P2P copies (C04); 8 GiB "large" all-reduces
 (C02 ring, C05, C06); 1 GiB for C07. Points the model cannot express are listed in
 :data:`UNMODELLED` with the reason, and printed, never silently dropped.
 
-Latency anchors: the CSV's collective sweeps start at 1 MiB, where a curve alone fits
-with ``alpha = 0`` and would then make a 1 KiB all-reduce 20x too fast. README A.3's
-derived 1 KiB floors (:data:`ANCHORS`) therefore join the C01/C02 fits at weight 0.1.
-NCCL switches protocol between 1 KiB and 1 MiB, so no monotone curve meets both: the
-A100 ring fit lands within 8% on C01 and about +67% at 1 KiB (1.9 us per step).
+Latency: the CSV's collective sweeps start at 1 MiB, where a curve alone fits with no
+latency and would then make a 1 KiB all-reduce 20x too fast. Two sources fix the small
+sizes: README A.3's derived 1 KiB floors (:data:`ANCHORS`, weight 0.1) and Vidur's
+torch.distributed NCCL sweeps on an A100 and an H100 DGX (:data:`VIDUR_PLATEAUS`: the mean
+time of the 32 sizes of 2-250 KiB at 2, 4 and 8 GPUs, weight 1). That time hardly depends
+on the rank count (A100 45-47 us, H100 27-40 us), so the ``full`` collective fits free a
+per-call latency ``base_s`` next to the per-step ``alpha_s``: the A100 ring fit puts all of
+it in ``base_s`` (42.6 us; ``alpha_s`` fits to 0), the H100 NVLS fit 15.1 us + 2 x 6.9 us.
+Before (round 5) the only small-size point was the 1 KiB anchor and the A100 ring had
+1.9 us per step and no base: 11 us for a 4-GPU decode all-reduce where Vidur measured 47.
+The two sources disagree at 1 MiB on 8 A100s (C01 50.7 us, Vidur 64 us): the joint fit
+gives 58 us, C01's point -16.7% (tests/test_calibration.py checks it lies between them).
+No Vidur point above 250 KiB enters a fit: V64, V65 (64 MiB) and V69 (2 MiB) are
+validation rows cut from the same sweeps.
 
 Run ``python -m hetsim.devices.calibration`` for the table of measured vs predicted values and
 ``--write`` to write the fitted values into the ``# fit: KEY`` lines of the catalogues. The
@@ -58,6 +67,7 @@ from hetsim.devices.calibration_points import (
     SWEEPS,
     UNITS,
     UNMODELLED,
+    VIDUR_PLATEAUS,
     Point,
 )
 from hetsim.devices.collectives import AlgorithmFit, CollectiveFabric, bus_bandwidth_Bps
@@ -117,7 +127,7 @@ def points(path: Path = DATA_FILE) -> list[Point]:
     for row_id, row in read_rows(path).items():
         value = float(row["value"]) * UNITS[row["unit"]]
         out.append(dataclasses.replace(HEADLINES[row_id], value=value))
-    return out + SWEEPS + ANCHORS
+    return out + SWEEPS + ANCHORS + VIDUR_PLATEAUS
 
 
 def predict(point: Point, cats: Catalogues | None = None) -> float:
@@ -156,7 +166,7 @@ def current_params(point: Point, cats: Catalogues) -> dict[str, float]:
         curve = cats.links[point.target].efficiency
     else:
         fit = cats.fabrics[point.target].fit(point.algorithm)
-        curve, alpha = fit.efficiency, {"alpha_s": fit.alpha_s}
+        curve, alpha = fit.efficiency, {"alpha_s": fit.alpha_s, "base_s": fit.base_s}
     return alpha | {
         "max_eff": curve.max_eff,
         "half_size": curve.half_size,
@@ -179,7 +189,8 @@ def with_params(point: Point, cats: Catalogues, params: dict[str, float]) -> Cat
         link = dataclasses.replace(cats.links[point.target], efficiency=curve)
         return dataclasses.replace(cats, links=cats.links | {point.target: link})
     fabric = cats.fabrics[point.target]
-    algos = fabric.algorithms | {point.algorithm: AlgorithmFit(params["alpha_s"], curve)}
+    fit = AlgorithmFit(params["alpha_s"], curve, base_s=params.get("base_s", 0.0))
+    algos = fabric.algorithms | {point.algorithm: fit}
     fabric = dataclasses.replace(fabric, algorithms=algos)
     return dataclasses.replace(cats, fabrics=cats.fabrics | {point.target: fabric})
 
@@ -203,7 +214,7 @@ def _fit(
     """Fit the free parameters of ``mode``; the others come from ``shape``.
 
     Free vector: max_eff; + log10(half_size) for knee and full; + exponent and (for
-    collectives) alpha in microseconds for full.
+    collectives) alpha and base in microseconds for full.
     """
     collective = pts[0].kind == "collective"
 
@@ -215,6 +226,7 @@ def _fit(
             out["exponent"] = float(x[2])
             if collective:
                 out["alpha_s"] = float(x[3]) * 1e-6
+                out["base_s"] = float(x[4]) * 1e-6
         return out
 
     x0, lo, hi = [0.8], [0.01], [1.5]
@@ -222,8 +234,8 @@ def _fit(
         x0, lo, hi = [0.8, 7.0 if collective else 10.0], [0.05, 3.0], [1.5, 14.0]
     if mode == "full":
         x0, lo, hi = [*x0, 1.0], [*lo, 0.2], [*hi, 4.0]
-        if collective:
-            x0, lo, hi = [*x0, 2.0], [*lo, 0.0], [*hi, 50.0]
+        if collective:  # alpha and base in microseconds
+            x0, lo, hi = [*x0, 2.0, 1.0], [*lo, 0.0, 0.0], [*hi, 50.0, 200.0]
     return unpack(_solve(lambda v: _residuals(pts, cats, unpack(v)), x0, lo, hi))
 
 
@@ -237,7 +249,7 @@ def _shape(
     """Borrowed parameters of a fit: the base fit's, GEMM knees scaled by the peak ratio."""
     if base is None:
         return {"half_size": 0.0, "exponent": 1.0} | (
-            {"alpha_s": 0.0} if pts[0].kind == "collective" else {}
+            {"alpha_s": 0.0, "base_s": 0.0} if pts[0].kind == "collective" else {}
         )
     shape = dict(fits[base])
     ref, own = by_key[base][0], pts[0]
@@ -266,7 +278,7 @@ _FIT_LINE = re.compile(r"^(?P<head>\s*[\w.-]+: )\{[^}]*\}(?P<tail>\s*# fit: (?P<
 
 def _flow(params: dict[str, float]) -> str:
     """A YAML flow mapping of ``params`` with 4 significant digits."""
-    order = ("alpha_s", "max_eff", "half_size", "exponent")
+    order = ("alpha_s", "base_s", "max_eff", "half_size", "exponent")
     return "{" + ", ".join(f"{k}: {params[k]:.4g}" for k in order if k in params) + "}"
 
 
@@ -330,6 +342,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     _print_table(report())
     print()
     print(cpu_report())
+    from hetsim.devices.cpu_amx_calibration import report as amx_report
+
+    print()
+    print(amx_report())
+    from hetsim.devices.cpu_dequant_calibration import report as dequant_report
+
+    print()
+    print(dequant_report())
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ The headline ``value`` of every row of ``devices/data/microbenchmarks.csv`` is p
 as set up in :data:`HEADLINES`; the further sizes and devices written in the rows'
 ``settings`` text are transcribed into :data:`SWEEPS` (values in SI units, row id kept).
 :data:`ANCHORS` are README A.3's derived 1 KiB latency floors, fitted at low weight.
+:data:`VIDUR_PLATEAUS` are Vidur's small-message all-reduce times at 2, 4 and 8 GPUs.
 :data:`UNMODELLED` lists the measurements the cost model cannot express, with the
 reason. :data:`FITS` says which parameters each fit frees. Fitting: :mod:`devices.calibration`.
 """
@@ -289,6 +290,42 @@ ANCHORS: list[Point] = [  # README A.3's derived 1 KiB latency floors, see modul
         0.04e9,
         weight=ANCHOR_WEIGHT,
     ),
+]
+
+#: Vidur's collectives sweeps (``vidur-profiles/network/{a100,h100}_dgx/all_reduce.csv``,
+#: torch.distributed NCCL, Kineto kernel time, median of 11 launches then of 3 repeats):
+#: rows with num_workers == devices_per_node; the 32 sizes of 2-250 KiB (2,048 B, then
+#: 10,240 B in steps of 8,192 B up to 256,000 B), where the wire term is a few percent;
+#: per rank count, the mean over sizes of the ``median`` column (the sweep flips between a
+#: fast and a slow mode from one size to the next, so one size's median is not robust).
+#: Each becomes one point at the mean size, 129,024 B, as algbw = size / mean time.
+#: Recomputed from the shared copy by tests/test_collective_latency.py. The 8-GPU sweep
+#: at 2 MiB (V69) and at 64 MiB (V64, V65) is validation data: no point above 250 KiB
+#: enters a fit. (size bytes, {ranks: mean time s})
+VIDUR_PLATEAU_BYTES = 129024
+VIDUR_PLATEAU_TIMES_S: dict[str, dict[int, float]] = {
+    "a100_dgx": {2: 46.906e-6, 4: 46.625e-6, 8: 45.219e-6},
+    "h100_dgx": {2: 26.594e-6, 4: 39.719e-6, 8: 29.625e-6},
+}
+#: Vidur network folder -> (catalogue fabric, fit key, algorithm the points are fitted as)
+VIDUR_FABRICS: dict[str, tuple[str, str, str]] = {
+    "a100_dgx": ("a100-nvswitch", "a100-nvswitch-ring", "ring"),
+    "h100_dgx": ("h100-nvswitch", "h100-nvswitch-nvls", "nvls"),
+}
+VIDUR_PLATEAUS: list[Point] = [
+    _coll(
+        "VP",
+        f"{folder} {n} GPUs, 2-250 KiB mean (Vidur sweep)",
+        VIDUR_FABRICS[folder][0],
+        n,
+        VIDUR_PLATEAU_BYTES,
+        VIDUR_FABRICS[folder][1],
+        VIDUR_PLATEAU_BYTES / t,
+        algorithm=VIDUR_FABRICS[folder][2],
+        metric="algbw",
+    )
+    for folder, times in VIDUR_PLATEAU_TIMES_S.items()
+    for n, t in times.items()
 ]
 
 FITS: dict[str, tuple[str, str | None]] = {  # key -> (mode, fit whose shape it borrows)

@@ -241,7 +241,11 @@ def _fabric(node: _Node, name: str) -> CollectiveFabric:
     for algo, sub in _mapping_of(node, "algorithms").items():
         if algo not in ("ring", "tree", "nvls"):
             sub.fail("unknown algorithm; valid: nvls, ring, tree")
-        fit = AlgorithmFit(alpha_s=sub.number("alpha_s"), efficiency=_curve(sub, ("alpha_s",)))
+        fit = AlgorithmFit(
+            alpha_s=sub.number("alpha_s"),
+            efficiency=_curve(sub, ("alpha_s", "base_s")),
+            base_s=sub.number("base_s", 0.0),
+        )
         algorithms[algo] = fit
     if "ring" not in algorithms:
         node.fail("needs a 'ring' entry", "algorithms")

@@ -1,6 +1,6 @@
 """Alpha-beta time of collective operations on n ranks (pure functions, no SimPy).
 
-A collective on a fabric is modelled as ``steps * alpha + wire_bytes / (B * eff(S))``:
+A collective on a fabric is modelled as ``base + steps * alpha + wire_bytes / (B * eff(S))``:
 
 * ``S`` is the message size in bytes as nccl-tests counts it (the full buffer of one
   rank for all-reduce and broadcast; the full gathered output of all-gather; the full
@@ -9,7 +9,12 @@ A collective on a fabric is modelled as ``steps * alpha + wire_bytes / (B * eff(
   full mesh (``mesh_links > 0``) a rank uses ``min(n - 1, mesh_links)`` of its links;
 * ``eff(S)`` is the fitted, size-dependent fraction of ``B`` that the algorithm achieves
   (:class:`devices.spec.EfficiencyCurve`), and ``alpha`` its per-step latency. Both are
-  fitted per fabric and algorithm by :mod:`devices.calibration` to C01..C07.
+  fitted per fabric and algorithm by :mod:`devices.calibration` to C01..C07;
+* ``base`` a per-call latency that does not grow with the ranks (launch, protocol set-up,
+  waiting for the last rank to arrive), fitted with the rest where the calibration data
+  hold small-message sweeps at several rank counts (Vidur's torch.distributed NCCL
+  sweeps: the per-call time of a few-KiB all-reduce is 27-47 us at 2, 4 and 8 GPUs
+  alike, :data:`devices.calibration_points.VIDUR_PLATEAUS`); 0 elsewhere.
 
 Steps and bytes each rank sends, per op and algorithm (n ranks):
 
@@ -61,10 +66,14 @@ class AlgorithmFit:
     alpha_s: float
     efficiency: EfficiencyCurve
     basis: str = ""
+    #: per-call latency independent of the rank count (module doc)
+    base_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.alpha_s >= 0 and math.isfinite(self.alpha_s)):
             raise ValueError(f"alpha_s must be finite and >= 0, got {self.alpha_s}")
+        if not (self.base_s >= 0 and math.isfinite(self.base_s)):
+            raise ValueError(f"base_s must be finite and >= 0, got {self.base_s}")
 
 
 @dataclass(frozen=True)
@@ -146,7 +155,7 @@ def collective_time_s(
 ) -> float:
     """Time in seconds of one collective ``op`` of ``nbytes`` over ``n`` ranks on ``fabric``.
 
-    ``steps * alpha + wire_factor * nbytes / (B(n) * eff(nbytes))``; 0 for one rank.
+    ``base + steps * alpha + wire_factor * nbytes / (B(n) * eff(nbytes))``; 0 for one rank.
     ``algorithm`` defaults to the op's first valid one (ring; direct for all-to-all).
     """
     algo = check_op(op, algorithm)
@@ -158,7 +167,7 @@ def collective_time_s(
         return 0.0
     fit = fabric.fit(algo)
     steps, wire = steps_and_wire_factor(op, n, algo)
-    time_s = steps * fit.alpha_s
+    time_s = fit.base_s + steps * fit.alpha_s
     if nbytes > 0:
         achieved_Bps = fabric.rank_bandwidth_Bps(n) * fit.efficiency(nbytes)
         time_s += wire * nbytes / achieved_Bps

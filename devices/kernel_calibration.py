@@ -23,13 +23,17 @@ H100 has no attention profile here: its attention classes borrow A100's efficien
 (fractions of H100's own peak and bandwidth), and ``kernels.yaml`` says so.
 
 ``devices/data/gemv_points.csv`` holds published single-kernel GEMV times at batch 1 on
-devices without profiles of their own (RTX 2080 Ti, A10G, RTX 3090 Ti; fp16 and int4
-weight-only kernels, each with its source). They are not fitted: they check how a
+devices without profiles of their own (RTX 2080 Ti, A10G, RTX 3090 / 3090 Ti; fp16, int8
+and int4 weight-only kernels, each with its source). As checks they test how a
 borrowed byte-size curve moves to another device (``borrowed_size_curves`` in
 ``kernels.yaml``, :func:`hetsim.devices.kernels.moved_fits`), and whether the GEMM
 memory curve reads by bytes moved or by weight shape (an int4 GEMV and an fp16 one of
 the same shape). :func:`gemv_point_check` prices each point under both transfer rules;
-the report prints it.
+the report prints it. Points whose ``fit`` column names a GEMV memory fit are also
+fitted: :func:`fit_gemv_memory` fits the GEMM memory curve of that die (the rest of the
+class the A100's) on them, written to ``kernels.yaml`` ``gemv_memory_fits`` (the
+``ga102-gddr6x`` curve of the RTX 3090 / 3090 Ti, used by the devices listed in
+``gemv_memory_borrow``); the report prints its errors beside the A100 curve's.
 
 GEMM formats with microbenchmarks of their own in ``devices/data/microbenchmarks.csv``
 (FP8, K03) get a ``format_compute_scale`` (:func:`format_compute_scales`): on the fitted
@@ -37,14 +41,15 @@ device, and on every device that borrows its GEMM fit and has points of its own 
 MI300X: :func:`borrower_scales`, written to ``borrower_format_compute_scale``).
 
 Run ``python -m hetsim.devices.kernel_calibration`` for the residual tables and
-``--write`` to rewrite ``devices/kernels.yaml``'s ``fits:``, ``residuals:`` and
-``borrower_format_compute_scale:``.
+``--write`` to rewrite ``devices/kernels.yaml``'s ``fits:``, ``residuals:``,
+``borrower_format_compute_scale:`` and ``gemv_memory_fits:`` (every other section and each
+section's comments are kept).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +63,7 @@ from hetsim.devices.calibration import points
 from hetsim.devices.catalogue import device_spec, shipped_devices
 from hetsim.devices.kernels import (
     BORROWED_SIZE_RULES,
+    GEMV_FITS_SECTION,
     KERNELS_FILE,
     OWN_SCALES_SECTION,
     AttentionDecodeFit,
@@ -435,34 +441,51 @@ GEMV_POINTS_FILE = Path(__file__).resolve().parent / "data" / "gemv_points.csv"
 GEMV_POINT_LENDER = "a100-80gb"
 
 
+def _point_spec(r: Mapping[Any, Any]) -> DeviceSpec:
+    """A point's device: its catalogue spec, or the file's bandwidth and peaks on the
+    lender's spec for a device the catalogue lacks."""
+    device = str(r["device"])
+    shipped = shipped_devices().get(device)
+    if shipped is not None:
+        return shipped
+    return replace(
+        device_spec(GEMV_POINT_LENDER),
+        name=device,
+        memory_bandwidth_Bps=float(r["memory_bandwidth_Bps"]),
+        peak_flops={"fp16": float(r["fp16_peak_flops"]), "fp32": float(r["fp32_peak_flops"])},
+    )
+
+
+def _point_precision(r: Mapping[Any, Any]) -> Precision:
+    """fp16; int4/int8 with a group size: weight-only with fp16 activations (scales in
+    groups of ``group_size``); other formats as :meth:`Precision.uniform`."""
+    weights, group = str(r["weights"]), int(r["group_size"])
+    if weights == "fp16":
+        return FP16
+    if weights in ("int4", "int8") and group > 0:
+        return Precision(weights, "fp16", "fp16", group)  # type: ignore[arg-type]
+    return Precision.uniform(weights)
+
+
 def gemv_point_check(path: Path = GEMV_POINTS_FILE) -> pd.DataFrame:
     """Each published GEMV point priced by :func:`gemm_time_s` on the fits its device
-    borrows (its catalogue spec, or the file's bandwidth and peaks for a device the
-    catalogue lacks), under every ``borrowed_size_curves`` rule: columns id, device, kernel,
-    weights, n, k, time_s, lender, and ``error_<rule>`` (predicted / measured - 1)."""
-    frame = pd.read_csv(path)
+    borrows from a profiled device (its catalogue spec, or the file's bandwidth and peaks
+    for a device the catalogue lacks), under every ``borrowed_size_curves`` rule: columns
+    id, device, kernel, weights, n, k, time_s, lender, fit (the point's GEMV memory fit,
+    "" if none), and ``error_<rule>`` (predicted / measured - 1). The lender's own GEMM
+    curves, not a GEMV memory fit: this checks how a profiled device's curve moves."""
+    frame = pd.read_csv(path, keep_default_na=False)
     fits, borrow = kernel_table()
-    base = device_spec(GEMV_POINT_LENDER)
-    catalogue = shipped_devices()  # a catalogue device is priced with its catalogue spec
     bandwidths = {d: device_spec(d).memory_bandwidth_Bps for d in fits}
     out = []
     for r in frame.to_dict(orient="records"):
         device = str(r["device"])
         lender = borrow.get(device, device if device in fits else GEMV_POINT_LENDER)
-        spec = catalogue.get(device) or replace(
-            base,
-            name=device,
-            memory_bandwidth_Bps=float(r["memory_bandwidth_Bps"]),
-            peak_flops={"fp16": float(r["fp16_peak_flops"]), "fp32": float(r["fp32_peak_flops"])},
-        )
-        weights = str(r["weights"])
-        precision = FP16 if weights == "fp16" else Precision.uniform(weights)
-        if weights == "int4":
-            precision = Precision("int4", "fp16", "fp16", int(r["group_size"]))
+        spec, precision = _point_spec(r), _point_precision(r)
         m, n, k, measured = int(r["m"]), int(r["n"]), int(r["k"]), float(r["time_s"])
         row: dict[str, Any] = {
             "id": r["id"], "device": device, "kernel": r["kernel"], "weights": r["weights"],
-            "n": n, "k": k, "time_s": measured, "lender": lender,
+            "n": n, "k": k, "time_s": measured, "lender": lender, "fit": str(r.get("fit", "")),
         }  # fmt: skip
         for rule in BORROWED_SIZE_RULES:
             moved = moved_fits(fits[lender], spec.memory_bandwidth_Bps, bandwidths, rule)  # type: ignore[arg-type]
@@ -470,6 +493,107 @@ def gemv_point_check(path: Path = GEMV_POINTS_FILE) -> pd.DataFrame:
             row[f"error_{rule}"] = t / measured - 1.0
         out.append(row)
     return pd.DataFrame(out)
+
+
+# ---- GEMV memory curves of dies without profiles -----------------------------------------
+@dataclass(frozen=True)
+class GemvFit:
+    """A GEMM memory curve fitted on the published GEMV points of one ``fit`` group of
+    ``gemv_points.csv`` (:func:`fit_gemv_memory`), with the points and their errors."""
+
+    name: str
+    memory: EfficiencyCurve
+    bandwidth_Bps: float  # the bandwidth its half size is in bytes at
+    devices: tuple[str, ...]
+    #: the points: id, device, kernel, time_s, ``error`` (this curve) and ``error_lender``
+    #: (the lender's curve moved by the latency rule, as shipped before the fit)
+    rows: pd.DataFrame
+
+
+def _gemv_times(points: list[dict[Any, Any]], gemm: GemmFit, curve: EfficiencyCurve,
+                bandwidth_Bps: float) -> np.ndarray:  # fmt: skip
+    """Predicted seconds of ``points`` with ``gemm``'s memory curve replaced by ``curve``
+    (half size in bytes at ``bandwidth_Bps``, moved to each point's bandwidth by time)."""
+    out = []
+    for r in points:
+        spec = _point_spec(r)
+        half = curve.half_size * spec.memory_bandwidth_Bps / bandwidth_Bps
+        moved = replace(curve, half_size=half)
+        t = gemm_time_s(spec, replace(gemm, memory=moved), int(r["m"]), int(r["n"]), int(r["k"]),
+                        _point_precision(r))  # fmt: skip
+        out.append(float(t))
+    return np.array(out)
+
+
+def fit_gemv_memory(path: Path = GEMV_POINTS_FILE) -> dict[str, GemvFit]:
+    """Per ``fit`` group of the GEMV points: the GEMM memory curve (peak efficiency, half
+    size, exponent) that minimises the log-ratio of predicted to measured time, with the
+    rest of the GEMM class (compute curve, sharpness, floor) the lender's (A100). The half
+    size is in bytes at the bandwidth of the group's most frequent device; points on
+    other devices of the group take it moved by time (``borrowed_size_curves: latency``)."""
+    frame = pd.read_csv(path, keep_default_na=False)
+    fits = kernel_table()[0]
+    lender = fits[GEMV_POINT_LENDER].gemm
+    out = {}
+    for name in sorted(n for n in frame["fit"].unique() if n):
+        group = frame[frame["fit"] == name]
+        points = group.to_dict(orient="records")
+        main = group["device"].value_counts().index[0]
+        bw = float(group[group["device"] == main]["memory_bandwidth_Bps"].iloc[0])
+        t = group["time_s"].to_numpy(float)
+
+        def residual(x: np.ndarray, pts: list[dict[Any, Any]] = points, bw: float = bw,
+                     t: np.ndarray = t) -> np.ndarray:  # fmt: skip
+            curve = EfficiencyCurve(x[0], 10 ** x[1], x[2])  # half size as log10 bytes
+            return np.asarray(np.log(_gemv_times(pts, lender, curve, bw) / t))
+
+        x = _solve(residual, [0.9, 6.5, 1.0], [0.2, 4.0, 0.2], [1.0, 9.0, 4.0])
+        curve = EfficiencyCurve(float(x[0]), float(10 ** x[1]), float(x[2]))
+        own = _gemv_times(points, lender, curve, bw)
+        base = device_spec(GEMV_POINT_LENDER).memory_bandwidth_Bps
+        lent = _gemv_times(points, lender, lender.memory, base)
+        rows = group[["id", "device", "kernel", "weights", "n", "k", "time_s"]].assign(
+            error=own / t - 1.0, error_lender=lent / t - 1.0
+        )
+        out[name] = GemvFit(name, curve, bw, tuple(sorted(group["device"].unique())), rows)
+    return out
+
+
+def gemv_fit_report(gemv: dict[str, GemvFit]) -> str:
+    """Each GEMV memory fit: the curve, its errors per point and the lender's."""
+    lines = []
+    for f in gemv.values():
+        c = f.memory
+        lines.append(f"== GEMV memory fit {f.name} on {', '.join(f.devices)}: max_eff "
+                     f"{c.max_eff:.4f}, half size {c.half_size / 1e6:.3f} MB at "
+                     f"{f.bandwidth_Bps / 1e9:.1f} GB/s "
+                     f"({c.half_size / f.bandwidth_Bps * 1e6:.2f} us), "
+                     f"exponent {c.exponent:.4f}")  # fmt: skip
+        for r in f.rows.itertuples(index=False):
+            lines.append(f"  {r.id} {r.device:<12} {r.kernel:<28} {r.n:>6}x{r.k:<6} "
+                         f"fit {r.error:+7.1%}  lender {r.error_lender:+7.1%}")  # fmt: skip
+        for col, label in (("error", "this fit"), ("error_lender", "lender curve (latency rule)")):
+            e = np.abs(f.rows[col].to_numpy(float))
+            lines.append(f"  |error| {label}: median {np.median(e):.1%}, p90 "
+                         f"{np.percentile(e, 90):.1%}, n {len(e)}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def gemv_fits_yaml(gemv: dict[str, GemvFit]) -> dict[str, Any]:
+    """The ``gemv_memory_fits:`` section of ``kernels.yaml``."""
+    out: dict[str, Any] = {}
+    for f in gemv.values():
+        e = np.abs(f.rows.error.to_numpy(float))
+        out[f.name] = {
+            "source": "published GEMV kernel times, devices/data/gemv_points.csv (fit "
+                      f"{f.name}); fitted by python -m hetsim.devices.kernel_calibration",
+            "fitted_on": list(f.devices),
+            "bandwidth_Bps": float(f"{f.bandwidth_Bps:.6g}"),
+            "memory": _curve_yaml(f.memory),
+            "residuals": {"p50": round(float(np.median(e)), 4),
+                          "p90": round(float(np.percentile(e, 90)), 4), "n": len(e)},
+        }  # fmt: skip
+    return out
 
 
 def gemv_point_report(check: pd.DataFrame) -> str:
@@ -517,16 +641,43 @@ def fits_yaml(fit: DeviceFit) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def write_kernels_yaml(fits: dict[str, DeviceFit], path: Path = KERNELS_FILE) -> None:
-    """Rewrite the ``fits:``, ``residuals:`` and ``borrower_format_compute_scale:``
-    sections, keeping the header comment and every other section (``borrow:``) as they are."""
+def _section_comments(text: str) -> dict[str, str]:
+    """The comment lines right above each top-level key of a YAML file (key "" : those
+    after the last key, if any)."""
+    out: dict[str, str] = {}
+    block: list[str] = []
+    for ln in text.splitlines(keepends=True):
+        if ln.startswith("#"):
+            block.append(ln)
+        elif ln[:1] not in ("", " ", "\n", "-") and ":" in ln:
+            out[ln.split(":", 1)[0]] = "".join(block)
+            block = []
+    if block:
+        out[""] = "".join(block)
+    return out
+
+
+def write_kernels_yaml(
+    fits: dict[str, DeviceFit],
+    path: Path = KERNELS_FILE,
+    gemv: dict[str, GemvFit] | None = None,
+) -> None:
+    """Rewrite the ``fits:``, ``residuals:``, ``borrower_format_compute_scale:`` and (with
+    ``gemv``) ``gemv_memory_fits:`` sections, keeping every other section (``borrow:``,
+    ``gemv_memory_borrow:``) and each section's comment block as they are."""
     text = path.read_text(encoding="utf-8")
-    header = "".join(ln for ln in text.splitlines(keepends=True) if ln.startswith("#"))
+    comments = _section_comments(text)
     raw = _yaml_load(text) or {}
     raw["fits"] = {d: fits_yaml(f) for d, f in fits.items()}
     raw["residuals"] = {d: residuals(f) for d, f in fits.items()}
     raw[OWN_SCALES_SECTION] = borrower_scales(fits)
-    path.write_text(header + yaml.safe_dump(raw, sort_keys=False, width=100), encoding="utf-8")
+    if gemv is not None:
+        raw[GEMV_FITS_SECTION] = gemv_fits_yaml(gemv)
+    parts = [
+        comments.get(key, "") + yaml.safe_dump({key: value}, sort_keys=False, width=100)
+        for key, value in raw.items()
+    ]
+    path.write_text("".join(parts) + comments.get("", ""), encoding="utf-8")
 
 
 # ---- the shipped sample ------------------------------------------------------------------
@@ -568,8 +719,10 @@ def main(argv: list[str] | None = None) -> None:
     fits = fit_all(SHARED_DIR if args.full else None)
     print(report(fits))
     print(gemv_point_report(gemv_point_check()))
+    gemv = fit_gemv_memory()
+    print(gemv_fit_report(gemv))
     if args.write:
-        write_kernels_yaml(fits)
+        write_kernels_yaml(fits, gemv=gemv)
         print(f"wrote {KERNELS_FILE.name}")
 
 

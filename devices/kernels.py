@@ -48,6 +48,19 @@ differ by 1.5-2x; one shared half size over both devices' GEMVs (m <= 4) fits th
 a median 3.2% read as time against 3.5% read as bytes (p90 8.6% against 9.5%).
 ``bytes`` keeps the lender's byte half sizes. Curves over FLOPs (tile and wave
 effects of a shape) and peak efficiencies move unchanged.
+
+**GEMV memory curves of dies without operator profiles** (``gemv_memory_fits`` in
+``kernels.yaml``, fitted by :mod:`hetsim.devices.kernel_calibration` on the published
+single-kernel GEMV times of ``devices/data/gemv_points.csv``): a device listed in
+``gemv_memory_borrow`` prices its GEMMs' memory roof with that curve instead of its
+lender's (moved to its bandwidth by the same rule), and says so in ``borrowed_fits``
+(``rtx-4090.gemm.memory<-ga102-gddr6x``). Why: the A100's curve is an HBM2e curve; on
+GA102 with GDDR6X (RTX 3090 / 3090 Ti) published GEMVs of 8-537 MB reach 0.56-0.95 of
+the bandwidth where the A100 curve, moved, gives 0.53-0.86 (11% too slow at the median
+of 15 kernels, every one pessimistic but one): a GDDR part with 82-128 SMs keeps enough
+bytes in flight for its ~1 TB/s at lower occupancy than an HBM part needs for 2 TB/s (the
+same split shows in STREAM-style read sweeps: te42kyfo/gpu-benches ``gpu-stream``,
+L40 and A40 reach 97% of their read rate at 25% and 46% occupancy, A100-40GB at ~95%).
 """
 
 from __future__ import annotations
@@ -168,12 +181,17 @@ class KernelFitRef:
     format_scale_on: dict[str, str] = field(default_factory=dict)
     #: the factor on compute roofs of the run's clock regime (:mod:`hetsim.devices.sustained`)
     clock_ratio: float = 1.0
+    #: the GEMV memory fit (``gemv_memory_fits``) whose curve replaces the GEMM memory
+    #: curve of the lender ("" if none)
+    gemv_memory_on: str = ""
 
     def borrowed_extras(self, formats: tuple[str, ...] = ()) -> list[str]:
         """Corrections taken from another device's measurement, for ``borrowed_fits``:
-        the sustained ratio (when applied) and the ``format_compute_scale`` of each GEMM
-        math format in ``formats``."""
+        the GEMV memory curve (when one is used), the sustained ratio (when applied) and
+        the ``format_compute_scale`` of each GEMM math format in ``formats``."""
         out = []
+        if self.gemv_memory_on:
+            out.append(f"{self.device}.gemm.memory<-{self.gemv_memory_on}")
         if self.clock_ratio != 1.0:
             lent = borrowed_ratio(self.device)
             if lent:
@@ -486,6 +504,65 @@ def moved_fits(
     return replace(fits, **changes) if changes else fits
 
 
+#: ``kernels.yaml`` sections: GEMM memory curves fitted on published GEMV kernel times
+#: (written by :mod:`hetsim.devices.kernel_calibration`), and the devices that use one
+#: instead of their lender's GEMM memory curve (hand-written, with reasons).
+GEMV_FITS_SECTION = "gemv_memory_fits"
+GEMV_BORROW_SECTION = "gemv_memory_borrow"
+
+
+@dataclass(frozen=True)
+class GemvMemoryFit:
+    """The GEMM class's memory curve (over bytes) fitted on published single-kernel GEMV
+    times of devices without operator profiles (module doc). ``bandwidth_Bps``: the
+    bandwidth at which its half size is in bytes; a device of another bandwidth moves it
+    as a borrowed byte curve moves (:func:`moved_fits`)."""
+
+    memory: EfficiencyCurve
+    bandwidth_Bps: float
+    fitted_on: tuple[str, ...] = ()
+    source: str = ""
+
+
+@functools.cache
+def gemv_memory_table() -> tuple[dict[str, GemvMemoryFit], dict[str, str]]:
+    """``(GEMV memory fits by name, fit name by device)`` from ``kernels.yaml``; a
+    device with fits of its own, or a fit name without an entry, is an error."""
+    raw = _yaml_load(KERNELS_FILE.read_text(encoding="utf-8")) or {}
+    out: dict[str, GemvMemoryFit] = {}
+    for name, e in (raw.get(GEMV_FITS_SECTION) or {}).items():
+        where = f"kernels.yaml: {GEMV_FITS_SECTION}.{name}"
+        try:
+            curve = _curve(e["memory"])
+            bw = float(e["bandwidth_Bps"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: needs memory {{max_eff, half_size, exponent}} and "
+                             f"bandwidth_Bps ({exc})") from None  # fmt: skip
+        if not (0.0 < curve.max_eff <= 1.0 and bw > 0):
+            raise ValueError(f"{where}: max_eff must be in (0, 1] and bandwidth_Bps > 0")
+        fitted_on = tuple(str(d) for d in (e.get("fitted_on") or ()))
+        out[str(name)] = GemvMemoryFit(curve, bw, fitted_on, str(e.get("source", "")))
+    users = {str(d): str(n) for d, n in (raw.get(GEMV_BORROW_SECTION) or {}).items()}
+    own = kernel_table()[0]
+    for device, name in users.items():
+        if name not in out:
+            raise ValueError(f"kernels.yaml: {GEMV_BORROW_SECTION}.{device}: {name!r} has no "
+                             f"entry in {GEMV_FITS_SECTION}")  # fmt: skip
+        if device in own:
+            raise ValueError(f"kernels.yaml: {GEMV_BORROW_SECTION}.{device}: the device has "
+                             "GEMM fits of its own")  # fmt: skip
+    return out, users
+
+
+def gemv_memory_curve(name: str, bandwidth_Bps: float) -> EfficiencyCurve:
+    """The GEMV memory fit ``name`` as used on a device of ``bandwidth_Bps`` (its half
+    size moved by the ``borrowed_size_curves`` rule)."""
+    fit = gemv_memory_table()[0][name]
+    if borrowed_size_rule() == "bytes":
+        return fit.memory
+    return replace(fit.memory, half_size=fit.memory.half_size * bandwidth_Bps / fit.bandwidth_Bps)
+
+
 @functools.cache
 def _lender_bandwidths() -> dict[str, float]:
     """HBM bandwidth of every device some fit was measured on (catalogue figures)."""
@@ -494,14 +571,26 @@ def _lender_bandwidths() -> dict[str, float]:
     return {o: device_spec(o).memory_bandwidth_Bps for o in sorted(origins)}
 
 
+#: ``kernel_fits(gemv_memory=...)``: the device's GEMV memory fit where ``kernels.yaml``
+#: names one (``shipped``), or the lender's GEMM memory curve regardless (``lender``).
+GEMV_MEMORY_CHOICES: tuple[str, ...] = ("shipped", "lender")
+
+
 @functools.cache
-def _fits_on(device: str, lender: str, bandwidth_Bps: float, ratio: float = 1.0) -> KernelFits:
-    """``lender``'s fits moved to ``device``'s bandwidth, with ``device``'s own format
-    scales where it has microbenchmarks of its own (:func:`borrower_format_scales`), and
+def _fits_on(
+    device: str, lender: str, bandwidth_Bps: float, ratio: float = 1.0, gemv_fit: bool = True
+) -> KernelFits:
+    """``lender``'s fits moved to ``device``'s bandwidth, with ``device``'s GEMV memory
+    curve where ``gemv_memory_borrow`` names one (:func:`gemv_memory_table`), its own
+    format scales where it has microbenchmarks of its own (:func:`borrower_format_scales`), and
     the compute roofs of GEMM and prefill attention at the clock factor ``ratio``."""
     fits = moved_fits(
         kernel_table()[0][lender], bandwidth_Bps, _lender_bandwidths(), borrowed_size_rule()
     )
+    gemv = gemv_memory_table()[1].get(device) if gemv_fit else None
+    if gemv:
+        curve = gemv_memory_curve(gemv, bandwidth_Bps)
+        fits = replace(fits, gemm=replace(fits.gemm, memory=curve))
     own = borrower_format_scales().get(device) if device != lender else None
     if own:
         scales = {**fits.gemm.format_compute_scale, **own}
@@ -516,14 +605,20 @@ def _fits_on(device: str, lender: str, bandwidth_Bps: float, ratio: float = 1.0)
 
 
 def kernel_fits(
-    spec: DeviceSpec, clocks: str = DEFAULT_GPU_CLOCKS, sustained_override: float | None = None
+    spec: DeviceSpec,
+    clocks: str = DEFAULT_GPU_CLOCKS,
+    sustained_override: float | None = None,
+    gemv_memory: str = "shipped",
 ) -> KernelFitRef:
     """The kernel fits ``spec`` uses: its own, a named device's, or derived (module doc),
     with compute roofs at the clock regime ``clocks`` (:mod:`hetsim.devices.sustained`:
     the device's sustained ratio, or ``sustained_override``, when ``sustained``; derived
     fits come from the catalogue's sustained curves and take no ratio).
     Classes fitted on another device have their byte-size curves moved to ``spec``'s
-    bandwidth (:func:`moved_fits`)."""
+    bandwidth (:func:`moved_fits`); a borrowing device's GEMM memory curve is its GEMV
+    memory fit (``gemv_memory_borrow``) unless ``gemv_memory`` is ``lender``."""
+    if gemv_memory not in GEMV_MEMORY_CHOICES:
+        raise ValueError(f"gemv_memory: {gemv_memory!r}; valid: {', '.join(GEMV_MEMORY_CHOICES)}")
     fits, borrow = kernel_table()
     if spec.name in fits:
         ratio = clock_ratio(spec.name, clocks, sustained_override)
@@ -534,10 +629,12 @@ def kernel_fits(
     if spec.name in borrow:
         ratio = clock_ratio(spec.name, clocks, sustained_override)
         lender = borrow[spec.name]
-        lent = _fits_on(spec.name, lender, spec.memory_bandwidth_Bps, ratio)
+        use_gemv = gemv_memory == "shipped"
+        lent = _fits_on(spec.name, lender, spec.memory_bandwidth_Bps, ratio, use_gemv)
         mine = borrower_format_scales().get(spec.name, {})
         scale_on = {f: spec.name if f in mine else lender for f in lent.gemm.format_compute_scale}
-        return KernelFitRef(spec.name, lent, "borrowed", lent.fitted_on, scale_on, ratio)
+        gemv = gemv_memory_table()[1].get(spec.name, "") if use_gemv else ""
+        return KernelFitRef(spec.name, lent, "borrowed", lent.fitted_on, scale_on, ratio, gemv)
     clock_ratio(spec.name, clocks, sustained_override)  # a bad regime is still an error
     return KernelFitRef(spec.name, roofline_fits(spec), "uncalibrated", {})
 

@@ -34,9 +34,31 @@ def _measured(p: Point) -> bool:
     return p.weight == 1.0
 
 
-@pytest.mark.parametrize("point", [p for p in points() if _measured(p)], ids=lambda p: p.label)
+#: points another calibration source contradicts, checked against both (test below);
+#: Vidur's plateau points (row "VP") are checked in tests/test_tp_allreduce.py
+_CONTESTED = {"A100 ring 1 MiB"}
+
+
+def _held_to_10_percent(p: Point) -> bool:
+    return _measured(p) and p.row != "VP" and p.label not in _CONTESTED
+
+
+@pytest.mark.parametrize(
+    "point", [p for p in points() if _held_to_10_percent(p)], ids=lambda p: p.label
+)
 def test_shipped_catalogue_reproduces_point_within_10_percent(point: Point) -> None:
     assert predict(point) == pytest.approx(point.value, rel=0.10)
+
+
+def test_a100_one_mib_lies_between_its_two_sources() -> None:
+    # 8x A100, 1 MiB: C01 (nccl-tests, Azure ND A100 v4) 36.22 GB/s busbw = 50.7 us; Vidur's
+    # a100_dgx sweep at the same size 0.064 ms. The joint fit with Vidur's small-message
+    # plateau (about 46 us for any size below 250 KiB) cannot meet C01 here: it must land
+    # between the two measurements, within 10% of neither bound's outside.
+    (point,) = [p for p in points() if p.label == "A100 ring 1 MiB"]
+    c01_s = point.size * 1.75 / point.value
+    predicted_s = point.size * 1.75 / predict(point)
+    assert 0.9 * c01_s < predicted_s < 1.1 * 64e-6
 
 
 @pytest.mark.parametrize("point", [p for p in points() if not _measured(p)], ids=lambda p: p.label)

@@ -95,11 +95,11 @@ def _busbw(fabric: str, n: int, nbytes: int, algorithm: str) -> float:
 
 @pytest.mark.parametrize(
     ("fabric", "algorithm", "nbytes", "measured_Bps"),
-    [  # microbenchmarks.csv C01 / C02 (8 GiB headline and the settings sweep)
+    [  # microbenchmarks.csv C01 / C02 (8 GiB headline and the settings sweep; C01's 1 MiB
+        # point is contested by Vidur's sweep: tests/test_calibration.py)
         ("a100-nvswitch", "ring", 8 * 2**30, 231.58e9),
         ("a100-nvswitch", "ring", 2**30, 228.10e9),
         ("a100-nvswitch", "ring", 16 * 2**20, 109.22e9),
-        ("a100-nvswitch", "ring", 2**20, 36.22e9),
         ("h100-nvswitch", "nvls", 8 * 2**30, 478.87e9),
         ("h100-nvswitch", "nvls", 2**30, 466.35e9),
         ("h100-nvswitch", "nvls", 16 * 2**20, 234.45e9),

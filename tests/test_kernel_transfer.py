@@ -16,7 +16,7 @@ from hetsim.devices.precision import Precision
 
 RAW = yaml.safe_load(KERNELS_FILE.read_text())
 A100_FITS = RAW["fits"]["a100-80gb"]
-BW = {"a100-80gb": 2039e9, "h100-sxm": 3350e9, "rtx-4090": 1008e9}  # catalogue.yaml
+BW = {"a100-80gb": 2039e9, "h100-sxm": 3350e9, "rtx-4090": 1008e9, "l40s": 864e9}  # catalogue
 
 
 def test_the_shipped_rule_is_latency() -> None:
@@ -24,14 +24,16 @@ def test_the_shipped_rule_is_latency() -> None:
 
 
 def test_borrowed_byte_curves_keep_their_half_size_in_time() -> None:
-    fits = kernel_fits(device_spec("rtx-4090")).fits
-    ratio = BW["rtx-4090"] / BW["a100-80gb"]  # 0.4944
+    # the L40S borrows every class from the A100 (the RTX 4090's GEMM memory curve is a
+    # GEMV fit of its own: tests/test_gemv_memory_fit.py)
+    fits = kernel_fits(device_spec("l40s")).fits
+    ratio = BW["l40s"] / BW["a100-80gb"]  # 0.4237
     for cls in ("gemm", "elementwise", "attention_decode"):
         lent = A100_FITS[cls]["memory"]
         got = getattr(fits, cls).memory
         assert np.isclose(got.half_size, lent["half_size"] * ratio, rtol=1e-12)
         # the time the half size stands for is the lender's: 6.681 MB / 2039 GB/s = 3.28 us
-        assert np.isclose(got.half_size / BW["rtx-4090"], lent["half_size"] / BW["a100-80gb"])
+        assert np.isclose(got.half_size / BW["l40s"], lent["half_size"] / BW["a100-80gb"])
         assert got.max_eff == lent["max_eff"] and got.exponent == lent["exponent"]
     # curves over FLOPs are not moved
     assert fits.gemm.compute.half_size == A100_FITS["gemm"]["compute"]["half_size"]
@@ -56,13 +58,16 @@ def test_the_bytes_rule_keeps_the_lenders_curves() -> None:
 
 
 def test_int4_gemv_on_the_4090_by_hand() -> None:
-    """llama-2-7b's output projection (4096 x 4096) at batch 1, int4 in groups of 128."""
+    """llama-2-7b's output projection (4096 x 4096) at batch 1, int4 in groups of 128: the
+    A100's GEMM class with the memory curve of the GA102 GDDR6X GEMV fit
+    (``gemv_memory_fits``), its half size moved from 936.2 to 1008 GB/s by time."""
     g = A100_FITS["gemm"]
+    gemv = RAW["gemv_memory_fits"][RAW["gemv_memory_borrow"]["rtx-4090"]]
     m, n, k = 1, 4096, 4096
     w_bytes = k * n * (4 + 32 / 128) / 8  # 8.913 MB
     nbytes = (m * k + m * n) * 2 + w_bytes
-    half = g["memory"]["half_size"] * 1008e9 / 2039e9  # 3.303 MB
-    eff_m = g["memory"]["max_eff"] / (1 + (half / nbytes) ** g["memory"]["exponent"])
+    half = gemv["memory"]["half_size"] * 1008e9 / gemv["bandwidth_Bps"]  # 2.536 MB
+    eff_m = gemv["memory"]["max_eff"] / (1 + (half / nbytes) ** gemv["memory"]["exponent"])
     flops = 2 * m * n * k
     c = g["compute"]
     eff_c = c["max_eff"] / (1 + (c["half_size"] / flops) ** c["exponent"])
@@ -75,15 +80,15 @@ def test_int4_gemv_on_the_4090_by_hand() -> None:
     spec = device_spec("rtx-4090")
     got = gemm_time_s(spec, kernel_fits(spec).fits.gemm, m, n, k, Precision.uniform("int4"))
     assert np.isclose(float(got), expect, rtol=1e-9)
-    # 54.5% of the bandwidth; the lender's byte half size (``bytes``) would give 45.3%
-    assert 0.535 < nbytes / float(got) / 1008e9 < 0.555
+    # 64.9% of the bandwidth (the A100's curve moved by time gave 54.5%, by bytes 45.3%)
+    assert 0.64 < nbytes / float(got) / 1008e9 < 0.66
 
 
 def test_published_gemv_points_favour_the_latency_rule() -> None:
     check = gemv_point_check()
     off = check[check.device != check.lender]
     med = {r: float(np.median(np.abs(off[f"error_{r}"]))) for r in ("latency", "bytes")}
-    assert med["latency"] < 0.25 < med["bytes"]  # 18.3% against 47.1%
+    assert med["latency"] < 0.15 < med["bytes"]  # 12.2% against 18.9% (25 points)
 
 
 def test_int4_gemv_reads_by_bytes_not_by_shape() -> None:

@@ -61,7 +61,10 @@ math): set ``fp8_attention`` for the version run. **Reconstruction**: which quan
 passes an engine fuses into the producing kernel is version-dependent and unmeasured here.
 
 Kernel times come from :mod:`hetsim.devices.kernels` (fitted efficiencies per device);
-TP collectives from :func:`hetsim.devices.collectives.collective_time_s`. On the host,
+TP all-reduces from :func:`hetsim.devices.collectives.collective_time_s` (NCCL: the fitted
+algorithm with the least time, as NCCL's tuner picks) or, for engines with their own IPC
+kernel (TensorRT-LLM, vLLM, SGLang), :mod:`hetsim.devices.custom_allreduce`
+(``EngineOverheads.tp_allreduce``). On the host,
 each kernel launch costs ``cpu_launch_s`` unless the iteration runs as a CUDA graph
 (:class:`~hetsim.devices.kernels.LaunchModel`), and every iteration pays the engine's
 ``framework_s + framework_per_seq_s x sequences`` (scheduling, input preparation,
@@ -81,7 +84,8 @@ from typing import Any
 
 import numpy as np
 
-from hetsim.devices.collectives import CollectiveFabric, collective_time_s
+from hetsim.devices.collectives import ALGORITHMS, CollectiveFabric, collective_time_s
+from hetsim.devices.custom_allreduce import custom_allreduce
 from hetsim.devices.kernels import (
     DEQUANT_KERNEL_OP,
     KernelFitRef,
@@ -130,6 +134,32 @@ class EngineOverheads:
     #: attention math in FP8 under FP8 activations (None: when the KV cache is FP8 too,
     #: as TensorRT-LLM decides; module doc, "8-bit activations")
     fp8_attention: bool | None = None
+    #: how the TP all-reduces run: ``nccl`` (the fabric's fitted NCCL algorithms, the one
+    #: with the least predicted time, as NCCL's tuner picks) or an engine's own IPC kernel,
+    #: ``trtllm`` or ``vllm`` (:mod:`hetsim.devices.custom_allreduce`)
+    tp_allreduce: str = "nccl"
+    #: GEMM memory curve of a GPU that ``kernels.yaml`` gives a GEMV memory fit
+    #: (``gemv_memory_borrow``): ``shipped`` (that fit) or ``lender`` (its kernel
+    #: lender's curve); :func:`hetsim.devices.kernels.kernel_fits`
+    gemv_memory: str = "shipped"
+    #: Q, K, V and the MLP's gate and up projections as separate GEMMs, each quantising
+    #: its own input under 8-bit activations (llama.cpp's graph: three ``ggml_mul_mat``
+    #: for Q, K, V and two for gate and up), instead of fused QKV and gate+up GEMMs
+    split_projections: bool = False
+    #: kernels per layer that the engine's graph runs beyond this module's table (e.g.
+    #: llama.cpp: a separate weight multiply after each RMS norm, a second rotary
+    #: kernel, two KV-cache copies, attention as KQ, softmax, KQV and a copy, SiLU and
+    #: the gate multiply apart): each costs the elementwise class's minimum kernel time
+    #: on the GPU and one launch
+    extra_kernels_per_layer: int = 0
+
+    def __post_init__(self) -> None:
+        if self.extra_kernels_per_layer < 0:
+            raise ValueError(
+                f"extra_kernels_per_layer: must be >= 0, got {self.extra_kernels_per_layer}"
+            )
+        if self.tp_allreduce != "nccl":
+            custom_allreduce(self.tp_allreduce)  # ValueError naming the valid ones
 
 
 @dataclass(frozen=True)
@@ -176,7 +206,10 @@ class TransformerCost:
     @cached_property
     def fits(self) -> KernelFitRef:
         """The kernel fits this device uses (calibrated, borrowed or uncalibrated)."""
-        return kernel_fits(self.spec, self.overheads.gpu_clocks)
+        o = self.overheads
+        if o.gemv_memory == "shipped":  # the default (kernel_fits' own)
+            return kernel_fits(self.spec, o.gpu_clocks)
+        return kernel_fits(self.spec, o.gpu_clocks, gemv_memory=o.gemv_memory)
 
     @cached_property
     def _moe(self) -> tuple[int, int, int, int]:
@@ -198,13 +231,21 @@ class TransformerCost:
         m, tp, p = self.model, self.tp, self.precision
         h, d = m.hidden, m.head_dim
         a = p.stream_bytes  # 16-bit between kernels under 8-bit activations
-        gemm = self._gemm(t, (m.heads + 2 * m.kv_heads) * d / tp, h) + self._gemm(
-            t, h, m.heads * d / tp
-        )
+        o = self.overheads
+        if o.split_projections:  # Q, K, V apart, each quantising its own input
+            qkv = self._gemm(t, m.heads * d / tp, h) + 2 * self._gemm(t, m.kv_heads * d / tp, h)
+            qkv_quant = 3 * self._quant(t, h)
+        else:
+            qkv = self._gemm(t, (m.heads + 2 * m.kv_heads) * d / tp, h)
+            qkv_quant = self._quant(t, h)
+        gemm = qkv + self._gemm(t, h, m.heads * d / tp)
         norm = 2 * self._ew(2 * t * h * a + h * a, "norm")
         rope = self._ew(2 * t * (m.heads + m.kv_heads) * d / tp * a, "rotary")
         add = 2 * self._ew(3 * t * h * a, "add")
-        quant = self._quant(t, h) + self._quant(t, m.heads * d / tp)  # QKV, output inputs
+        quant = qkv_quant + self._quant(t, m.heads * d / tp)  # QKV, output inputs
+        # the engine's other kernels, at the elementwise class's minimum kernel time
+        extra_s = o.extra_kernels_per_layer * self.fits.fits.elementwise.floor_s
+        extra = np.full_like(np.asarray(t, dtype=float), extra_s)
         experts, top_k, moe_layers, expert_ffn = self._moe
         if experts:
             dense_share = (m.layers - moe_layers) / m.layers
@@ -215,7 +256,7 @@ class TransformerCost:
         comm = np.zeros_like(t, dtype=float)
         if tp > 1 and self.fabric is not None:
             comm = 2 * np.array([self._allreduce_s(int(x)) for x in t])
-        return {"gemm": gemm + mlp, "elementwise": norm + rope + add + quant,
+        return {"gemm": gemm + mlp, "elementwise": norm + rope + add + quant + extra,
                 "collective": comm}  # fmt: skip
 
     def _gemm(self, t: Any, n: Any, k: Any) -> Any:
@@ -259,11 +300,14 @@ class TransformerCost:
         m, tp, p = self.model, self.tp, self.precision
         up_n = (2 if self._gated() else 1) * ffn / tp
         act_bytes = (up_n + ffn / tp) * t * p.stream_bytes
+        if self.overheads.split_projections and self._gated():  # gate and up apart
+            up = 2 * self._gemm(t, ffn / tp, m.hidden) + 2 * self._quant(t, m.hidden)
+        else:
+            up = self._gemm(t, up_n, m.hidden) + self._quant(t, m.hidden)
         return (
-            self._gemm(t, up_n, m.hidden)
+            up
             + self._ew(act_bytes, "activation")
             + self._gemm(t, m.hidden, ffn / tp)
-            + self._quant(t, m.hidden)
             + self._quant(t, ffn / tp)
         )
 
@@ -276,9 +320,17 @@ class TransformerCost:
         return router + active * self._mlp_s(per_expert, ffn)
 
     def _allreduce_s(self, tokens: int) -> float:
-        assert self.fabric is not None
+        """One TP all-reduce of ``tokens`` activations: the engine's custom kernel up to
+        its largest message, else NCCL's fastest fitted algorithm
+        (``EngineOverheads.tp_allreduce``)."""
+        fabric = self.fabric
+        assert fabric is not None
         msg = int(tokens * self.model.hidden * self.precision.stream_bytes)
-        return float(collective_time_s("all_reduce", self.tp, msg, self.fabric))
+        kind = self.overheads.tp_allreduce
+        if kind != "nccl" and custom_allreduce(kind).handles(msg):
+            return custom_allreduce(kind).time_s(self.tp, msg, fabric)
+        fitted = [a for a in ALGORITHMS["all_reduce"] if a in fabric.algorithms]
+        return min(collective_time_s("all_reduce", self.tp, msg, fabric, a) for a in fitted)
 
     def _per_token_s(self, t: np.ndarray) -> dict[str, np.ndarray]:
         """All layers' T-dependent seconds plus the embedding, by class (launch-adjusted)."""
@@ -450,14 +502,19 @@ class TransformerCost:
     @cached_property
     def _launch_floor_s(self) -> float:
         """Host time to launch one iteration's kernels (eager mode; 0 with graphs)."""
-        launch = self.overheads.launch
+        o = self.overheads
+        launch = o.launch
         if launch.cuda_graphs:
             return launch.graph_launch_s
-        kernels = KERNELS_PER_LAYER * self.model.layers + 4
+        layers = self.model.layers
+        # K, V (and the gate, in a gated MLP) as GEMMs of their own
+        split = (2 + (1 if self._gated() else 0)) if o.split_projections else 0
+        gemms = GEMMS_PER_LAYER + split
+        kernels = (KERNELS_PER_LAYER + split + o.extra_kernels_per_layer) * layers + 4
         if self.precision.materializes:  # one dequantisation kernel per weight GEMM
-            kernels += GEMMS_PER_LAYER * self.model.layers + 1
+            kernels += gemms * layers + 1
         if self.precision.quantised_activations:  # one quantisation kernel per weight GEMM
-            kernels += GEMMS_PER_LAYER * self.model.layers
+            kernels += gemms * layers
         return kernels * launch.cpu_launch_s
 
     def iteration_s(self, b: Batch) -> float:

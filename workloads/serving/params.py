@@ -9,6 +9,7 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     model_validator,
@@ -189,6 +190,32 @@ class ServingParams(WorkloadParams):
         "rule with paged context FMHA); false: 16-bit Q, O and math; "
         "workloads/models/transformer_cost.py",
     )
+    tp_allreduce: Literal["nccl", "trtllm", "vllm"] = Field(
+        "nccl",
+        description="how the TP all-reduces run: nccl (the fabric's fitted NCCL algorithms; "
+        "DeepSpeed-Inference, LMDeploy TurboMind, HF) or the engine's own IPC kernel: trtllm "
+        "(TensorRT-LLM, NIM) or vllm (vLLM, SGLang <= 0.4); devices/custom_allreduce.py",
+    )
+    gemv_memory: Literal["shipped", "lender"] = Field(
+        "shipped",
+        description="GEMM memory curve of GPUs that devices/kernels.yaml gives a GEMV fit "
+        "(gemv_memory_borrow: rtx-3090-ti, rtx-4090 -> ga102-gddr6x, fitted on published "
+        "RTX 3090/3090 Ti GEMV kernel times): shipped, or lender (the A100 operator-profile "
+        "curve they borrowed before). The 4090's own DRAM-bound GEMV rate is unmeasured: "
+        "swept in scenarios/gemv-memory-robustness.yaml",
+    )
+    split_projections: bool = Field(
+        False,
+        description="Q, K, V and the MLP's gate and up as separate GEMMs, each quantising "
+        "its own input under 8-bit activations (llama.cpp's graph), not fused QKV and "
+        "gate+up GEMMs",
+    )
+    extra_kernels_per_layer: NonNegativeInt = Field(
+        0,
+        description="kernels per layer the engine's graph runs beyond the cost model's "
+        "(workloads/models/transformer_cost.py), each at the elementwise class's minimum "
+        "kernel time and one launch; llama.cpp's early-2024 graph: 9",
+    )
     requests: RequestsConfig = RequestsConfig()
     slo: SloConfig = SloConfig()
     deployment_rate_per_s: PositiveFloat | Literal["peak"] | None = Field(
@@ -261,7 +288,9 @@ class ServingParams(WorkloadParams):
         return EngineOverheads(
             LaunchModel(self.cpu_launch_s, self.cuda_graphs), self.framework_overhead_s + toll,
             self.framework_per_seq_s, self.fused_elementwise, self.gpu_clocks,
-            self.fp8_attention,
+            self.fp8_attention, self.tp_allreduce, gemv_memory=self.gemv_memory,
+            split_projections=self.split_projections,
+            extra_kernels_per_layer=self.extra_kernels_per_layer,
         )  # fmt: skip
 
     @model_validator(mode="after")
