@@ -350,6 +350,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     print()
     print(dequant_report())
+    from hetsim.devices.cpu_zen_gemm_calibration import report as zen_gemm_report
+
+    print()
+    print(zen_gemm_report())
 
 
 if __name__ == "__main__":

@@ -34,6 +34,15 @@ NUMA-unaware runtime gets), half of each socket's reads are remote at
 NUMA mode) reads only locally: 2x bandwidth for 2x host memory. ``traffic_ratio``
 (>= 1, e.g. a TEE's data + metadata over data) divides the useful bandwidth.
 
+Kernel path: ``min(GEMV, GEMM)`` assumes the engine runs whichever is faster at each
+token count. An engine with its own rule forces one (``path``): kt-kernel's AMX MoE
+operator (AMXINT4/AMXINT8) runs every expert of a forward call on its AVX-512 VNNI
+vector kernel unless the call routes more than 4 tokens per expert on average over the
+layer's experts (``qlen > 4 E / k``: ``kt-kernel/operators/amx/moe.hpp`` do_gate_up_gemm /
+do_down_gemm; ``doc/en/AMX.md`` section 3), and that vector kernel re-unpacks the int4
+weights for each token row (``GemmKernel224Int4::avx_kernel``, ``la/amx_kernels.hpp``), so
+its compute grows as the GEMV term, ``n`` x one row, even at 2-32 tokens per expert.
+
 Weight streaming of a matrix op reaches ``gemv_bandwidth_efficiency`` of that bandwidth
 (1.0: the STREAM-fitted rate; no CPU GEMV bandwidth microbenchmark is in the calibration
 data, so the default is 1 and the constant is swept in scenarios/cpu-robustness.yaml).
@@ -73,6 +82,7 @@ def _yaml_load(text: str) -> Any:
 KERNEL_FILE = Path(__file__).resolve().parent / "cpu_kernels.yaml"
 NumaMode = Literal["interleave", "replicate"]
 LaunchMode = Literal["pool", "spawn"]
+MatrixPath = Literal["auto", "vector", "matrix"]
 BARRIER_REFERENCE_THREADS = 4  # call_overhead_s is measured at up to this many threads
 GEMM_FEW_THREADS = 4  # gemm_efficiency holds up to this many threads per socket
 INT8_PATH_FORMATS = frozenset({"int4", "int8"})  # weights on the int8 matrix path (AMX)
@@ -270,9 +280,13 @@ class CpuModel:
 
     def matmul_times_s(
         self, params: float, tokens: np.ndarray, weight_bytes: float, fmt: str,
-        act_bytes_per_token: float = 0.0,
+        act_bytes_per_token: float = 0.0, path: MatrixPath = "auto",
     ) -> np.ndarray:  # fmt: skip
-        """Seconds of one weight matrix op (``params`` weights) at each token count."""
+        """Seconds of one weight matrix op (``params`` weights) at each token count.
+
+        ``path``: ``auto`` takes the faster of the GEMV and GEMM compute terms at each
+        token count; ``vector`` / ``matrix`` force one of them, for an engine that
+        chooses its kernel by a rule of its own (kt-kernel: module doc)."""
         n = np.asarray(tokens, dtype=float)
         memory = weight_bytes / self.weight_bandwidth_Bps + act_bytes_per_token * n / (
             self.bandwidth_Bps
@@ -282,7 +296,8 @@ class CpuModel:
         speedup = self.k.int8_gemm_speedup if fmt in INT8_PATH_FORMATS else 1.0
         matrix = self.cycles_per_s * self.k.matrix_flops_per_cycle * self.gemm_efficiency
         gemm = 2.0 * params * n / (matrix * speedup) + dq
-        t = np.maximum(memory, np.minimum(gemv, gemm)) + self.call_overhead_s
+        compute = gemv if path == "vector" else gemm if path == "matrix" else np.minimum(gemv, gemm)
+        t = np.maximum(memory, compute) + self.call_overhead_s
         return np.where(n > 0, t, 0.0)
 
     def matmul_time_s(

@@ -6,7 +6,12 @@ Data: ``devices/data/cpu_dequant_points.csv`` (a calibration set; none of its so
 it). Each point is one kernel's single-thread rate from llama.cpp's
 ``test-quantize-perf --op vec_dot_q`` (or the same figure quoted in a PR): on x86 the
 ``cycles/32 vals`` figure, on Arm (which has no cycle counter there) the
-``float32 throughput`` in GiB/s of 4-byte values.
+``float32 throughput`` in GiB/s of 4-byte values. A third kind of point is a
+few-thread batch-1 token-generation rate of a whole model (``tokens_per_s`` at
+``threads``, with ``weights_per_token``: the GEMV weights of the format that one token
+multiplies), taken only where the PR's thread sweep shows the rate still growing about
+linearly with threads (compute-bound); it is a lower bound on the kernel's rate, since
+the token's other work (attention, norms, the LM head) is charged to the kernel too.
 
 Units. On x86 the tool counts ``rdtsc`` cycles: the time-stamp counter ticks at the
 nominal (base) clock whatever the core's real clock, so ``32 / cycles`` is weights per
@@ -51,6 +56,8 @@ Convention = Literal["base", "high"]  # per base-clock cycle, or per top-clock c
 _COLUMNS = ("id", "source_key", "cpu", "isa", "engine", "kernel", "format", "proxy_for",
             "threads", "size_values", "tsc_cycles_per_32", "gib_per_s", "values_per_s",
             "clock_base_hz", "clock_high_hz", "clock_how", "fit", "note", "source")  # fmt: skip
+# optional primary figure of a token-generation point (see the module docstring)
+_TG_COLUMNS = ("tokens_per_s", "weights_per_token")
 
 
 @dataclass(frozen=True)
@@ -72,14 +79,20 @@ class DequantPoint:
     clock_high_hz: float
     fit: bool
     source: str
+    threads: int = 1
+    tokens_per_s: float | None = None  # token-generation point: whole-model TG rate
+    weights_per_token: float | None = None  # ... and the format's GEMV weights per token
 
     def measured_values_per_s(self) -> float:
-        """Values/s from the primary figure: TSC cycles x base clock on x86 (the TSC ticks
-        at the base clock), else GiB/s of float32 values."""
+        """Values/s of one core from the primary figure: TSC cycles x base clock on x86
+        (the TSC ticks at the base clock), GiB/s of float32 values, or a token-generation
+        rate x weights per token / threads."""
         if self.tsc_cycles_per_32 is not None:
             return 32.0 / self.tsc_cycles_per_32 * self.clock_base_hz
-        assert self.gib_per_s is not None  # checked at load
-        return self.gib_per_s * VALUES_PER_GIB_F32
+        if self.gib_per_s is not None:
+            return self.gib_per_s * VALUES_PER_GIB_F32
+        assert self.tokens_per_s is not None and self.weights_per_token is not None
+        return self.tokens_per_s * self.weights_per_token / self.threads
 
     def per_cycle(self, convention: Convention = "base") -> float:
         """Weights per cycle of one core: per base-clock cycle (``base``, = 32 / TSC
@@ -111,8 +124,15 @@ def load_points(path: Path = DATA_FILE) -> list[DequantPoint]:
             raise ValueError(f"{where}: source: empty")
         cycles = positive_number(path, row, "tsc_cycles_per_32")
         gib = positive_number(path, row, "gib_per_s")
-        if cycles is None and gib is None:
-            raise ValueError(f"{where}: needs tsc_cycles_per_32 or gib_per_s")
+        tg, per_token = (positive_number(path, row, k) for k in _TG_COLUMNS)
+        if cycles is None and gib is None and (tg is None or per_token is None):
+            raise ValueError(
+                f"{where}: needs tsc_cycles_per_32, gib_per_s, or tokens_per_s with "
+                "weights_per_token"
+            )
+        threads = _required(path, row, "threads")
+        if threads != int(threads):
+            raise ValueError(f"{where}: threads: a whole number, got {row['threads']!r}")
         size = positive_number(path, row, "size_values")
         point = DequantPoint(
             id=row["id"], source_key=row["source_key"], cpu=row["cpu"], isa=row["isa"],
@@ -121,7 +141,8 @@ def load_points(path: Path = DATA_FILE) -> list[DequantPoint]:
             gib_per_s=gib, values_per_s=_required(path, row, "values_per_s"),
             clock_base_hz=_required(path, row, "clock_base_hz"),
             clock_high_hz=_required(path, row, "clock_high_hz"),
-            fit=row["fit"] == "yes", source=row["source"],
+            fit=row["fit"] == "yes", source=row["source"], threads=int(threads),
+            tokens_per_s=tg, weights_per_token=per_token,
         )  # fmt: skip
         if point.clock_high_hz < point.clock_base_hz:
             raise ValueError(f"{where}: clock_high_hz: below clock_base_hz")
@@ -231,6 +252,8 @@ def report(path: Path = DATA_FILE) -> str:
     ]
     for p in points:
         size = "" if p.size_values is None else str(p.size_values)
+        if p.tokens_per_s is not None:
+            size = f"TG {p.threads}T"  # a token-generation point at this thread count
         lines.append(
             f"{p.id:4} {p.source_key:16} {p.isa:10} {p.format:5} {p.proxy_for:5} {size:>9} "
             f"{p.values_per_s / 1e9:7.2f} {p.per_cycle('base'):6.2f} {p.per_cycle('high'):6.2f} "

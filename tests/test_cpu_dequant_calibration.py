@@ -44,7 +44,8 @@ def test_no_point_comes_from_a_validation_source() -> None:
         mine = _refs(p.source)
         assert mine, f"{p.id}: source names no repository thread"
         assert not mine & used, f"{p.id}: source shared with a validation row"
-        assert "README" not in p.source and "ik_llama" not in p.source, p.id
+        # ik_llama.cpp PRs other than a validation row's thread may be cited, its README not
+        assert "README" not in p.source, p.id
         assert re.search(r"\b(issue|PR)\b", p.source), p.id
 
 
@@ -83,7 +84,7 @@ def test_q4_0_proxy_is_the_median_of_the_q1_0_sizes() -> None:
 
 def test_shipped_rates_equal_a_refit_and_the_rest_stay_reconstructions() -> None:
     refit = catalogue_fit()
-    assert set(refit) == {"q1_0", "q4_0", "q4_k", "q5_k", "q6_k"}
+    assert set(refit) == {"iq3_k", "q1_0", "q4_0", "q4_k", "q5_k", "q6_k"}
     shipped = shipped_defaults()
     for fmt, rate in refit.items():
         assert shipped[fmt] == pytest.approx(rate, abs=1e-3), fmt
@@ -106,4 +107,34 @@ def test_bad_rows_name_file_row_and_field(tmp_path: Path) -> None:
         load_points(bad)
     bad.write_text(head + "\n" + rows[0].replace(",3.61,", ",fast,") + "\n")
     with pytest.raises(ValueError, match=r"row Q01: tsc_cycles_per_32: not a number"):
+        load_points(bad)
+
+
+def test_token_generation_points_convert_by_weights_per_token() -> None:
+    # ik_llama.cpp #145, LLaMA-3.1-8B: 32 layers x (2 x 4096^2 + 2 x 4096 x 1024 +
+    # 3 x 4096 x 14336) = 6,979,321,856 layer weights per token
+    weights = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    pts = {p.id: p for p in load_points()}
+    i03 = pts["I03"]  # 5975WX (3.6 GHz base), IQ3_K_R4, 2 threads, 6.83 t/s
+    assert i03.weights_per_token == weights and i03.threads == 2
+    assert i03.per_cycle("base") == pytest.approx(6.83 * weights / 2 / 3.6e9, rel=1e-4)
+    i04 = pts["I04"]  # 4 threads, 12.51 t/s
+    expected = (6.83 * weights / 2 + 12.51 * weights / 4) / 2 / 3.6e9  # median of two
+    assert fit_rate(list(pts.values()), DEFAULT_FAMILY, "iq3_k") == pytest.approx(
+        expected, rel=1e-4
+    )
+    assert i04.per_cycle("high") == pytest.approx(12.51 * weights / 4 / 4.5e9, rel=1e-4)
+    # the Zen4 (AVX-512) points form their own fit and never price the AVX2 defaults
+    assert fit_rate(list(pts.values()), "x86-avx512", "iq3_k") == pytest.approx(
+        (5.64 * weights + 10.50 * weights / 2) / 2 / 4.5e9, rel=1e-4
+    )
+    assert not pts["I05"].fit and not pts["I06"].fit  # un-interleaved rows: printed only
+
+
+def test_token_generation_point_needs_both_figures(tmp_path: Path) -> None:
+    head, *rows = DATA_FILE.read_text().splitlines()
+    row = next(r for r in rows if r.startswith("I03,"))
+    bad = tmp_path / "points.csv"
+    bad.write_text(head + "\n" + row.replace(",6.83,", ",,") + "\n")
+    with pytest.raises(ValueError, match=r"row I03: needs tsc_cycles_per_32, gib_per_s"):
         load_points(bad)

@@ -53,6 +53,20 @@ def test_gemv_and_gemm_paths() -> None:
     assert cpu.stream_time_s(8e9) == pytest.approx(0.1 + 1e-6)
 
 
+def test_forced_kernel_paths() -> None:
+    # an engine that picks its kernel by its own rule (kt-kernel) forces one path:
+    cpu = CpuModel(SPEC, KERN, threads=8)
+    p, nbytes = 1e9, 0.5e9
+    # vector at 100 tokens: the GEMV term, 100 x 15.625 ms (auto takes the GEMM's 0.797 s)
+    assert cpu.matmul_time_s(p, 100, nbytes, "q4_0") == pytest.approx(0.796875 + 1e-6)
+    t = cpu.matmul_times_s(p, np.array([100]), nbytes, "q4_0", path="vector")[0]
+    assert t == pytest.approx(1.5625 + 1e-6)
+    # matrix at 1 token: 2e9 / (8e9 x 64 x 0.5) = 7.8125 ms + dequantise once 15.625 ms
+    # (auto takes the GEMV's 15.625 ms)
+    t = cpu.matmul_times_s(p, np.array([1]), nbytes, "q4_0", path="matrix")[0]
+    assert t == pytest.approx(23.4375e-3 + 1e-6)
+
+
 def test_bad_kernel_fields_name_the_field() -> None:
     with pytest.raises(ValueError, match=r"cpu_kernels\.gemm_efficiency"):
         cpu_kernels("xeon-8480", {"gemm_efficiency": 2.0})
@@ -114,8 +128,13 @@ def test_shipped_zen2_link_efficiency_reproduces_its_measurement() -> None:
     # B7: one Zen 2 CCD at a 1.333 GHz fabric clock (DDR4-2666) saturated at 36.9 GB/s
     zen2 = dataclasses.replace(cpu_kernels("epyc-9654"), fabric_clock_hz=2666e6 / 2)
     assert zen2.die_bandwidth_Bps == pytest.approx(36.9e9, rel=0.01)
-    # the catalogue's 4-CCD workstation part: 4 x 32 x 1.8e9 x 0.865 = 199.3 GB/s binds
-    # below its STREAM-fitted socket rate (8 x 5200 MT/s x 8 B x 0.82 = 272.9 GB/s)
+    # the catalogue's 4-CCD workstation part wires two links per CCD (EPYC 9004's 4-CCD
+    # mode): 4 x 2 x 32 x 1.8e9 x 0.865 = 398.6 GB/s, so its STREAM-fitted socket rate
+    # (8 x 5200 MT/s x 8 B x 0.82 = 272.9 GB/s) binds; with one link the CCDs would
+    # (4 x 32 x 1.8e9 x 0.865 = 199.3 GB/s)
     k = cpu_kernels("threadripper-7965wx")
     tr = CpuModel(device_spec("threadripper-7965wx"), k, threads=24)
-    assert tr.bandwidth_Bps == pytest.approx(4 * 32 * 1.8e9 * 0.865)
+    assert tr.bandwidth_Bps == pytest.approx(8 * 5200e6 * 8 * 0.82)
+    narrow = cpu_kernels("threadripper-7965wx", {"die_links": 1})
+    tr1 = CpuModel(device_spec("threadripper-7965wx"), narrow, threads=24)
+    assert tr1.bandwidth_Bps == pytest.approx(4 * 32 * 1.8e9 * 0.865)

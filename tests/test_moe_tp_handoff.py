@@ -110,3 +110,42 @@ def test_host_callbacks_add_their_latency_to_every_cpu_expert_layer() -> None:
         over = {**base, "workload.host_callbacks_per_layer": n}
         tbt[n] = hetsim.run(path, overrides=over).summary_row["tbt_mean_s"]
     assert tbt[2] - tbt[0] == pytest.approx(58 * 2 * 100e-6, rel=1e-6)
+
+
+def test_sched_splits_add_two_per_cpu_expert_layer_and_match_the_published_split() -> None:
+    # ggml's scheduler: a CPU-expert layer is cut into GPU | CPU | GPU, two boundaries of
+    # sched_split_s each; 58 MoE layers, the CPU path critical -> + 58 x 2 x 40 us a token
+    from hetsim.workloads.moe.workload import SCHED_SPLIT_HIGH_S, SCHED_SPLIT_S
+
+    base = {"workload.output_tokens": 4, "workload.prompt_tokens": 16,
+            "workload.host_callbacks_per_layer": 0}  # fmt: skip
+    path = "scenarios/hybrid-sync-robustness.yaml"
+    tbt = {}
+    for s in (0.0, 40e-6):
+        over = {**base, "workload.sched_split_s": s}
+        tbt[s] = hetsim.run(path, overrides=over).summary_row["tbt_mean_s"]
+    assert tbt[40e-6] - tbt[0.0] == pytest.approx(58 * 2 * 40e-6, rel=1e-6)
+    # ik_llama.cpp PR #232: 11% of 11.53 s over 640 tokens x 25 CPU layers x 2 splits;
+    # the whole 1.88 s residual over the same splits bounds it from above
+    assert SCHED_SPLIT_S == pytest.approx(0.11 * 11.53 / 32000) == pytest.approx(39.63e-6, rel=1e-3)
+    assert SCHED_SPLIT_S < SCHED_SPLIT_HIGH_S == pytest.approx(58.75e-6)
+
+
+def test_shared_expert_after_cpu_experts_serialises_the_layer() -> None:
+    # As the first test (router 10.5, CPU path ends 15.0, shared expert 0.25 s on the
+    # GPU): overlapped, the layer ends at 15.0; in ggml's split order the shared expert
+    # runs after the CPU split: 15.0 + 0.25. Busy times do not change.
+    view = PlacementView(0, "decode", (2,), (1,), (False,), (0.0,), (9.0,), (4.0,), 0.5, 2.0,
+                         0.25, 0.0, 0.0, False, 0.75, 2.0)  # fmt: skip
+    step = StepCosts(0.5, 1.5, 0.25, 0.5, 0.0, 0.0, handoff_s=0.2)
+
+    def run(placement: Placement, serial: bool) -> tuple:  # type: ignore[type-arg]
+        res = Residency((0,), 3, 2.0)
+        return timeline(view, placement, res, 10.0, step, False, shared_after_cpu=serial)
+
+    runs = [run(Placement((), (2,)), serial) for serial in (False, True)]
+    assert runs[0][1] == pytest.approx(15.0) and runs[1][1] == pytest.approx(15.25)
+    assert runs[0][2:4] == runs[1][2:4]
+    # a layer without CPU experts is not affected: GPU expert (9 s) after the shared one
+    gpu_only = [run(Placement((2,), ()), serial)[1] for serial in (False, True)]
+    assert gpu_only[0] == gpu_only[1]

@@ -31,6 +31,11 @@ enqueues in the GPU stream to submit and await the CPU experts (scenario
 Software overheads (parameters, default 0: the pure roofline): a fixed time per expert
 call on the GPU and on the CPU, and a CPU intercept once per layer in which the CPU runs
 experts (thread-pool wake-up; HybriMoE's profile has it as a first-expert intercept).
+Kernel switch (``cpu_amx_tokens_per_expert``, weight formats ``int4``/``int8``: kt-kernel's
+AMXINT4/AMXINT8): a call whose experts' loads sum to more than that many tokens per
+expert of the layer (``sum(loads) > t E``; kt-kernel: ``qlen > 4 E / k``) prices its
+CPU experts on the AMX matrix path, any other on the AVX-512 vector path (the GEMV term
+at every load: :mod:`hetsim.devices.cpu`); ``None`` takes the faster of the two.
 With ``cpu_model`` (a :class:`devices.cpu.CpuModel`, scenario ``cpu_model: kernels``)
 CPU experts, CPU attention and CPU shared experts are priced by the CPU kernel model
 (quantised GEMV/GEMM efficiencies, thread scaling, NUMA, per-call overhead) instead of
@@ -46,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from hetsim.devices.cpu import CpuModel
+from hetsim.devices.cpu import INT8_PATH_FORMATS, CpuModel, MatrixPath
 from hetsim.devices.kernels import (
     attention_decode_time_s,
     attention_prefill_time_s,
@@ -132,6 +137,7 @@ class MoECosts:
         cpu_model: CpuModel | None = None,
         cpu_format: str = "q4_k",
         cpu_calls_per_expert: int = 2,
+        cpu_amx_tokens_per_expert: float | None = None,
         gpu_tp: int = 1,
         gpu_clocks: GpuClocks = DEFAULT_GPU_CLOCKS,
         tp_allreduce_s: Callable[[float], float] | None = None,
@@ -158,18 +164,33 @@ class MoECosts:
             self._gpu_mlp_s(model.expert_ffn, loads, self.expert_precision), dtype=float
         )
         self.cpu_model, self.cpu_format = cpu_model, cpu_format
+        # kt-kernel's kernel switch (cpu_amx_tokens_per_expert): the AMX matrix-path
+        # table, used when a call routes more than cpu_matrix_above expert-tokens
+        self.cpu_matrix_s: np.ndarray | None = None
+        self.cpu_matrix_above = float("inf")
         if cpu_model is None:
             self.cpu_expert_s = op_times_s(cpu, flops, nbytes, cpu_dtype)
         else:  # cpu_calls_per_expert kernel calls (0: one fused call per layer)
-            self.cpu_expert_s = (
-                cpu_model.matmul_times_s(
-                    model.expert_params(), loads, self.expert_bytes, cpu_format, 4.0 * model.hidden
+            extra = (cpu_calls_per_expert - 1) * cpu_model.call_overhead_s
+            params, hidden = model.expert_params(), 4.0 * model.hidden
+
+            def table(path: MatrixPath) -> np.ndarray:
+                t = cpu_model.matmul_times_s(
+                    params, loads, self.expert_bytes, cpu_format, hidden, path
                 )
-                + (cpu_calls_per_expert - 1) * cpu_model.call_overhead_s
-            )
+                return np.asarray(t + extra, dtype=float)
+
+            self.cpu_expert_s = table("auto")
+            if cpu_amx_tokens_per_expert is not None and cpu_format in INT8_PATH_FORMATS:
+                self.cpu_expert_s = table("vector")  # kt-kernel's decode kernel
+                self.cpu_matrix_s = table("matrix")
+                self.cpu_matrix_above = cpu_amx_tokens_per_expert * model.routed_experts
         self.gpu_expert_s[1:] += gpu_expert_overhead_s
         self.cpu_expert_s[1:] += cpu_expert_overhead_s
         self.gpu_expert_s[0] = self.cpu_expert_s[0] = 0.0
+        if self.cpu_matrix_s is not None:
+            self.cpu_matrix_s[1:] += cpu_expert_overhead_s
+            self.cpu_matrix_s[0] = 0.0
         self.cpu_first_s = cpu_layer_overhead_s
         self._unit_times: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         # FFN prices by (device, dtype, width, tokens): the same for every decode step
@@ -192,7 +213,10 @@ class MoECosts:
 
     def _times(self, loads: tuple[int, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
         idx = np.asarray(loads, dtype=np.int64)
-        return tuple(self.gpu_expert_s[idx].tolist()), tuple(self.cpu_expert_s[idx].tolist())
+        cpu = self.cpu_expert_s
+        if self.cpu_matrix_s is not None and sum(loads) > self.cpu_matrix_above:
+            cpu = self.cpu_matrix_s  # kt-kernel: > 4 tokens per expert on average -> AMX
+        return tuple(self.gpu_expert_s[idx].tolist()), tuple(cpu[idx].tolist())
 
     def _gpu_mlp_s(self, ffn: int, tokens: Any, precision: Precision) -> Any:
         """A gated MLP (gate+up GEMM, SiLU-and-mul, down GEMM) on the GPU, kernel by kernel

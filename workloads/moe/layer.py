@@ -167,13 +167,18 @@ def timeline(
     lists: tuple[Sequence[int], Sequence[bool], Sequence[float]] | None = None,
     after_all_copies: bool = False,
     load_stages: LayerLoadStages | None = None,
+    shared_after_cpu: bool = False,
 ) -> tuple[float, float, float, float, float, int, list[tuple[str, str, float, float]]]:
     """Run the placement on GPU, CPU and PCIe. Returns (router, end, gpu busy, cpu busy,
     stall, copies, spans); spans are (resource, name, start, end). ``lists``: the view's
     experts, cached and ready_s where the caller has them in another form (default: the
     view's own); ``after_all_copies``: the GPU experts wait for every copy of the layer
     (module doc); ``load_stages``: with ``after_all_copies``, the copies go through
-    kt-kernel's write / copy / repack pipeline (:mod:`workloads.moe.layer_load`)."""
+    kt-kernel's write / copy / repack pipeline (:mod:`workloads.moe.layer_load`);
+    ``shared_after_cpu``: in a layer with CPU experts the GPU's shared expert starts only
+    when the CPU experts return (ggml's scheduler runs its graph splits in order, and
+    llama.cpp / ik_llama.cpp build the shared expert after the routed ones), instead of
+    overlapping them."""
     out: list[tuple[str, str, float, float]] = []
     experts, cached, ready_s = (view.experts, view.cached, view.ready_s) if lists is None else lists
     pos = dict(zip(experts, range(len(experts)), strict=True))
@@ -245,4 +250,7 @@ def timeline(
         out.append(("cpu", f"L{view.layer}E{e}", cpu_t, cpu_t + t))
         cpu_t += t
         cpu_busy += t
+    if shared_after_cpu and p.cpu and not p.dense_on_cpu:
+        shared = step.shared_gpu_s
+        return router, max(gpu_t - shared, cpu_t) + shared, gpu_busy, cpu_busy, stall, copies, out
     return router, max(gpu_t, cpu_t), gpu_busy, cpu_busy, stall, copies, out

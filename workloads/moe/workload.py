@@ -65,6 +65,21 @@ from hetsim.workloads.moe.routing import Routing, SyntheticRouting, build_trace
 from hetsim.workloads.moe.trust import moe_trust
 from hetsim.workloads.moe.view import AllocationView, GatingView, Phase, TokenGatingView
 
+# ggml's backend scheduler (llama.cpp, ik_llama.cpp with -ot exps=CPU) cuts a layer whose
+# routed experts run on the CPU into a GPU split, a CPU split and a GPU split again: two
+# GPU<->CPU boundaries per such layer, each paying sched_split_s on the host.
+SPLITS_PER_CPU_LAYER = 2
+# sched_split_s measured (ikawrakow/ik_llama.cpp PR #232, ikawrakow's comments 2025-02-25:
+# DeepSeek-Lite IQ4_NL, Ryzen 9 7950X + GPU, fused MoE, experts on the CPU, 5 x tg128):
+# 640 tokens in 11.53 s, of which 8.42 s CPU experts and 1.23 s GPU, 1.88 s (16.3%)
+# neither; of that ~13 points in ggml_backend_sched_compute_splits before each
+# graph_compute_async, ~2 of them the copies and their syncs (cpu_handoff prices those),
+# ~2.3 starting the CPU threads (cpu_layer_overhead_s), ~1 building the graph. The
+# scheduler's other ~11% over 640 tokens x 25 expert layers x 2 splits:
+SCHED_SPLIT_S = 0.11 * 11.53 / (640 * 25 * SPLITS_PER_CPU_LAYER)  # 39.6 us
+# the whole unexplained 1.88 s charged to the splits: the sweep's upper end
+SCHED_SPLIT_HIGH_S = 1.88 / (640 * 25 * SPLITS_PER_CPU_LAYER)  # 58.8 us
+
 LAYER_COLUMNS = (
     "step", "phase", "layer", "start_s", "router_s", "end_s", "experts", "hits",
     "gpu_experts", "copied", "cpu_experts", "gpu_busy_s", "cpu_busy_s", "stall_s",
@@ -116,6 +131,15 @@ class MoEParams(WorkloadParams):
         description="CPU kernel calls per expert (gate+up, down); 0 = one fused MoE call "
         "per layer (kTransformers, llama.cpp mul_mat_id), whose cost is cpu_layer_overhead_s",
     )
+    cpu_amx_tokens_per_expert: NonNegativeFloat | None = Field(
+        4.0,
+        description="kt-kernel's kernel switch (cpu_format int4/int8, its AMXINT4/AMXINT8): "
+        "a forward call runs its CPU experts on the AMX matrix kernel only when it routes "
+        "more than this many tokens per expert of the layer on average, else on the "
+        "AVX-512 vector kernel whose time grows with each expert's tokens (4: "
+        "kt-kernel/operators/amx/moe.hpp, qlen > 4 E / k; doc/en/AMX.md section 3); "
+        "null: the faster of the two at each expert's load (the CPU model's auto path)",
+    )
     cpu_threads: PositiveInt | None = None
     cpu_sockets: Literal[1, 2] = 1
     cpu_numa: Literal["interleave", "replicate"] = "interleave"
@@ -143,6 +167,21 @@ class MoEParams(WorkloadParams):
         1.0e-4,
         description="latency of one host function in a CUDA stream: ~100 us measured on an "
         "RTX 3080 over PCIe 4.0 (facebookincubator/velox PR #6096)",
+    )
+    sched_split_s: Seconds = Field(
+        0.0,
+        description="host time of ggml's backend scheduler (llama.cpp, ik_llama.cpp -ot "
+        "exps=CPU) per graph split at a GPU<->CPU boundary, beyond the copies cpu_handoff "
+        "prices; a layer whose routed experts run on the CPU has two (GPU->CPU, CPU->GPU). "
+        "0: engines without ggml's scheduler. Measured for ik_llama.cpp: 39.6 us "
+        "(SCHED_SPLIT_S; swept 0-58.8 us in scenarios/ggml-split-robustness.yaml)",
+    )
+    shared_after_cpu_experts: bool = Field(
+        False,
+        description="in a layer with CPU experts the GPU's shared expert starts only after "
+        "the CPU experts return: ggml's scheduler runs graph splits one after another and "
+        "llama.cpp / ik_llama.cpp build the shared expert after the routed ones; default: "
+        "it overlaps them (kTransformers runs it while the CPU works)",
     )
     experts_after_layer_copies: bool = Field(
         False,
@@ -300,11 +339,12 @@ class MoEWorkload(Workload):
             cpu_model=cpu_model,
             cpu_format=params.cpu_format,
             cpu_calls_per_expert=params.cpu_calls_per_expert,
+            cpu_amx_tokens_per_expert=params.cpu_amx_tokens_per_expert,
             gpu_tp=params.gpu_tp,
             gpu_clocks=params.gpu_clocks,
             tp_allreduce_s=self._tp_allreduce(cluster) if params.gpu_tp > 1 else None,
             handoff_s=self._handoff(cluster)
-            if params.cpu_handoff or params.host_callbacks_per_layer
+            if params.cpu_handoff or params.host_callbacks_per_layer or params.sched_split_s
             else None,
         )
         costs.gpu_expert_s[1:] += params.gpu_dequant_s_per_expert
@@ -361,7 +401,8 @@ class MoEWorkload(Workload):
             t = link.latency_s + nbytes / (link.effective_bandwidth_Bps(nbytes) * ratio)
             return t if secure is None else secure.copy_time_s(t, int(nbytes))
 
-        callbacks = p.host_callbacks_per_layer * p.host_callback_s
+        callbacks = (p.host_callbacks_per_layer * p.host_callback_s
+                     + SPLITS_PER_CPU_LAYER * p.sched_split_s)  # fmt: skip
         if not p.cpu_handoff:
             return lambda nbytes: callbacks
         return lambda nbytes: one(nbytes, D2H_RATIO) + one(nbytes, 1.0) + callbacks
@@ -524,6 +565,7 @@ class MoEWorkload(Workload):
         router, end, gbusy, cbusy, stall, copied, out = timeline(
             view, placed, self.res, now, costs, spans, None,
             self.params.experts_after_layer_copies, self._load_stages,
+            self.params.shared_after_cpu_experts,
         )  # fmt: skip
         cached = view.cached
         hits = cached.count(True)
