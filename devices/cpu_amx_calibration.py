@@ -31,7 +31,12 @@ from pathlib import Path
 from typing import Literal
 
 from hetsim.devices.cpu import KERNEL_FILE, _yaml_load, cpu_kernels
-from hetsim.devices.cpu_calibration import positive_number, read_rows, run_report_cli
+from hetsim.devices.cpu_calibration import (
+    positive_number,
+    read_rows,
+    run_report_cli,
+    shipped_line,
+)
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "cpu_amx_points.csv"
 AMX_BF16_FLOPS_PER_CYCLE = 1024.0  # per core (Intel AMX: 16x32 bf16 tile product / 16 cycles)
@@ -210,11 +215,7 @@ def report(path: Path = DATA_FILE) -> str:
         "sensitivity: KTransformers' 'Xeon4' figures on one 6454S socket instead of two: "
         f"gemm_efficiency_full_socket {fit(one_socket).full:.4f}"
     )
-    stored = stored_fit()
-    lines.append(
-        "shipped (devices/cpu_kernels.yaml amx_gemm_fit): "
-        + ", ".join(f"{k} {v:.4f}" for k, v in stored.items())
-    )
+    lines.append(shipped_line("amx_gemm_fit", stored_fit()))
     return "\n".join(lines)
 
 

@@ -266,6 +266,12 @@ def report(path: Path = DATA_FILE) -> str:
     return "\n".join(lines)
 
 
+def shipped_line(block: str, stored: dict[str, float]) -> str:
+    """The report line naming a fit block of ``devices/cpu_kernels.yaml`` and its values."""
+    values = ", ".join(f"{k} {v:.4f}" for k, v in stored.items())
+    return f"shipped (devices/cpu_kernels.yaml {block}): {values}"
+
+
 def run_report_cli(
     report_fn: Callable[[Path], str], data_file: Path, doc: str | None,
     argv: Sequence[str] | None = None,

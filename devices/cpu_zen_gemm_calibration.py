@@ -31,7 +31,12 @@ from pathlib import Path
 from typing import Literal
 
 from hetsim.devices.cpu import KERNEL_FILE, _yaml_load, cpu_kernels
-from hetsim.devices.cpu_calibration import positive_number, read_rows, run_report_cli
+from hetsim.devices.cpu_calibration import (
+    positive_number,
+    read_rows,
+    run_report_cli,
+    shipped_line,
+)
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "cpu_gemm_points.csv"
 ZEN4_CPUS = ("ryzen-7950x", "threadripper-7965wx", "epyc-9654")
@@ -175,11 +180,7 @@ def report(path: Path = DATA_FILE) -> str:
             f"gemm_efficiency {k.gemm_efficiency:g}, gemm_efficiency_full_socket "
             f"{k.gemm_efficiency_full_socket:g} (0: no all-core falloff)"
         )
-    stored = stored_fit()
-    lines.append(
-        "shipped (devices/cpu_kernels.yaml zen_gemm_fit): "
-        + ", ".join(f"{k} {v:.4f}" for k, v in stored.items())
-    )
+    lines.append(shipped_line("zen_gemm_fit", stored_fit()))
     return "\n".join(lines)
 
 

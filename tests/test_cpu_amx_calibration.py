@@ -4,10 +4,8 @@ constants equal to a refit."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -23,29 +21,18 @@ from hetsim.devices.cpu_amx_calibration import (
     stored_fit,
 )
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
-from hetsim.simulator.fidelity import default_calibration_dir
+from tests.validation_sources import ENDTOEND, is_validation_source, validation_keys
 
-ENDTOEND = default_calibration_dir() / "endtoend.csv"
 # the kt-kernel tutorials behind V57-V62 (endtoend.csv sources): never a calibration point
 VALIDATION_DOCS = ("MiniMax-M2.1-Tutorial.md", "Kimi-K2-Thinking-Native.md", "Kimi-K2-Thinking.md")
-_THREAD = re.compile(r"([\w.-]+/[\w.-]+)[^#']*?#(\d+)")
-_FILE = re.compile(r"([\w.-]+/[\w.-]+) ([\w./-]+\.\w+)")
 
 
 @pytest.mark.skipif(not ENDTOEND.is_file(), reason="the shared calibration data is absent")
 def test_no_point_shares_a_source_with_a_validation_row() -> None:
-    with ENDTOEND.open(newline="") as fh:
-        sources = [r["source"] for r in csv.DictReader(fh)]
-    threads = {(r.lower(), n) for s in sources for r, n in _THREAD.findall(s)}
-    files = {(r.lower(), f) for s in sources for r, f in _FILE.findall(s)}
+    _, files = validation_keys()
     assert ("kvcache-ai/ktransformers", "doc/en/kt-kernel/MiniMax-M2.1-Tutorial.md") in files
     for p in load_points():
-        repo = p.source_repo.lower()
-        num = re.fullmatch(r"(?:issue|PR) #(\d+)", p.source_ref)
-        if num:
-            assert (repo, num.group(1)) not in threads, p.id
-        else:
-            assert (repo, p.source_ref) not in files, p.id
+        assert not is_validation_source(p.source_repo, p.source_ref), p.id
         assert not any(doc in p.source or doc in p.source_ref for doc in VALIDATION_DOCS), p.id
 
 

@@ -5,9 +5,7 @@ falloff."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import re
 from pathlib import Path
 
 import numpy as np
@@ -22,27 +20,16 @@ from hetsim.devices.cpu_zen_gemm_calibration import (
     stored_fit,
 )
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
-from hetsim.simulator.fidelity import default_calibration_dir
-
-ENDTOEND = default_calibration_dir() / "endtoend.csv"
-_THREAD = re.compile(r"([\w.-]+/[\w.-]+)[^#']*?#(\d+)")
-_FILE = re.compile(r"([\w.-]+/[\w.-]+) ([\w./-]+\.\w+)")
+from tests.validation_sources import ENDTOEND, is_validation_source, validation_keys
 
 
 @pytest.mark.skipif(not ENDTOEND.is_file(), reason="the shared calibration data is absent")
 def test_no_point_shares_a_source_with_a_validation_row() -> None:
-    with ENDTOEND.open(newline="") as fh:
-        sources = [r["source"] for r in csv.DictReader(fh)]
-    threads = {(r.lower(), n) for s in sources for r, n in _THREAD.findall(s)}
-    files = {(r.lower(), f) for s in sources for r, f in _FILE.findall(s)}
+    threads, files = validation_keys()
     assert threads and files
     for p in load_points():
         repo = p.source_repo.lower()
-        num = re.fullmatch(r"(?:issue|PR) #(\d+)", p.source_ref)
-        if num:
-            assert (repo, num.group(1)) not in threads, p.id
-        else:
-            assert (repo, p.source_ref) not in files, p.id
+        assert not is_validation_source(repo, p.source_ref), p.id
         # V49's validation sources and its own setup (ik_llama.cpp whole-model runs)
         assert "ik_llama" not in repo and "ik_llama" not in p.source, p.id
 
