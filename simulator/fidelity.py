@@ -45,6 +45,7 @@ from hetsim.simulator.version import __version__
 ENDTOEND = "endtoend.csv"
 GROUPS = ("training", "decode", "serving", "cpu", "offload", "collective", "tee")
 INFERENCE = ("decode", "serving", "cpu", "offload", "collective")
+HOST = ("cpu", "offload", "tee")  # issue 17's target group: work on or through the host
 """The groups of issue 15's target (inference and collective rows)."""
 COPIED = ("model_fits", "kernel_classes", "borrowed_fits")
 COLUMNS = ("id", "group", "metric", "published", "unit", "predicted", "signed_error",
@@ -371,6 +372,7 @@ def report_markdown(
     groups.update({i: u.group for i, u in rows.unexpressed.items()})
     blocks = [(g, g, {g}) for g in GROUPS]
     blocks += [("inference + collective", "**inference + collective**", set(INFERENCE)),
+               ("offload + CPU + TEE", "**offload + CPU + TEE**", set(HOST)),
                ("all", "**all**", set(GROUPS))]  # fmt: skip
     for key, name, members in blocks:
         listed = [i for i, g in groups.items() if g in members]

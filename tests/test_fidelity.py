@@ -153,6 +153,19 @@ def test_signed_errors_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str
         assert str(tmp_path) not in text
 
 
+def test_combined_groups_by_hand(tmp_path: Path) -> None:
+    # V02 moved to the offload group: the inference + collective line holds both rows
+    # (median 37.5%, p90 47.5% as above), offload + CPU + TEE only V02 (25.0%), all both
+    cal, rows_path = _setup(tmp_path)
+    rows_path.write_text(ROWS.replace("V02: {group: collective", "V02: {group: offload"))
+    out = tmp_path / "report"
+    assert main(rows_path, cal, out) == 0
+    md = (out / "report.md").read_text()
+    assert "| **inference + collective** | 3 | 2 | 2 | 37.5% | 47.5% | 2 of 2 |" in md
+    assert "| **offload + CPU + TEE** | 1 | 1 | 1 | 25.0% | 25.0% | 1 of 1 |" in md
+    assert "| **all** | 3 | 2 | 2 | 37.5% | 47.5% | 2 of 2 |" in md
+
+
 def test_fast_subset_and_pending(tmp_path: Path) -> None:
     cal, rows_path = _setup(tmp_path)
     # V02 now names a scenario that does not exist, and is pending a capability
