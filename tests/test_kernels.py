@@ -117,7 +117,7 @@ def test_decode_step_is_bandwidth_bound_on_weights_and_kv(monkeypatch: pytest.Mo
     once (at 0.8 of bandwidth) plus the KV, and fp8 weights halve the GEMM part."""
     import hetsim.workloads.models.transformer_cost as tc
 
-    monkeypatch.setattr(tc, "kernel_fits", lambda spec, *_: _ref(spec))
+    monkeypatch.setattr(tc, "kernel_fits", lambda spec, *_, **__: _ref(spec))
     h100 = device_spec("h100-sxm")
     m = model_spec("llama-3-8b")
     fp16 = TransformerCost(m, h100)

@@ -58,7 +58,7 @@ def test_materialize_needs_a_weight_only_format() -> None:
     assert W8A16.gemm_precision() is W8A16
 
 
-def _flat(spec: DeviceSpec, *_: object) -> KernelFitRef:
+def _flat(spec: DeviceSpec, *_: object, **__: object) -> KernelFitRef:
     fits = KernelFits(
         gemm=GEMM,
         attention_prefill=AttentionPrefillFit(EfficiencyCurve(0.4), 0.8, 200.0, 0.0, 0.5),

@@ -207,8 +207,6 @@ class TransformerCost:
     def fits(self) -> KernelFitRef:
         """The kernel fits this device uses (calibrated, borrowed or uncalibrated)."""
         o = self.overheads
-        if o.gemv_memory == "shipped":  # the default (kernel_fits' own)
-            return kernel_fits(self.spec, o.gpu_clocks)
         return kernel_fits(self.spec, o.gpu_clocks, gemv_memory=o.gemv_memory)
 
     @cached_property
