@@ -104,7 +104,10 @@ class _CpuTimeUp(BaseException):
 @contextmanager
 def budget(memory_bytes: int | None, cpu_s: float | None, what: str) -> Iterator[None]:
     """Run the block within ``memory_bytes`` more memory and ``cpu_s`` CPU seconds
-    (None: no limit); past either, raise :class:`BudgetExceeded` naming ``what``."""
+    (None, or a CPU budget of 0: no limit); past either, raise :class:`BudgetExceeded`
+    naming ``what``."""
+    if cpu_s is not None and cpu_s <= 0:
+        cpu_s = None
     main_thread = threading.current_thread() is threading.main_thread()
     old_limit = resource.getrlimit(resource.RLIMIT_AS)
     used = _address_space_bytes() if memory_bytes is not None else None

@@ -1,7 +1,8 @@
 """``hetsim fidelity``: hetsim's predictions against published end-to-end measurements.
 
-The measurements are ``endtoend.csv`` of the calibration data (``../shared/calibration``
-beside the repository by default): a **validation set**, never used to fit anything.
+The measurements are ``endtoend.csv`` (shipped as ``validation/data/endtoend.csv``, a copy
+of the shared calibration data with every row's source; ``--calibration-dir`` reads another
+copy): a **validation set**, never used to fit anything.
 ``validation/rows.yaml`` says, for every id of that file, either how hetsim predicts it
 (``rows:`` a scenario under ``validation/``, the summary column to read, and how to
 scale it into the published unit) or what hetsim lacks to predict it (``unexpressed:``).
@@ -68,7 +69,13 @@ def default_rows() -> Path:
 
 
 def default_calibration_dir() -> Path:
-    """``../shared/calibration`` relative to the repository root."""
+    """``validation/data``: the shipped copy of ``endtoend.csv`` (in a clone and in a wheel)."""
+    return repo_root() / "validation" / "data"
+
+
+def shared_calibration_dir() -> Path:
+    """``../shared/calibration`` beside the repository: the optional richer source the
+    shipped copy was taken from (absent from a wheel and from most clones)."""
     return repo_root().parent / "shared" / "calibration"
 
 

@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hetsim.devices import calibration
 from hetsim.devices.calibration import (
@@ -17,7 +18,8 @@ from hetsim.devices.calibration import (
     write_fits,
 )
 from hetsim.devices.calibration_points import DATA_FILE, FITS, HEADLINES, UNMODELLED, Point
-from hetsim.devices.catalogue import DEVICE_FILE, LINK_FILE, load_device_catalogue
+from hetsim.devices.catalogue import DEVICE_FILE, LINK_FILE
+from tests.approx import assert_close_tree
 
 SHARED_CSV = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "microbenchmarks.csv"
 
@@ -109,9 +111,14 @@ def test_write_fits_round_trips(tmp_path: Path, fits: Fits) -> None:
     shutil.copy(LINK_FILE, copies[1])
     written = write_fits(fits, copies)
     assert written >= len(FITS)
-    assert copies[0].read_text() == DEVICE_FILE.read_text()
-    assert copies[1].read_text() == LINK_FILE.read_text()
-    assert load_device_catalogue(copies[0]) == load_device_catalogue(DEVICE_FILE)
+    for copy, shipped in zip(copies, (DEVICE_FILE, LINK_FILE), strict=True):
+        mine, theirs = copy.read_text().splitlines(), shipped.read_text().splitlines()
+        assert len(mine) == len(theirs)
+        # only the `# fit:` lines are rewritten, to the committed numbers within the refit
+        # tolerance (a refit's last digit depends on the machine: tests/approx.py)
+        changed = [i for i, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b]
+        assert all("# fit:" in theirs[i] for i in changed), [theirs[i] for i in changed]
+        assert_close_tree(yaml.safe_load(copy.read_text()), yaml.safe_load(shipped.read_text()))
 
 
 def test_model_state_bytes_by_hand() -> None:

@@ -21,13 +21,12 @@ from hetsim.devices.cpu_amx_calibration import (
     stored_fit,
 )
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
-from tests.validation_sources import ENDTOEND, is_validation_source, validation_keys
+from tests.validation_sources import is_validation_source, validation_keys
 
 # the kt-kernel tutorials behind V57-V62 (endtoend.csv sources): never a calibration point
 VALIDATION_DOCS = ("MiniMax-M2.1-Tutorial.md", "Kimi-K2-Thinking-Native.md", "Kimi-K2-Thinking.md")
 
 
-@pytest.mark.skipif(not ENDTOEND.is_file(), reason="the shared calibration data is absent")
 def test_no_point_shares_a_source_with_a_validation_row() -> None:
     _, files = validation_keys()
     assert ("kvcache-ai/ktransformers", "doc/en/kt-kernel/MiniMax-M2.1-Tutorial.md") in files

@@ -20,10 +20,9 @@ from hetsim.devices.cpu_zen_gemm_calibration import (
     stored_fit,
 )
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
-from tests.validation_sources import ENDTOEND, is_validation_source, validation_keys
+from tests.validation_sources import is_validation_source, validation_keys
 
 
-@pytest.mark.skipif(not ENDTOEND.is_file(), reason="the shared calibration data is absent")
 def test_no_point_shares_a_source_with_a_validation_row() -> None:
     threads, files = validation_keys()
     assert threads and files

@@ -19,6 +19,7 @@ from hetsim.simulator.fidelity import (
     load_published,
     load_rows,
     main,
+    shared_calibration_dir,
 )
 from hetsim.simulator.runner import as_scenario, run
 
@@ -206,12 +207,44 @@ def test_bad_rows_file_names_the_field(tmp_path: Path) -> None:
 # ---- the repository's validation/rows.yaml ------------------------------------------
 
 CALIBRATION = default_calibration_dir() / "endtoend.csv"
-needs_calibration = pytest.mark.skipif(
-    not CALIBRATION.is_file(), reason="the shared calibration data is absent"
-)
+SHARED_ENDTOEND = shared_calibration_dir() / "endtoend.csv"
 
 
-@needs_calibration
+def test_the_validation_set_ships_with_the_package() -> None:
+    """Everything ``hetsim fidelity`` reads lies under ``hetsim/`` and is matched by a
+    package-data pattern of pyproject.toml, so a wheel carries it."""
+    import fnmatch
+    import tomllib
+
+    root = default_rows().parents[1]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = data["package-data"]["hetsim"]
+    needed = [
+        CALIBRATION,
+        default_rows(),
+        *(default_rows().parent / r.scenario for r in load_rows(default_rows()).rows.values()),
+    ]
+    for path in needed:
+        assert path.is_file(), path
+        rel = (root / "hetsim" / path.relative_to(root)).relative_to(root / "hetsim")
+        assert any(fnmatch.fnmatch(str(rel), p) for p in patterns), rel
+
+
+def test_shipped_rows_match_the_shared_copy() -> None:
+    """Rows in both copies are identical (the shared copy may have rows added later)."""
+    if not SHARED_ENDTOEND.is_file():
+        pytest.skip("shared calibration folder not present")
+
+    def by_id(path: Path) -> dict[str, dict[str, str]]:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return {r["id"]: r for r in csv.DictReader(fh)}
+
+    shipped, shared = by_id(CALIBRATION), by_id(SHARED_ENDTOEND)
+    assert shipped
+    differ = [i for i in shipped if i in shared and shipped[i] != shared[i]]
+    assert differ == [], f"rows differ from the shared copy: {differ}"
+
+
 def test_every_endtoend_id_listed_once() -> None:
     rows = load_rows(default_rows())  # also refuses an id in both sections
     with CALIBRATION.open(newline="") as fh:
@@ -237,7 +270,6 @@ def test_listed_scenario_validates(row_id: str) -> None:
     assert row.column in sc.workload_cls.metrics, f"{row_id}: no metric {row.column}"
 
 
-@needs_calibration
 @pytest.mark.slow
 @pytest.mark.parametrize("row_id", FAST)
 def test_fast_subset_runs(row_id: str) -> None:

@@ -74,7 +74,6 @@ def test_l2_resident_points_are_left_out() -> None:
         assert r.n * r.k * bits[r.weights] / 8 > 6 * 2**20, r.id
 
 
-@pytest.mark.skipif(not ENDTOEND.is_file(), reason="the shared calibration data is absent")
 def test_no_gemv_point_shares_a_source_with_a_validation_row() -> None:
     """Sources are compared by repository and thread (#N) or file: the validation rows cite
     e.g. llama.cpp PR #4812 and the exllamav2 README; no GEMV point may cite either."""

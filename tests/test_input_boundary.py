@@ -242,10 +242,13 @@ def test_validate_builds_within_a_budget(
 
     import hetsim.simulator.runner as runner
 
-    def spin(*_: object) -> None:  # a build that never ends (bounded here at 5 s wall)
+    def spin(*_: object) -> None:
+        # a build that never ends: it spins until the 0.3 s CPU budget stops it, however
+        # loaded the machine (the wall-clock guard only keeps a broken budget from hanging)
         t0 = time.monotonic()
-        while time.monotonic() - t0 < 5.0:
+        while time.monotonic() - t0 < 600.0:
             pass
+        raise AssertionError("the CPU-time budget never fired")
 
     path = tmp_path / "s.yaml"
     path.write_text(TINY)

@@ -35,6 +35,7 @@ from hetsim.workloads.models.transformer_cost import (
     decode_batch,
     prefill_batch,
 )
+from tests.approx import assert_close_tree
 
 A100 = device_spec("a100-80gb")  # 312e12 fp16 FLOP/s, 2039e9 B/s (catalogue.yaml)
 FLAT = GemmFit(EfficiencyCurve(0.5), EfficiencyCurve(0.8), sharpness=200.0, floor_s=0.0)
@@ -205,7 +206,8 @@ def test_every_accelerator_says_where_its_fits_come_from() -> None:
 
 @pytest.mark.slow
 def test_calibration_reproduces_the_catalogue_and_meets_15_percent() -> None:
-    """Refitting the shipped Vidur sample gives the committed kernels.yaml, and the
+    """Refitting the shipped Vidur sample gives the committed kernels.yaml (within the
+    refit tolerance of tests/approx.py), and the
     per-operator median error is within 15% for every operator and TP degree."""
     from hetsim.devices.kernel_calibration import fit_all, fits_yaml
 
@@ -213,7 +215,7 @@ def test_calibration_reproduces_the_catalogue_and_meets_15_percent() -> None:
     committed = yaml.safe_load(KERNELS_FILE.read_text())["fits"]
     for device, fit in fits.items():
         got = fits_yaml(fit)
-        assert got["gemm"] == committed[device]["gemm"], device
+        assert_close_tree(got["gemm"], committed[device]["gemm"], what=device)
         for cls in ("gemm", "elementwise"):
             d = fit.rows[cls]
             per_op = d.assign(e=d.error.abs()).groupby(["op", "tp"]).e.median()
