@@ -24,7 +24,7 @@ import hetsim
 ROOT = Path(__file__).resolve().parent.parent
 KAIR = ROOT / "scenarios" / "kair.yaml"
 FAULTS = ROOT / "scenarios" / "faults.yaml"
-DETECTORS = ("kair", "zscore", "threshold", "kaiops")
+DETECTORS = ("kair", "kaiops-telemetry", "zscore", "threshold", "kaiops")
 
 
 def speed() -> None:

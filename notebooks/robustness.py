@@ -121,7 +121,8 @@ HEADLINES: dict[str, Headline] = {
         doc="docs/observability.md",
         by="policies.detector",
         system="Kair",
-        labels={"Kair": "kair", "z-score": "zscore", "threshold": "threshold"},
+        labels={"Kair": "kair", "KAIOPS-style (telemetry)": "kaiops-telemetry",
+                "z-score": "zscore", "threshold": "threshold"},
         metrics=(
             Metric("rank_f1", True, "rank F1"),
             Metric("rank_precision", True, "rank precision"),

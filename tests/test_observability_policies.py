@@ -67,10 +67,41 @@ def clean(ranks: int = 32, iters: int = 40, seed: int = 0) -> np.ndarray:
     return base * np.exp(0.02 * RNG(seed).standard_normal((4, ranks, iters)))
 
 
+POOLED = KairParams(baseline="pooled")  # one window, no history: the spatial test
+
+
+def test_kair_temporal_ignores_a_persistent_offset_and_finds_a_slowdown() -> None:
+    # rank 3 is healthy but always 20 % slower; rank 5 slows down by 30 % in window 4.
+    # Against its own history rank 3 is unremarkable; against the pool it is a straggler.
+    temporal, pooled = KairDetector(KairParams(), RNG(0)), KairDetector(POOLED, RNG(0))
+    for w in range(5):
+        op = clean(seed=w)
+        op[:3, 3] *= 1.2
+        if w == 4:
+            op[1:3, 5] *= 1.3
+        found_t = [f.rank for f in temporal.detect(window(op))]
+        found_p = [f.rank for f in pooled.detect(window(op))]
+        assert found_t == ([5] if w == 4 else []), (w, found_t)  # none in the first window
+        assert 3 in found_p
+    assert found_p[:2] == [3, 5] or found_p[:2] == [5, 3]
+
+
+def test_kair_temporal_keeps_flagged_windows_out_of_the_history() -> None:
+    # a rank slow for several windows stays flagged: its slow windows never become its
+    # baseline
+    det = KairDetector(KairParams(history_windows=2), RNG(0))
+    for w in range(8):
+        op = clean(seed=w)
+        if w >= 2:
+            op[1:3, 7] *= 1.3
+        found = [f.rank for f in det.detect(window(op))]
+        assert found == ([7] if w >= 2 else []), (w, found)
+
+
 def test_kair_finds_a_slow_gpu_and_calls_it_compute() -> None:
     op = clean()
     op[1:3, 5] *= 1.3  # rank 5: forward and backward 30 % slower
-    (f,) = KairDetector(KairParams(), RNG(0)).detect(window(op))
+    (f,) = KairDetector(POOLED, RNG(0)).detect(window(op))
     assert (f.rank, f.cause) == (5, "compute")
     assert f.operator in ("forward", "backward")
 
@@ -78,14 +109,14 @@ def test_kair_finds_a_slow_gpu_and_calls_it_compute() -> None:
 def test_kair_finds_a_slow_link_and_calls_it_communication() -> None:
     op = clean()
     op[3, 9] *= 1.4  # rank 9's own link time 40 % longer, compute unchanged: entries aligned
-    (f,) = KairDetector(KairParams(), RNG(0)).detect(window(op))
+    (f,) = KairDetector(POOLED, RNG(0)).detect(window(op))
     assert (f.rank, f.cause, f.operator) == (9, "communication", "send")
 
 
 def test_kair_ignores_one_hiccup_that_fools_the_zscore() -> None:
     op = clean()
     op[0, 7, 3] += 3.0  # one 3 s data-loader hiccup on rank 7: mean +75 ms, one sample of 40
-    assert KairDetector(KairParams(), RNG(0)).detect(window(op)) == ()
+    assert KairDetector(POOLED, RNG(0)).detect(window(op)) == ()
     assert [f.rank for f in ZScoreDetector(ZScoreParams(), RNG(0)).detect(window(op))] == [7]
 
 
@@ -162,3 +193,30 @@ def test_evict_replace_respects_min_slowdown() -> None:
     pol = EvictReplace(EvictReplaceParams(min_slowdown=1.2), RNG(0))
     assert pol.decide(MitigationView(0.0, f, 1.1, 0.0, 600.0, 60.0)) == "ignore"
     assert pol.decide(MitigationView(0.0, f, 1.3, 0.0, 600.0, 60.0)) == "evict"
+
+
+def test_kaiops_telemetry_reads_telemetry_against_each_ranks_history() -> None:
+    from hetsim.schedulers.observability.kaiops_telemetry import (
+        KaiopsTelemetryDetector,
+        KaiopsTelemetryParams,
+    )
+
+    # rank 3 always 20 % slower (healthy); a 3-s hiccup on rank 7 in window 2; rank 5's
+    # forward and backward 30 % slower from window 3; rank 9's own link 40 % slower from
+    # window 4 (entries aligned: communication)
+    det = KaiopsTelemetryDetector(KaiopsTelemetryParams(), RNG(0))
+    assert not getattr(det, "oracle", False)  # reads the telemetry, not the faults
+    seen = []
+    for w in range(6):
+        op = clean(seed=w)
+        op[:3, 3] *= 1.2
+        if w == 2:
+            op[0, 7, 3] += 3.0
+        if w >= 3:
+            op[1:3, 5] *= 1.3
+        if w >= 4:
+            op[3, 9] *= 1.4
+        seen.append({f.rank: f.cause for f in det.detect(window(op))})
+    assert seen[:3] == [{}, {}, {}]  # first window: history only; offset and hiccup ignored
+    assert seen[3] == {5: "compute"}
+    assert seen[4] == seen[5] == {5: "compute", 9: "communication"}

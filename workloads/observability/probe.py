@@ -5,7 +5,9 @@ telemetry detector decide there, the mechanism runs it on a probe: a replica of
 ``probe.ranks`` ranks with the job's nominal operator times, noise model and persistent
 rank factors (``observability.telemetry``). For each fail-slow fault the probe injects it
 on one rank, with the fault's kind and severity, and feeds windows of ``window_iters``
-iterations to the detector until it reports that rank (detected after that many windows'
+iterations to the detector (after ``lead_windows`` healthy windows: a fault starts on a
+running job, so a detector that compares a rank with its own history has one) until it
+reports that rank (detected after that many windows'
 wall time, with the cause it named) or ``max_windows`` pass (missed: operators find it
 after ``manual_detect_s``). Fail-stop faults are not in the telemetry (the job stops):
 the collective watchdog finds them after ``watchdog_s``. False alarms: findings in
@@ -44,6 +46,9 @@ class ProbeParams(BaseModel):
     ranks: int = Field(default=64, ge=2, le=4096)
     window_iters: int = Field(default=50, ge=2)
     max_windows: PositiveInt = Field(default=20, description="windows before a miss")
+    lead_windows: int = Field(
+        default=4, ge=0, description="healthy windows fed to the detector before each fault"
+    )
     clean_windows: PositiveInt = Field(default=8, description="fault-free windows for alarms")
     gpus_per_node: PositiveInt = 8
     link_telemetry: str = Field(default="collective", pattern="^(collective|own)$")
@@ -97,6 +102,8 @@ class TelemetryProbe:
         else:
             d = Detection(False, 0.0, "unknown")
             factor = self._factor.get(f.fault_id, 1.0)
+            for _ in range(self.p.lead_windows):
+                self.detector.detect(self._window(None, 0.0))
             for w in range(self.p.max_windows):
                 found = [x for x in self.detector.detect(self._window((f.kind, factor), 0.0))
                          if x.rank == self.fault_rank]  # fmt: skip
