@@ -27,7 +27,6 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
-from scipy.signal import lfilter
 
 from hetsim.simulator.limits import PositiveSeconds
 from hetsim.workloads.paths import resolve_path
@@ -88,8 +87,19 @@ def ar1_noise(noise: Noise, n_steps: int, rng: np.random.Generator) -> np.ndarra
     phi = noise.correlation
     z = rng.standard_normal(n_steps) * noise.cv * np.sqrt(1.0 - phi * phi)
     z[0] = rng.standard_normal() * noise.cv  # start in the stationary law
-    x = lfilter([1.0], [1.0, -phi], z)
-    return np.asarray(np.exp(x - 0.5 * noise.cv**2))
+    return np.asarray(np.exp(ar1(z, phi) - 0.5 * noise.cv**2))
+
+
+def ar1(z: np.ndarray, phi: float) -> np.ndarray:
+    """``x[0] = z[0]``, ``x[n] = z[n] + phi x[n-1]``: the recursion scipy's
+    ``lfilter([1], [1, -phi], z)`` computes, term for term in the same floating-point
+    order (so the same bits), without importing scipy.signal (0.7 s of CPU)."""
+    x = np.empty(len(z))
+    prev = 0.0
+    for i, v in enumerate(z.tolist()):
+        prev = v + phi * prev
+        x[i] = prev
+    return x
 
 
 def burst_factor(
