@@ -181,9 +181,7 @@ class TeeNnaWorkload(Workload):
         micro = {m: self._micro(t, cfg, m, sent, received) for m in options if m > 1}
         view = ExecutionView(tuple(self.nnas), ops, cfg.enclave.setup_latency_s)
         view = view._replace(micro_batch_options=options, micro=micro)
-        return view._replace(
-            estimate_s=lambda pl, d, m=1: makespan_s(step_tasks(view, pl, d, m))
-        )
+        return view._replace(estimate_s=lambda pl, d, m=1: makespan_s(step_tasks(view, pl, d, m)))
 
     def _micro(
         self, t: Any, cfg: NnaCostConfig, m: int, sent: np.ndarray, received: np.ndarray
