@@ -130,4 +130,20 @@ def test_bad_inputs_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture
     bad.write_text(NNA.read_text().replace("steps: 10", "steps: 10\n  nna_dtype: fp64"))
     assert main(["run", str(bad), *out]) == 2
     assert "nna_dtype" in capsys.readouterr().err
+    # one CPU thread budget, at most the CPU's cores; micro-batches the workload offers
+    bad.write_text(TT.read_text().replace("steps: 20", "steps: 20\n  cpu_threads: 99"))
+    assert main(["run", str(bad), *out]) == 2
+    assert "cpu_threads: 99 exceeds the 56 cores" in capsys.readouterr().err
+    bad.write_text(
+        NNA.read_text().replace("steps: 10", "steps: 10\n  micro_batch_options: [1, 128]")
+    )
+    assert main(["run", str(bad), *out]) == 2
+    assert "micro_batch_options: 128 exceeds the batch 64" in capsys.readouterr().err
+    bad.write_text(
+        NNA.read_text().replace(
+            "execution: pipelined", "execution: {name: pipelined, micro_batches: 3}"
+        )
+    )
+    assert main(["run", str(bad), *out]) == 2
+    assert "policies.execution.micro_batches: 3" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -51,7 +51,8 @@ class PipelinedExecution:
             m = best_micro_batches(view, placement, p.depth)[1]
         elif m not in view.micro_batch_options:
             raise ValueError(
-                f"micro_batches: {m} is not among the workload's micro_batch_options "
+                f"policies.execution.micro_batches: {m} is not among the workload's "
+                f"micro_batch_options "
                 f"{view.micro_batch_options}"
             )
         return ExecutionPlan(placement, p.depth, m)

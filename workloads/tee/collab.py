@@ -79,7 +79,9 @@ class TeeCollabParams(WorkloadParams):
         "re-encryption share them (None: every core, as DeepSpeed's CPU Adam runs)",
     )
     cpu_crypto_Bps: float | None = Field(
-        default=None, gt=0, description="override of the re-encryption rate (sensitivity)"
+        default=None,
+        gt=0,
+        description="override of the re-encryption rate (sensitivity; ignores cpu_threads)",
     )
     cpu_mee: str = Field(default="sgx-mee-hw", description="inline engine of CPU memory")
     cpu_mee_lanes: PositiveInt = Field(

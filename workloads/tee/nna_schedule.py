@@ -81,13 +81,16 @@ def step_tasks(
         return len(tasks) - 1
 
     last_key: list[int | None] = [None] * m
+
+    def tag(b: int) -> str:
+        return "" if m == 1 else f" mb{b}"
+
     passes = (("fwd", range(n), FWD_SHARE), ("bwd", range(n - 1, -1, -1), 1 - FWD_SHARE))
     for phase, order, share in passes:
         for i in order:
             op, k = view.ops[i], placement[i]
             toll = view.switch_s if (k != prev_dev and overhead) else 0.0
             prev_dev = k
-            tag = (lambda b: "") if m == 1 else (lambda b: f" mb{b}")
             if k == TEE:
                 for b in range(m):
                     dur = share * op.tee_s / m + toll
