@@ -10,7 +10,7 @@ import pytest
 from hetsim.schedulers.tee.nappa import NappaExecution, NappaParams
 from hetsim.workloads.tee.dag import Task, makespan_s, task_ends_s
 from hetsim.workloads.tee.nna_schedule import step_tasks
-from hetsim.workloads.tee.view import DECOMPOSE, TEE, ExecutionView, OpView
+from hetsim.workloads.tee.view import DECOMPOSE, TEE, ExecutionView, MicroTimes, OpView
 
 RNG = np.random.default_rng(0)
 
@@ -93,3 +93,39 @@ def test_nappa_decomposes_when_metakeys_dominate() -> None:
     plan = NappaExecution(NappaParams(), RNG).plan(view)
     assert plan.placement == (DECOMPOSE, DECOMPOSE)
     assert makespan_s(step_tasks(base, plan.placement, 1)) == pytest.approx(10.0)  # 2 x 5
+
+
+def _one_op(crossings_s: float = 0.0) -> ExecutionView:
+    # one op: mask 3, unmask + nonlinear 3 (of it crossings_s per interaction), NNA 6;
+    # at 2 micro-batches the NNA takes 3 per micro-batch (no link time)
+    op = OpView("op", True, 10.0, 6.0, (6.0,), (0.0,), 3.0, 0.0, crossings_s, 1.0)
+    micro = {2: (MicroTimes((3.0,), (0.0,)),)}
+    return ExecutionView(("nna",), (op,), 0.0, micro_batch_options=(1, 2), micro=micro)
+
+
+def test_micro_batch_interleaving_equals_the_hand_schedule() -> None:
+    view = _one_op()
+    # one batch: forward mask 1 + NNA 2 + unmask 1, backward 2 + 4 + 2: 12 in series
+    assert makespan_s(step_tasks(view, (0,), 1)) == pytest.approx(12.0)
+    # two micro-batches (hand list schedule, TEE FIFO): fwd mask0 [0,.5], mask1 [.5,1],
+    # NNA0 [.5,1.5], NNA1 [1.5,2.5], unmask0 [1.5,2]; bwd mask0 [2,3]; fwd unmask1
+    # [3,3.5]; bwd NNA0 [3,5], bwd mask1 [3.5,4.5], bwd NNA1 [5,7], bwd unmask0 [5,6],
+    # bwd unmask1 [7,8]
+    assert makespan_s(step_tasks(view, (0,), 1, 2)) == pytest.approx(8.0)
+
+
+def test_micro_batches_conserve_work_and_pay_crossings_per_micro_batch() -> None:
+    view = _one_op(crossings_s=0.6)
+
+    def tee_busy(m: int, **kw: bool) -> float:
+        return sum(t.duration_s for t in step_tasks(view, (0,), 1, m, **kw) if t.resource == "tee")
+
+    # masking, unmasking and nonlinear work split over the micro-batches; each
+    # micro-batch pays its own ECALL/OCALLs (0.6 per op and step): +0.6 at m = 2
+    assert tee_busy(1) == pytest.approx(6.0)
+    assert tee_busy(2) == pytest.approx(6.6)
+    # without the protection overhead only the nonlinear work (1.0) is left on the TEE
+    assert tee_busy(2, overhead=False) == pytest.approx(1.0)
+    assert tee_busy(1, overhead=False) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="4 micro-batches"):
+        step_tasks(view, (0,), 1, 4)

@@ -38,12 +38,23 @@ def test_residual_costs_move_the_overhead() -> None:
     assert 0 < slow["step_s"] - base["step_s"] <= 24e-3 + 1e-9
 
 
-def test_cpu_crypto_threads_set_the_reencryption_rate() -> None:
-    one = _run(policies__protection="cacheline")
-    four = _run(policies__protection="cacheline", workload__cpu_crypto_threads=4)
+def test_one_cpu_thread_budget_for_adam_and_reencryption() -> None:
+    one = _run(policies__protection="cacheline", workload__cpu_threads=1)
+    four = _run(policies__protection="cacheline", workload__cpu_threads=4)
     # re-encryption is 4 crypto passes per byte moved; 4 threads cut it about 4x
     assert four["reencrypt_s"] == pytest.approx(one["reencrypt_s"] / 4, rel=0.15)
     assert four["reencrypt_bytes"] == one["reencrypt_bytes"]
+    # the default budget is every core (56 on the Xeon 8480), for every protection
+    full = {s: _run(policies__protection=s) for s in ("cacheline", "tensortee", "none")}
+    assert {r["cpu_threads"] for r in full.values()} == {56}
+    # Adam runs on the same threads: one thread slows the unprotected step too
+    # (Adam's 32 B/param of traffic at one core's 25 GB/s instead of the socket's)
+    plain_one = _run(policies__protection="none", workload__cpu_threads=1)
+    assert plain_one["step_s"] > 2 * full["none"]["step_s"]
+    # with equal budgets the cacheline baseline's re-encryption shrinks with the threads:
+    # at the full socket it is 4 x 2 x 2.6 GB of AES-GCM at 56 x 3.125 GB/s, about 0.12 s
+    assert full["cacheline"]["reencrypt_s"] < 0.2 * one["reencrypt_s"]
+    assert full["cacheline"]["step_s"] < 2 * full["tensortee"]["step_s"]
 
 
 def test_task_graph_equals_the_flow_shop() -> None:

@@ -18,6 +18,8 @@ on both (once entering the first op, twice per boundary: forward and backward).
 Candidates on the final front are then re-ranked with the mechanism's estimator
 (``view.estimate_s``, the step's own task graph), and the best estimate wins. With
 ``exhaustive_limit`` or fewer placements in total, every placement is estimated instead.
+Each candidate is estimated at every micro-batch count the view offers (the same
+interleaving DAC'23's pipelined policy gets), and the best (placement, count) wins.
 Reconstructed: the decomposition's TEE cost is priced like masking plus unmasking, the
 DP-then-rerank search is this implementation's (the paper's heuristic is not public).
 """
@@ -38,6 +40,7 @@ from hetsim.workloads.tee.view import (
     ExecutionPlan,
     ExecutionView,
     OpView,
+    best_micro_batches,
     post_s,
 )
 
@@ -135,6 +138,24 @@ def allocate(view: ExecutionView, p: NappaParams) -> tuple[int, ...]:
     return min(cands, key=lambda pl: (est(pl, p.depth), pl))
 
 
+def allocate_interleaved(view: ExecutionView, p: NappaParams) -> tuple[tuple[int, ...], int]:
+    """(placement, micro-batches): :func:`allocate`'s candidates, each at its best
+    micro-batch count of ``view.micro_batch_options`` by the estimator."""
+    if view.estimate_s is None or view.micro_batch_options == (1,):
+        return allocate(view, p), 1
+    n_nnas = len(view.nnas)
+    per_op = [[c.device for c in choices(op, n_nnas, p.depth, p.decompose)] for op in view.ops]
+    if math.prod(len(c) for c in per_op) <= p.exhaustive_limit:
+        cands = [tuple(pl) for pl in itertools.product(*per_op)]
+    else:
+        front = pareto_placements(view, p)
+        front.sort(key=lambda q: (max(q[0], q[1]), q[2]))
+        cands = [q[2] for q in front[: p.rerank]]
+    scored = [(*best_micro_batches(view, pl, p.depth), pl) for pl in cands]
+    _, m, pl = min(scored, key=lambda s: (s[0], s[1], s[2]))
+    return pl, m
+
+
 @policies.register("tee.execution", "nappa")
 class NappaExecution:
     """Ops in the TEE, masked on an NNA or decomposed across NNAs, for the least
@@ -146,5 +167,7 @@ class NappaExecution:
         self.params = params
 
     def plan(self, view: ExecutionView) -> ExecutionPlan:
-        """DP over the op chain, re-ranked by the mechanism's estimate; ``depth``."""
-        return ExecutionPlan(allocate(view, self.params), self.params.depth)
+        """DP over the op chain, re-ranked by the mechanism's estimate at every offered
+        micro-batch count; ``depth``."""
+        placement, m = allocate_interleaved(view, self.params)
+        return ExecutionPlan(placement, self.params.depth, m)

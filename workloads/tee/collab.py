@@ -8,7 +8,11 @@ bounce-buffer passes, verification stalls, TensorTEE's residual costs), sizes th
 micro-batches to what fits in accelerator memory once MACs are stored, and runs every
 step as a task graph of SimPy processes (forward and backward on the accelerator,
 engine passes, copies on each PCIe direction, Adam on the CPU; :mod:`workloads.tee.dag`);
-spans are recorded for the first ``trace_steps`` steps. The same model is also priced
+spans are recorded for the first ``trace_steps`` steps. The CPU side has one thread
+budget (``cpu_threads``, default every core: DeepSpeed's CPU Adam runs an OpenMP loop
+over all threads, ``csrc/adam/cpu_adam_impl.cpp``): Adam runs on it, and so does the
+software re-encryption of the protections that re-encrypt transfers (``cpu_crypto``
+per thread), so no protection gets more CPU than another. The same model is also priced
 unprotected and with each security cost switched off in turn, which attributes the
 step's overhead to re-encryption, verification and metadata (in that order).
 """
@@ -31,6 +35,7 @@ from hetsim.workloads.tee.collab_costs import (
     StepResult,
     Toggles,
     accel_footprint,
+    cpu_thread_shares,
     step,
     streams,
 )
@@ -68,11 +73,15 @@ class TeeCollabParams(WorkloadParams):
     cpu_crypto: str = Field(
         default="aesni-gcm", description="software AES engine of transfer re-encryption"
     )
-    cpu_crypto_threads: PositiveInt = Field(
-        default=1, description="enclave threads re-encrypting (reconstruction)"
+    cpu_threads: PositiveInt | None = Field(
+        default=None,
+        description="CPU threads of the step's CPU side: Adam and any software "
+        "re-encryption share them (None: every core, as DeepSpeed's CPU Adam runs)",
     )
     cpu_crypto_Bps: float | None = Field(
-        default=None, gt=0, description="override of the re-encryption rate (sensitivity)"
+        default=None,
+        gt=0,
+        description="override of the re-encryption rate (sensitivity; ignores cpu_threads)",
     )
     cpu_mee: str = Field(default="sgx-mee-hw", description="inline engine of CPU memory")
     cpu_mee_lanes: PositiveInt = Field(
@@ -126,6 +135,7 @@ class TeeCollabWorkload(Workload):
         "accel_meta_capacity_bytes": "accelerator memory holding stored metadata",
         "cpu_meta_capacity_bytes": "CPU memory holding stored metadata",
         "micro_batches": "micro-batches per step (fewer fit when MACs take memory)",
+        "cpu_threads": "CPU threads running Adam and any software re-encryption",
         "accel_utilisation": "accelerator compute seconds / step_s",
         "makespan_s": "end time of the last step",
     }
@@ -145,6 +155,10 @@ class TeeCollabWorkload(Workload):
         if cpu is None:
             raise ValueError(f"accelerator {self.accel_name} has no CPU on its node")
         self.cpu_name = cpu
+        cores = cluster.device(cpu).spec.cores
+        self.cpu_threads = params.cpu_threads or cores or 1
+        if cores and self.cpu_threads > cores:
+            raise ValueError(f"cpu_threads: {self.cpu_threads} exceeds the {cores} cores of {cpu}")
         accel = cluster.device(self.accel_name).spec
         accel.peak(params.dtype)  # KeyError naming the dtypes if unsupported
         base = self._config(micro_batches=1)
@@ -162,7 +176,9 @@ class TeeCollabWorkload(Workload):
     def _config(self, micro_batches: int) -> CollabConfig:
         p, s = self.params, self.shape
         seqs = -(-p.batch_sequences // micro_batches)
-        crypto = p.cpu_crypto_Bps or aes_engine(p.cpu_crypto, p.cpu_crypto_threads).throughput_Bps
+        threads = self.cpu_threads
+        crypto = p.cpu_crypto_Bps or aes_engine(p.cpu_crypto, threads).throughput_Bps
+        cpu = self.cluster.device(self.cpu_name).spec
         return CollabConfig(
             s, self.cluster.device(self.accel_name).spec, self.cluster.device(self.cpu_name).spec,
             p.dtype, p.seq_len, seqs * p.seq_len, micro_batches, p.act_bytes_per_token_hidden,
@@ -174,6 +190,7 @@ class TeeCollabWorkload(Workload):
             aes_engine(p.cpu_mee, p.cpu_mee_lanes), p.accel_mac_Bps, p.mlp,
             p.tensors_per_layer, p.detect_window_bytes, p.detect_miss_rate, p.detector_streams,
             p.commit_latency_s, p.verify_window_layers,
+            cpu_thread_shares(cpu, threads),
         )  # fmt: skip
 
     def _fit(self, plan: ProtectionPlan) -> CollabConfig:
@@ -278,6 +295,7 @@ class TeeCollabWorkload(Workload):
             "accel_meta_capacity_bytes": self.accel_meta,
             "cpu_meta_capacity_bytes": self.cpu_meta,
             "micro_batches": self.cfg.micro_batches,
+            "cpu_threads": self.cpu_threads,
             "accel_utilisation": (r.forward_s + r.backward_s) / r.step_s,
             "makespan_s": end_s,
         }

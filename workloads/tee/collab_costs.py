@@ -13,7 +13,9 @@ weights, momentum and variance on the CPU; Rajbhandari et al., ZeRO, SC'20):
   (2 B/param);
 - CPU per layer: Adam reads fp32 param, m, v and the fp16 grad (14 B/param) and writes
   param, m, v and the fp16 param copy (14 B/param); the DMA lands grads (2 B/param) and
-  reads params (2 B/param) in CPU memory.
+  reads params (2 B/param) in CPU memory. Adam runs on the step's CPU threads: their
+  share of the cores and of the socket's bandwidth (:func:`cpu_thread_shares`); the
+  software re-encryption of transfers runs on the same threads, in series with Adam.
 
 A step is ``M`` forward passes and ``M - 1`` backward passes, then the last backward
 pipelined layer by layer with the grad transfer, the CPU's Adam and the param transfer
@@ -53,6 +55,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hetsim.devices.cpu import cpu_kernels
 from hetsim.devices.enclave import EnclaveSpec
 from hetsim.devices.mee import LINE_BYTES, AesEngine
 from hetsim.devices.roofline import op_time_s
@@ -105,6 +108,23 @@ class CollabConfig:
     detector_streams: int = 16
     commit_latency_s: float = 0.0
     verify_window_layers: int = 1
+    #: (compute, memory-bandwidth) shares of the CPU that its ``cpu_threads`` get
+    cpu_shares: tuple[float, float] = (1.0, 1.0)
+
+
+def cpu_thread_shares(cpu: DeviceSpec, threads: int) -> tuple[float, float]:
+    """(compute, memory-bandwidth) shares of ``cpu`` that ``threads`` threads get:
+    threads / cores, and threads x the core's streaming bandwidth over the socket's
+    achievable bandwidth, capped at 1 (``devices/cpu_kernels.yaml`` ``core_bandwidth_Bps``,
+    the rule of :class:`devices.cpu.CpuModel`; 1 for a CPU without kernel constants)."""
+    if cpu.cores <= 0:
+        return 1.0, 1.0
+    try:
+        core_Bps = cpu_kernels(cpu.name).core_bandwidth_Bps
+    except ValueError:
+        return min(1.0, threads / cpu.cores), 1.0
+    achievable = cpu.memory_bandwidth_Bps * cpu.memory_efficiency.max_eff
+    return min(1.0, threads / cpu.cores), min(1.0, threads * core_Bps / achievable)
 
 
 class Toggles(NamedTuple):
@@ -281,8 +301,12 @@ def stage_row(
     grads, params = transfer_passes(cfg, plan, t)
     cpu = [traffic[k] for k in CPU_STREAMS]
     p_layer = cfg.shape.params / cfg.shape.layers
+    c_share, m_share = cfg.cpu_shares
     adam = op_time_s(
-        cfg.cpu, cfg.adam_flops_per_param * p_layer, sum(c.total_bytes for c in cpu), "fp32"
+        cfg.cpu,
+        cfg.adam_flops_per_param * p_layer / c_share,
+        sum(c.total_bytes for c in cpu) / m_share,
+        "fp32",
     )
     if cfg.cpu_mee is not None and t.metadata:
         adam = max(adam, sum(c.engine_bytes for c in cpu) / cfg.cpu_mee.throughput_Bps)

@@ -3,10 +3,12 @@
 The ``tee.execution`` policy places each op in the TEE, on an NNA or decomposed across
 the NNAs, and picks the meta-key prefetch depth; the mechanism prices every op
 (:mod:`workloads.tee.nna_costs`) and runs each step as a task graph with the ops' true
-dependencies (:mod:`workloads.tee.nna_schedule`): masking, unmasking and nonlinear work
-stay on the critical path, only meta-key generation runs ahead (as SimPy processes on
-the TEE and on each NNA, :mod:`workloads.tee.dag`). The policy's view carries the same
-graph as an estimator. Micro-batch interleaving is not modelled.
+dependencies (:mod:`workloads.tee.nna_schedule`): within a micro-batch masking,
+unmasking and nonlinear work stay on the critical path and only meta-key generation
+runs ahead; with the batch split into micro-batches (the plan's ``micro_batches``, one
+of ``micro_batch_options``) the TEE's conversion and interaction for one micro-batch
+overlap the NNA's work on another (as SimPy processes on the TEE and on each NNA,
+:mod:`workloads.tee.dag`). The policy's view carries the same graph as an estimator.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.cpu import cpu_kernels
 from hetsim.devices.enclave import EnclaveSpec
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
@@ -36,7 +39,7 @@ from hetsim.workloads.tee.nna_costs import (
 )
 from hetsim.workloads.tee.nna_schedule import step_tasks
 from hetsim.workloads.tee.secure import tee_preset
-from hetsim.workloads.tee.view import DECOMPOSE, TEE, ExecutionPlan, ExecutionView
+from hetsim.workloads.tee.view import DECOMPOSE, TEE, ExecutionPlan, ExecutionView, MicroTimes
 
 
 class TeeNnaParams(WorkloadParams):
@@ -63,7 +66,19 @@ class TeeNnaParams(WorkloadParams):
     )
     unmask_bytes_per_element: float = Field(default=12.0, ge=0, description="read y, key, write")
     nonlinear_bytes_per_element: float = Field(default=8.0, ge=0, description="read, write")
-    metakey_flops_per_element: float = Field(default=4.0, ge=0, description="reconstruction")
+    metakey_cycles_per_byte: float = Field(
+        default=0.63,
+        ge=0,
+        description="keyed-primitive cost of meta-key material per enclave thread: "
+        "AES-128-GCM on Skylake (OpenSSL aesni-gcm-x86_64.pl); range 0.16 (VAES) to 7.7 "
+        "(SHA-256, OpenSSL sha256-586.pl)",
+    )
+    micro_batch_options: list[PositiveInt] = Field(
+        default=[1, 2, 4, 8],
+        min_length=1,
+        description="micro-batch counts the policy may interleave (reconstruction: "
+        "DAC'23's count is not public)",
+    )
     core_bandwidth_Bps: float = Field(
         default=12e9,
         gt=0,
@@ -89,6 +104,12 @@ class TeeNnaWorkload(Workload):
         "metakey_s": "meta-key generation seconds per step (the prefetchable TEE work)",
         "hidden_share": "1 - (step_s - step_s without meta-key work) / metakey_s: share of "
         "the meta-key work off the critical path (0 when there is none)",
+        "overhead_s": "TEE seconds per step of protection overhead: masking, conversion, "
+        "unmasking, meta-keys, ECALL/OCALLs, switch tolls (not nonlinear work)",
+        "hidden_overhead_share": "1 - (step_s - step_s without that overhead) / overhead_s: "
+        "share of the conversion and interaction overhead off the critical path (DAC'23's "
+        "87.1%; 0 when there is none)",
+        "micro_batches": "micro-batches interleaved per step (plan)",
         "offloaded_ops": "ops placed on an NNA (masked or decomposed)",
         "decomposed_ops": "ops decomposed across the NNAs",
         "depth": "meta-key prefetch depth of the plan",
@@ -115,19 +136,27 @@ class TeeNnaWorkload(Workload):
         self.view = self._view(self._config())
         self.plan: ExecutionPlan = policies["execution"].plan(self.view)
         self._check_plan()
-        self.tasks = step_tasks(self.view, self.plan.placement, self.plan.depth)
+        pl, d, m = self.plan.placement, self.plan.depth, self.plan.micro_batches
+        self.tasks = step_tasks(self.view, pl, d, m)
         self.step_s = makespan_s(self.tasks)
-        no_keys = step_tasks(self.view, self.plan.placement, self.plan.depth, metakeys=False)
-        self.exposed_metakey_s = self.step_s - makespan_s(no_keys)
+        self.exposed_metakey_s = self.step_s - makespan_s(
+            step_tasks(self.view, pl, d, m, metakeys=False)
+        )
+        bare = step_tasks(self.view, pl, d, m, overhead=False)
+        self.overhead_s = sum(
+            a.duration_s - b.duration_s for a, b in zip(self.tasks, bare, strict=True)
+        )
+        self.exposed_overhead_s = self.step_s - makespan_s(bare)
         self._done_steps = 0
 
     def _config(self) -> NnaCostConfig:
         p = self.params
+        clock = _clock_hz(self.cluster.device(self.cpu).spec.name)
         return NnaCostConfig(
             p.batch, p.tee_cores, p.tee_dtype, p.nna_dtype, p.epc_bytes,
             p.masked_bytes_per_element, p.mask_bytes_per_element, p.unmask_bytes_per_element,
-            p.nonlinear_bytes_per_element, p.metakey_flops_per_element, p.core_bandwidth_Bps,
-            self._enclave(),
+            p.nonlinear_bytes_per_element, p.metakey_cycles_per_byte, p.core_bandwidth_Bps,
+            self._enclave(), clock,
         )  # fmt: skip
 
     def _enclave(self) -> EnclaveSpec:
@@ -146,8 +175,27 @@ class TeeNnaWorkload(Workload):
         if all(np.isinf(a).all() for a in nna):
             raise ValueError(f"no NNA of {self.nnas} has a {cfg.nna_dtype} peak (nna_dtype)")
         ops = op_views(t, tee_only_s(t, cpu, cfg), protect_parts(t, cpu, cfg), nna, xfer)
+        options = tuple(sorted(set(self.params.micro_batch_options)))
+        if options[-1] > cfg.batch:
+            raise ValueError(f"micro_batch_options: {options[-1]} exceeds the batch {cfg.batch}")
+        micro = {m: self._micro(t, cfg, m, sent, received) for m in options if m > 1}
         view = ExecutionView(tuple(self.nnas), ops, cfg.enclave.setup_latency_s)
-        return view._replace(estimate_s=lambda pl, d: makespan_s(step_tasks(view, pl, d)))
+        view = view._replace(micro_batch_options=options, micro=micro)
+        return view._replace(estimate_s=lambda pl, d, m=1: makespan_s(step_tasks(view, pl, d, m)))
+
+    def _micro(
+        self, t: Any, cfg: NnaCostConfig, m: int, sent: np.ndarray, received: np.ndarray
+    ) -> tuple[MicroTimes, ...]:
+        """Per op, link and NNA seconds of one of ``m`` micro-batches on each NNA: the
+        NNA's roofline at batch / m, one copy each way of 1/m of the step's elements."""
+        small = dataclasses.replace(cfg, batch=cfg.batch / m)  # type: ignore[arg-type]
+        nna = [nna_s(t, self.cluster.device(n).spec, small) for n in self.nnas]
+        bpe = cfg.masked_bytes_per_element
+        xfer = [self._xfer_s(n, sent / m, received / m, bpe) for n in self.nnas]
+        return tuple(
+            MicroTimes(tuple(float(a[i]) for a in nna), tuple(float(a[i]) for a in xfer))
+            for i in range(len(t))
+        )
 
     def _xfer_s(self, nna: str, sent: np.ndarray, recv: np.ndarray, bpe: float) -> np.ndarray:
         c = self.cluster
@@ -160,6 +208,11 @@ class TeeNnaWorkload(Workload):
         ops, plan = self.view.ops, self.plan
         if len(plan.placement) != len(ops) or plan.depth < 0:
             raise InvariantViolation(f"execution plan {plan} does not fit {len(ops)} ops")
+        if plan.micro_batches not in self.view.micro_batch_options:
+            raise InvariantViolation(
+                f"plan interleaves {plan.micro_batches} micro-batches; the workload offers "
+                f"{self.view.micro_batch_options} (micro_batch_options)"
+            )
         for op, k in zip(ops, plan.placement, strict=True):
             if k == TEE:
                 continue
@@ -222,8 +275,22 @@ class TeeNnaWorkload(Workload):
             "nna_work_s": nna,
             "metakey_s": keys,
             "hidden_share": 1.0 - self.exposed_metakey_s / keys if keys > 0 else 0.0,
+            "overhead_s": self.overhead_s,
+            "hidden_overhead_share": 1.0 - self.exposed_overhead_s / self.overhead_s
+            if self.overhead_s > 0
+            else 0.0,
+            "micro_batches": self.plan.micro_batches,
             "offloaded_ops": sum(1 for k in self.plan.placement if k != TEE),
             "decomposed_ops": sum(1 for k in self.plan.placement if k == DECOMPOSE),
             "depth": self.plan.depth,
             "makespan_s": end_s,
         }
+
+
+def _clock_hz(cpu_type: str) -> float:
+    """The CPU's clock from ``devices/cpu_kernels.yaml`` (2 GHz for a CPU without
+    kernel constants: the catalogue's Xeon base clock)."""
+    try:
+        return cpu_kernels(cpu_type).clock_hz
+    except ValueError:
+        return 2.0e9

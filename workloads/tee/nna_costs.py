@@ -9,10 +9,18 @@ Offloaded (masked) to an NNA, a linear op costs
 
 - in the TEE (``protect_s``): masking and type conversion of every input element
   (``mask_bytes_per_element``), unmasking with the meta-key of every output element
-  (``unmask_bytes_per_element``), meta-key generation (``metakey_flops_per_element``
-  per output element: the incremental update of W r by the step's rank-B weight change,
-  reconstruction), the nonlinear work, the weight update, and two enclave crossings
-  (ECALL/OCALL, the preset's ``setup_latency_s``) per GEMM;
+  (``unmask_bytes_per_element``), meta-key generation, the nonlinear work, the weight
+  update, and two enclave crossings (ECALL/OCALL, the preset's ``setup_latency_s``) per
+  GEMM. A meta-key is keyed pseudo-random material, one ``masked_bytes_per_element``
+  field element per element received, made by the enclave's threads with a keyed
+  primitive at ``metakey_cycles_per_byte`` per thread at the CPU's clock
+  (``devices/cpu_kernels.yaml``): 0.63 cycles/B by default, AES-128-GCM on Skylake
+  (OpenSSL ``crypto/modes/asm/aesni-gcm-x86_64.pl``, raw profiled figure); the
+  robustness range runs from 0.16 (VAES AES-GCM, Drucker, Gueron, Krasnov 2018) to 7.7
+  (SHA-256 on Skylake, OpenSSL ``crypto/sha/asm/sha256-586.pl``, x86_64 column), a
+  cipher-based to a hash-based derivation. The algebraic correction (an incremental
+  W r update) is not priced on top: it is a few FLOPs per element at AVX-512 rates,
+  below the primitive's cost at every point of that range;
 - on the link: masked inputs (forward input, output gradient, both for the weight
   gradient) and the weights to the NNA, masked outputs back, at
   ``masked_bytes_per_element`` (reconstruction: 32-bit field elements as in Slalom);
@@ -49,9 +57,10 @@ class NnaCostConfig:
     mask_bytes_per_element: float
     unmask_bytes_per_element: float
     nonlinear_bytes_per_element: float
-    metakey_flops_per_element: float
+    metakey_cycles_per_byte: float
     core_bandwidth_Bps: float
     enclave: EnclaveSpec
+    clock_hz: float = 2.0e9  # the CPU's clock (devices/cpu_kernels.yaml)
 
 
 def tee_scale(cpu: DeviceSpec, cores: int | None, core_Bps: float) -> tuple[float, float]:
@@ -141,9 +150,20 @@ def protect_parts(t: LayerTable, cpu: DeviceSpec, cfg: NnaCostConfig) -> dict[st
         + paging * np.divide(v, total, out=zero.copy(), where=total > 0)
         for k, v in traffic.items()
     }
-    out["metakey"] = _cpu_times(cpu, cfg.metakey_flops_per_element * received, zero, cfg)
+    out["metakey"] = metakey_s(received, cpu, cfg)
     out["crossings"] = np.full(len(t), 6 * cfg.enclave.setup_latency_s)  # 2 per GEMM
     return out
+
+
+def metakey_s(received: np.ndarray, cpu: DeviceSpec, cfg: NnaCostConfig) -> np.ndarray:
+    """Seconds per op of making one meta-key element per element received (module doc):
+    bytes x cycles/byte over the enclave threads' cycles per second."""
+    threads = cfg.tee_cores if cfg.tee_cores is not None else cpu.cores
+    if cpu.cores > 0:
+        threads = min(threads, cpu.cores)  # as tee_scale
+    threads = max(threads, 1)
+    nbytes = cfg.masked_bytes_per_element * np.asarray(received, dtype=float)
+    return np.asarray(nbytes * cfg.metakey_cycles_per_byte / (threads * cfg.clock_hz))
 
 
 def protect_s(t: LayerTable, cpu: DeviceSpec, cfg: NnaCostConfig) -> np.ndarray:
@@ -181,6 +201,8 @@ def op_views(
             tuple(float(a[i]) for a in xfer),
             float(parts["mask"][i]),
             float(parts["metakey"][i]),
+            float(parts["crossings"][i]),
+            float(parts["nonlinear"][i]),
         )
         for i in range(len(t))
     )

@@ -11,7 +11,8 @@ each op and chooses the prefetch depth.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from typing import Annotated, Literal, NamedTuple, Protocol
 
 from pydantic import AfterValidator
@@ -93,6 +94,15 @@ class OpView(NamedTuple):
     xfer_s: tuple[float, ...]  # masked input and output over the link to each NNA
     mask_s: float = 0.0  # part of protect_s before the NNA: masking, type conversion
     metakey_s: float = 0.0  # part of protect_s that can be prefetched: meta-key generation
+    crossings_s: float = 0.0  # part of protect_s paid per interaction: ECALL/OCALL pairs
+    nonlinear_s: float = 0.0  # part of protect_s a TEE-only run does too: nonlinear, update
+
+
+class MicroTimes(NamedTuple):
+    """One op's link and NNA seconds per micro-batch on each NNA at some micro-batch count."""
+
+    nna_s: tuple[float, ...]
+    xfer_s: tuple[float, ...]
 
 
 class ExecutionView(NamedTuple):
@@ -101,17 +111,35 @@ class ExecutionView(NamedTuple):
     nnas: tuple[str, ...]
     ops: tuple[OpView, ...]
     switch_s: float  # enclave exit/entry when consecutive ops run on different devices
-    #: the mechanism's estimate of a plan's step time (placement, depth) -> seconds: the
-    #: same task graph the step runs (None: no estimator offered)
-    estimate_s: Callable[[tuple[int, ...], int], float] | None = None
+    #: the mechanism's estimate of a plan's step time (placement, depth[, micro-batches])
+    #: -> seconds: the same task graph the step runs (None: no estimator offered)
+    estimate_s: Callable[..., float] | None = None
+    #: micro-batch counts the mechanism can interleave, and per count the ops' per
+    #: micro-batch link and NNA times (count 1: the ops' own ``nna_s``, ``xfer_s``)
+    micro_batch_options: tuple[int, ...] = (1,)
+    micro: Mapping[int, tuple[MicroTimes, ...]] | None = None
 
 
 class ExecutionPlan(NamedTuple):
-    """Placement per op (:data:`TEE`, :data:`DECOMPOSE` or an NNA index) and the
-    meta-key prefetch depth."""
+    """Placement per op (:data:`TEE`, :data:`DECOMPOSE` or an NNA index), the meta-key
+    prefetch depth and the number of micro-batches interleaved."""
 
     placement: tuple[int, ...]
     depth: int  # 0: no pipelining
+    micro_batches: int = 1  # 1: the batch goes through each op in one piece
+
+
+def best_micro_batches(
+    view: ExecutionView, placement: tuple[int, ...], depth: int
+) -> tuple[float, int]:
+    """(estimate, count) of the micro-batch count of ``view.micro_batch_options`` with
+    the lowest estimated step time for this placement (ties: the fewest)."""
+    if view.estimate_s is None:
+        return math.inf, 1
+    return min(
+        (view.estimate_s(placement, depth, m) if m > 1 else view.estimate_s(placement, depth), m)
+        for m in view.micro_batch_options
+    )
 
 
 class ExecutionPolicy(Protocol):
