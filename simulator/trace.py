@@ -31,6 +31,16 @@ far after the start of the span it enters (10 ns): viewers bind a flow point to 
 span that encloses its time, and a span's end instant belongs to the next one."""
 
 
+def _ns(t_s: float) -> int:
+    """A time on the trace's grid: whole nanoseconds."""
+    return round(t_s * 1e9)
+
+
+def _us(ns: int) -> float:
+    """Whole nanoseconds as the format's microseconds (three decimals, exact as text)."""
+    return ns / 1000
+
+
 def _counter_unit(kind: str) -> str:
     return COUNTER_UNITS.get(kind, "value")
 
@@ -74,8 +84,11 @@ def trace_events(recorder: Recorder) -> list[dict[str, Any]]:
             "name": span_name,
             "pid": pid[track.group],
             "tid": tid[track_name],
-            "ts": start * US_PER_S,
-            "dur": (end - start) * US_PER_S,
+            # start and end each on the nanosecond grid, the duration their difference:
+            # a span ending where the next begins never overlaps it (float microseconds
+            # would by a rounding step, and a viewer drops overlapping slices)
+            "ts": _us(_ns(start)),
+            "dur": _us(_ns(end) - _ns(start)),
         }
         if args:
             ev["args"] = args
@@ -90,7 +103,7 @@ def trace_events(recorder: Recorder) -> list[dict[str, Any]]:
                 "ph": "C",
                 "name": f"{track_name} ({unit})",
                 "pid": pid[track.group],
-                "ts": t * US_PER_S,
+                "ts": _us(_ns(t)),
                 "args": {unit: value},
             }
         )
@@ -124,7 +137,7 @@ def _flow_events(
                 "cat": "flow",
                 "pid": pid[recorder.tracks[track].group],
                 "tid": tid[track],
-                "ts": t * US_PER_S + nudge,
+                "ts": _us(_ns(t) + round(nudge * 1000)),
             }
             if phase == "f":
                 ev["bp"] = "e"  # bind to the enclosing span, not the next one

@@ -149,3 +149,29 @@ def test_cluster_jobs_sit_on_the_gpus_they_hold(tmp_path: Path) -> None:
     assert "placeholder/gpu (device)" not in names.values()  # the unused cluster device
     jobs = {e["name"] for e in events if e["ph"] == "X"}
     assert all(name.startswith("j") for name in jobs)
+
+
+def test_touching_spans_never_overlap_in_the_trace_text() -> None:
+    """Spans that touch in simulated time touch exactly in the trace as written (whole
+    nanoseconds): read back as decimals, each ends where the next begins, however the
+    float times round (0.1 + 0.2, sums of thirds, times near a day)."""
+    import json
+    from decimal import Decimal
+
+    from hetsim.simulator.trace import trace_json
+
+    rec = Recorder()
+    track = rec.track("g", "n")
+    t = 86_399.0
+    edges = [t]
+    for k in range(200):
+        t = t + (0.1 + 0.2) / (k % 7 + 3) + 1e-7 * k
+        edges.append(t)
+    for a, b in pairwise(edges):
+        rec.span(track, "busy", a, b)
+    doc = json.loads(trace_json(rec), parse_float=Decimal)
+    xs = sorted((e["ts"], e["dur"]) for e in doc["traceEvents"] if e.get("ph") == "X")
+    assert len(xs) == 200
+    for (ts, dur), (nxt, _) in pairwise(xs):
+        assert ts + dur == nxt
+        assert dur > 0
