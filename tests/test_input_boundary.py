@@ -340,3 +340,16 @@ def test_first_order_ettr_is_absent_where_the_expansion_fails() -> None:
     assert ettr_first_order(3600.0, 60.0, 600.0, 1e6) == pytest.approx(
         1 - (60 / 3600 + (1800 + 600) / 1e6)
     )
+
+
+def test_a_warm_up_that_leaves_nothing_to_measure_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A warm-up cut past every request is a bad input (exit 2, one line naming the
+    field), not a summary of zero requests and zero latencies."""
+    assert main(["run", "mmc", "--set", "workload.num_requests=1000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "warmup_requests" in err, err
+    assert main(["run", "disaggregation", "--set", "workload.warmup_s=100000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "workload.warmup_s" in err, err

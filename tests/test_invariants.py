@@ -44,7 +44,7 @@ workload:
 
 #: kind -> (scenario, overrides, until_s): each run is cut while work is in flight
 CUT_RUNS: dict[str, tuple[str, dict[str, Any], float]] = {
-    "queueing": ("mmc", {"workload.num_requests": 200}, 20.0),
+    "queueing": ("mmc", {"workload.num_requests": 200, "workload.warmup_requests": 0}, 20.0),
     "serving": ("lud", {}, 1.0),
     "cluster": ("cuckoo", {}, 20_000.0),
     "elastic": ("kale", {}, 3600.0),

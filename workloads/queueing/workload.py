@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeInt
+from pydantic import Field, NonNegativeInt, model_validator
 
 from hetsim.devices.cluster import Cluster
 from hetsim.simulator.engine import InvariantViolation, Simulation, Timer
@@ -95,6 +95,15 @@ class QueueingParams(WorkloadParams):
         default=None, description="device names; default: every gpu/npu/server device"
     )
     discipline: Literal["fcfs", "ps"] = "fcfs"
+
+    @model_validator(mode="after")
+    def _warmup_leaves_requests(self) -> QueueingParams:
+        if self.warmup_requests >= self.num_requests:
+            raise ValueError(
+                f"warmup_requests: {self.warmup_requests} is not below num_requests "
+                f"({self.num_requests}): the warm-up cut would leave no request to measure"
+            )
+        return self
 
 
 @workloads.register("queueing")

@@ -82,6 +82,12 @@ class ServingWorkload(Workload):
         self.times = RequestTimes(
             req.arrival_s, np.full(len(req), np.nan), np.full(len(req), np.nan), prompt, req.output
         )
+        if params.warmup_s > 0 and not bool((req.arrival_s >= params.warmup_s).any()):
+            raise ValueError(
+                f"workload.warmup_s: {params.warmup_s:g} s is past the last arrival "
+                f"({float(req.arrival_s.max()):g} s): the warm-up cut would leave no request "
+                "to measure"
+            )
         self.reqs = RequestState(prompt.tolist(), req.output.tolist())
         #: LUD: each request's acceptance probability (None: standard decoding)
         self.accept_p = lud_acceptance(params.lud, len(req), sim.rng("serving.lud.accept"))
