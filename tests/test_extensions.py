@@ -148,6 +148,26 @@ def test_user_catalogue_adds_a_device_and_a_model(tmp_path: Path) -> None:
     assert result.summary["requests"].iloc[0] == 20
 
 
+def test_a_user_npu_serves(tmp_path: Path) -> None:
+    """The serving workload runs on an NPU of a user catalogue as on a GPU (its kernels
+    priced by the roofline with the catalogue's peaks), not 'no GPU in the cluster'."""
+    (tmp_path / "tiny.json").write_text(json.dumps(TINY))
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump(CATALOGUE))
+    raw = {
+        "name": "npu-serving", "seed": 1, "catalogue": ["lab.yaml"],
+        "cluster": {"nodes": [{"name": "box", "devices": {"npu": {"type": "lab-npu", "count": 2}}}]},
+        "workload": {"kind": "serving", "model": "tiny-llama", "price_preset": "none",
+                     "requests": {"arrivals": "poisson", "rate_per_s": 2, "num_requests": 30,
+                                  "prompt_tokens": 256, "output_tokens": 16}},
+        "policies": {"deployment": {"name": "colocated", "gpu_type": "lab-npu"}},
+        "outputs": {"spans": False},
+    }  # fmt: skip
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    row = hetsim.run(path).summary.iloc[0]
+    assert row["requests"] == 30 and row["ttft_mean_s"] > 0
+
+
 def test_user_catalogue_cannot_redefine_a_shipped_device(tmp_path: Path) -> None:
     spec = dict(CATALOGUE["devices"]["lab-npu"], display_name="fake H100")
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"devices": {"h100-sxm": spec}}))

@@ -190,7 +190,9 @@ def candidate_configs(
             est = Estimator(cost, lengths, kv, cap, targets)
             out.append(Config(cost, kv, config_view(name, tp, tp * price, est, buckets)))
     if not out:
-        raise ValueError("; ".join(short) or "no GPU in the cluster for the serving workload")
+        raise ValueError(
+            "; ".join(short) or "no GPU or NPU in the cluster for the serving workload"
+        )
     return out
 
 

@@ -140,7 +140,7 @@ class ServingWorkload(Workload):
         return self.times.meets(self.ttft_target, self.tpot_target)
 
     def _gpus(self) -> dict[str, tuple[Any, int, int]]:
-        names = self.params.gpus or self.cluster.device_names(kinds=("gpu",))
+        names = self.params.gpus or self.cluster.device_names(kinds=("gpu", "npu"))
         out: dict[str, tuple[Any, int, int]] = {}
         self._free: dict[str, dict[str, list[str]]] = {}
         for n in names:
