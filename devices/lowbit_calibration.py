@@ -196,6 +196,7 @@ def _held_out(family: str, points: Sequence[Point]) -> tuple[dict[str, float], s
     groups = sorted({p.source_key if by == "source" else p.device for p in own})
     out: dict[str, float] = {}
     for g in groups:
+
         def keep(p: Point, g: str = g) -> bool:
             return (p.source_key if by == "source" else p.device) != g
 

@@ -66,7 +66,9 @@ class LowbitKernel:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.bandwidth_fraction <= 1.0:
-            raise ValueError(f"{self.name}.bandwidth_fraction: {self.bandwidth_fraction} not in (0, 1]")
+            raise ValueError(
+                f"{self.name}.bandwidth_fraction: {self.bandwidth_fraction} not in (0, 1]"
+            )
         if self.floor_s < 0 or self.ops_per_weight < 0 or self.pad_rows < 1:
             raise ValueError(f"{self.name}: floor_s, ops_per_weight >= 0 and pad_rows >= 1")
         if self.peak not in ("fp32", "fp16_tensor"):
