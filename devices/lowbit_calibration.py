@@ -159,7 +159,7 @@ def fit_family(family: str, points: Sequence[Point], gemv: LowbitKernel | None) 
 
     def build(x: np.ndarray) -> LowbitKernel:
         vals = dict(zip(names, np.exp(x).tolist(), strict=True))
-        return LowbitKernel(family, **{**fixed, **vals})  # type: ignore[arg-type]
+        return LowbitKernel(family, **{**fixed, **vals})
 
     def resid(x: np.ndarray) -> np.ndarray:
         k = build(x)

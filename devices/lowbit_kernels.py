@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -138,16 +138,22 @@ def lowbit_kernel(name: str, overrides: dict[str, Any] | None = None) -> LowbitK
         name, description=str(raw.get("description", "")), source=str(raw.get("source", "")),
         **fields,
     )  # fmt: skip
+    vals: dict[str, Any] = {f: getattr(kernel, f) for f in FAMILY_FIELDS}
     for key, value in (overrides or {}).items():
         if key not in FAMILY_FIELDS:
             raise ValueError(f"gpu_kernels.{key}: unknown; valid: {', '.join(FAMILY_FIELDS)}")
         if key == "peak":
-            kernel = replace(kernel, peak=value)
-        elif key == "pad_rows":
-            kernel = replace(kernel, pad_rows=int(value))
-        else:
+            vals[key] = value
+            continue
+        try:
             v = float(value)
-            if not math.isfinite(v):
-                raise ValueError(f"gpu_kernels.{key}: {value!r} is not a number")
-            kernel = replace(kernel, **{key: v})
-    return kernel
+        except (TypeError, ValueError):
+            raise ValueError(f"gpu_kernels.{key}: {value!r} is not a number") from None
+        if not math.isfinite(v):
+            raise ValueError(f"gpu_kernels.{key}: {value!r} is not a number")
+        vals[key] = int(v) if key == "pad_rows" else v
+    try:
+        return LowbitKernel(kernel.name, description=kernel.description, source=kernel.source,
+                            **vals)  # fmt: skip
+    except ValueError as e:
+        raise ValueError(f"gpu_kernels: {e}") from None

@@ -97,20 +97,25 @@ def test_conservation_and_tables_on_a_short_run() -> None:
 # AdapMoE (papers/moe.md 1.6: -25% activated experts, 1.35x over Mixtral-offloading),
 # judged against plain on-demand LRU (no prefetch, top-2: the strong baseline) and
 # against Mixtral-offloading as shipped, all on the same engine code and cost model
-ADAPMOE = {
+ADAPMOE: dict[str, object] = {
     "gating": {"name": "adapmoe", "threshold": 0.005},
     "placement": "gpu",
     "prefetch": "gate",
     "cache": "adapmoe",
 }
-ON_DEMAND_LRU = {"gating": "topk", "placement": "gpu", "prefetch": "none", "cache": "lru"}
-MIXTRAL_OFFLOADING = {
+ON_DEMAND_LRU: dict[str, object] = {
+    "gating": "topk",
+    "placement": "gpu",
+    "prefetch": "none",
+    "cache": "lru",
+}
+MIXTRAL_OFFLOADING: dict[str, object] = {
     "gating": "topk",
     "placement": "gpu",
     "prefetch": {"name": "gate", "experts_per_layer": 2},
     "cache": "lru",
 }
-ADAP_SHORT = {"workload.output_tokens": 32, "workload.prompt_tokens": 8}
+ADAP_SHORT: dict[str, object] = {"workload.output_tokens": 32, "workload.prompt_tokens": 8}
 
 
 def _tbt(seed: int, policies: dict[str, object], **over: object) -> tuple[float, float]:
