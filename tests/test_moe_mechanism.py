@@ -94,27 +94,63 @@ def test_conservation_and_tables_on_a_short_run() -> None:
     assert r.summary.experts_per_token.iloc[0] == 6.0
 
 
-def test_adapmoe_direction() -> None:
-    # papers/moe.md 1.6: -25% activated experts and 1.35x over Mixtral-offloading;
-    # at T = 0.02 the generator gives about 25% fewer experts (calibration in docs/moe.md)
-    base = {
-        "gating": "topk",
-        "placement": "gpu",
-        "prefetch": {"name": "gate", "experts_per_layer": 2},
-        "cache": "lru",
+# AdapMoE (papers/moe.md 1.6: -25% activated experts, 1.35x over Mixtral-offloading),
+# judged against plain on-demand LRU (no prefetch, top-2: the strong baseline) and
+# against Mixtral-offloading as shipped, all on the same engine code and cost model
+ADAPMOE: dict[str, object] = {
+    "gating": {"name": "adapmoe", "threshold": 0.005},
+    "placement": "gpu",
+    "prefetch": "gate",
+    "cache": "adapmoe",
+}
+ON_DEMAND_LRU: dict[str, object] = {
+    "gating": "topk",
+    "placement": "gpu",
+    "prefetch": "none",
+    "cache": "lru",
+}
+MIXTRAL_OFFLOADING: dict[str, object] = {
+    "gating": "topk",
+    "placement": "gpu",
+    "prefetch": {"name": "gate", "experts_per_layer": 2},
+    "cache": "lru",
+}
+ADAP_SHORT: dict[str, object] = {"workload.output_tokens": 32, "workload.prompt_tokens": 8}
+
+
+def _tbt(seed: int, policies: dict[str, object], **over: object) -> tuple[float, float]:
+    s = hetsim.run(
+        "scenarios/adapmoe.yaml", seed=seed, overrides={**ADAP_SHORT, **over, "policies": policies}
+    ).summary
+    return float(s.tbt_mean_s.iloc[0]), float(s.experts_per_token.iloc[0])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_adapmoe_beats_on_demand_lru_on_its_engine(seed: int) -> None:
+    # the engine both systems ship (eager PyTorch + Triton HQQ kernels, hqq-offloading
+    # profile): a layer's host work is comparable to an expert copy, so a correct
+    # prefetch hides a copy and one expert fewer saves its host and kernel time
+    engine = {"workload.engine": "hqq-offloading"}
+    lru, k_lru = _tbt(seed, ON_DEMAND_LRU, **engine)
+    mix, _ = _tbt(seed, MIXTRAL_OFFLOADING, **engine)
+    adap, k_adap = _tbt(seed, ADAPMOE, **engine)
+    assert k_lru == 2.0 and k_adap < 0.92 * 2.0
+    assert adap < lru / 1.1  # 1.2-1.3x over these seeds; the tolerance keeps 1.1
+    assert adap < mix
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_adapmoe_loses_to_on_demand_lru_when_experts_cost_no_host_time(seed: int) -> None:
+    # the shortcut this guards: with the GPU expert path free of host time (kernels only)
+    # decode is PCIe-bound, a wrong prefetch holds the link for a whole copy and evicts a
+    # resident expert, and AdapMoE with prefetch falls behind plain LRU
+    free = {
+        "workload.engine": "hqq-offloading",
+        "workload.engine_overrides": {"torch_op_s": 0.0, "launch_s": 0.0, "sync_s": 0.0},
     }
-    adap = {
-        "gating": {"name": "adapmoe", "threshold": 0.02},
-        "placement": "gpu",
-        "prefetch": "gate",
-        "cache": "adapmoe",
-    }
-    short = {"workload.output_tokens": 24, "workload.prompt_tokens": 8}
-    b = hetsim.run("scenarios/adapmoe.yaml", overrides={**short, "policies": base}).summary
-    a = hetsim.run("scenarios/adapmoe.yaml", overrides={**short, "policies": adap}).summary
-    assert b.experts_per_token.iloc[0] == 2.0
-    assert a.experts_per_token.iloc[0] < 0.85 * 2.0
-    assert a.tbt_mean_s.iloc[0] < b.tbt_mean_s.iloc[0] / 1.15
+    lru, _ = _tbt(seed, ON_DEMAND_LRU, **free)
+    adap, _ = _tbt(seed, ADAPMOE, **free)
+    assert adap > lru * 1.05
 
 
 def test_hybrimoe_direction() -> None:

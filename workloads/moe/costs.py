@@ -28,6 +28,10 @@ the link's per-copy latency plus bytes at its rate, and any host functions the e
 enqueues in the GPU stream to submit and await the CPU experts (scenario
 ``host_callbacks_per_layer`` x ``host_callback_s``; the caller's function).
 
+Engine host time (``layer_host_s``, ``layer_sync_s``, set from an engine profile by
+:mod:`hetsim.workloads.moe.engines`; default 0): the attention stage of each layer takes
+``max(attention, layer_host_s) + layer_sync_s``.
+
 Software overheads (parameters, default 0: the pure roofline): a fixed time per expert
 call on the GPU and on the CPU, and a CPU intercept once per layer in which the CPU runs
 experts (thread-pool wake-up; HybriMoE's profile has it as a first-expert intercept).
@@ -192,6 +196,10 @@ class MoECosts:
             self.cpu_matrix_s[1:] += cpu_expert_overhead_s
             self.cpu_matrix_s[0] = 0.0
         self.cpu_first_s = cpu_layer_overhead_s
+        # an engine's host time per MoE layer before its router (workloads/moe/engines.py):
+        # the attention stage lasts at least layer_host_s, then layer_sync_s more
+        self.layer_host_s = 0.0
+        self.layer_sync_s = 0.0
         self._unit_times: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         # FFN prices by (device, dtype, width, tokens): the same for every decode step
         self._ffn_s: dict[tuple[int, str, int, int], float] = {}
@@ -359,7 +367,8 @@ class MoECosts:
         g, c = (self.gpu, self.gpu_dtype), (self.cpu, self.cpu_dtype)
         shared = m.shared_experts * m.shared_ffn
         return StepCosts(
-            attention_gpu_s=self._attention(*g, tokens, context, seqs),
+            attention_gpu_s=max(self._attention(*g, tokens, context, seqs), self.layer_host_s)
+            + self.layer_sync_s,
             attention_cpu_s=self._attention(*c, tokens, context, seqs),
             shared_gpu_s=self._ffn(*g, shared, tokens),
             shared_cpu_s=self._ffn(*c, shared, tokens),

@@ -31,6 +31,7 @@ from pydantic import (
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.cpu import CpuModel, cpu_kernels
+from hetsim.devices.lowbit_kernels import lowbit_kernel, peak_flops
 from hetsim.devices.memory import OutOfMemory
 from hetsim.devices.roofline import op_time_s
 from hetsim.devices.secure_copy import SecureCopy
@@ -43,6 +44,7 @@ from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.models.moe import ModelRef, MoEModel, resolve_model
 from hetsim.workloads.moe.costs import MoECosts, StepCosts, cpu_override, read_only, unit_loads
+from hetsim.workloads.moe.engines import expert_table_s, load_engine
 from hetsim.workloads.moe.layer import (
     check_placement,
     placement_view,
@@ -148,6 +150,27 @@ class MoEParams(WorkloadParams):
         0.0,
         description="GPU dequantisation + launch of one expert beyond its roofline "
         "(a named parameter until the GPU kernel model prices quantised experts)",
+    )
+    gpu_kernel: str | None = Field(
+        None,
+        description="price the GPU's routed experts with this low-bit dequant-fused kernel "
+        "family (devices/lowbit_kernels.yaml: gemv, marlin, triton-gemm) at expert_bits; "
+        "default: the engine's kernel, else the fitted weight-only GEMM (devices/kernels.py)",
+    )
+    gpu_kernels: dict[str, Any] = Field(
+        default_factory=dict,
+        description="overrides of that family's fields (bandwidth_fraction, floor_s, "
+        "ops_per_weight, peak, pad_rows): the swept kernel unknowns",
+    )
+    engine: str | None = Field(
+        None,
+        description="engine host profile of the GPU expert path (workloads/moe/engines.yaml: "
+        "hqq-offloading = Mixtral-offloading's and AdapMoE's eager PyTorch + Triton path): "
+        "host ops, launches and syncs per expert and per layer; default: none (0 host time)",
+    )
+    engine_overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="overrides of the profile's fields (torch_op_s, launch_s, sync_s, counts)",
     )
     tee: Literal["none", "h100-cc"] = "none"
     cc_crypto_throughput_Bps: PositiveFloat | None = None
@@ -347,6 +370,8 @@ class MoEWorkload(Workload):
             if params.cpu_handoff or params.host_callbacks_per_layer or params.sched_split_s
             else None,
         )
+        if params.gpu_kernel is not None or params.engine is not None:
+            self._lowbit_experts(cluster, params, costs)
         costs.gpu_expert_s[1:] += params.gpu_dequant_s_per_expert
         self._load_stages = (
             self._layer_load(cluster, cpu_spec, cpu_model, expert_bytes)
@@ -354,6 +379,29 @@ class MoEWorkload(Workload):
             else None
         )
         return costs
+
+    def _lowbit_experts(self, cluster: Cluster, params: MoEParams, costs: MoECosts) -> None:
+        """GPU expert times from a low-bit kernel family and an engine's host profile
+        (workloads/moe/engines.py), replacing the fitted-GEMM table; the engine's
+        per-layer host time floors each layer's attention stage. The prefetch and
+        gating host ops count where those policies run (a gate-reuse lookahead; a
+        gating threshold above 0, as AdapMoE's code checks it only then)."""
+        engine = None
+        if params.engine is not None:
+            engine = load_engine(params.engine, params.engine_overrides)
+        name = params.gpu_kernel or (engine.gpu_kernel if engine is not None else "")
+        kernel = lowbit_kernel(name, params.gpu_kernels)
+        spec = cluster.device(self.gpu_name).spec
+        peak_flops(spec, kernel.peak)  # the device has the rate the family needs
+        table = expert_table_s(kernel, engine, spec, self.model, len(costs.gpu_expert_s) - 1,
+                               params.expert_bits, params.gpu_tp)  # fmt: skip
+        table[1:] += params.gpu_expert_overhead_s
+        costs.gpu_expert_s = table
+        if engine is not None:
+            threshold = getattr(getattr(self.gating, "params", None), "threshold", 0.0)
+            costs.layer_host_s, costs.layer_sync_s = engine.layer_host_s(
+                self.prefetcher.lookahead_layers > 0, float(threshold or 0.0) > 0.0
+            )
 
     def _layer_load(
         self, cluster: Cluster, cpu_spec: Any, cpu_model: CpuModel | None, expert_bytes: float
