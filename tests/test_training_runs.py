@@ -22,12 +22,38 @@ def _ch(policy: str | dict, size: float, iters: int = 8, **over: object) -> dict
     return hetsim.run(CH, overrides=o).summary.iloc[0].to_dict()
 
 
+NO_PLAN = {"name": "none", "forced_swap_on_oom": True}  # the runtime's OOM fallback alone
+
+
 def test_chameleon_trains_where_none_and_recompute_cannot() -> None:
     # paper: up to 4x HBM. At ~4.3x none and full recompute OOM, Chameleon trains
     assert _ch("none", 4.0, 2)["oom"] == 1
     assert _ch("recompute", 4.0, 2)["oom"] == 1
     big = _ch("chameleon", 4.0, 3)
     assert big["oom"] == 0 and big["footprint_x_hbm"] > 4.0
+
+
+@pytest.mark.parametrize("victims", ["lru", "largest"])
+def test_chameleon_plan_beats_the_runtime_fallback_alone(victims: str) -> None:
+    # Training at ~4.3x HBM is not the plan's doing by itself: a run with no plan, whose
+    # OOMs the runtime's fallback turns into synchronous swaps, trains the same model.
+    # What the plan must show is that it needs far fewer forced swaps and is faster
+    # once STABLE (2 warm-up + 3 searching steps), whichever victim order the fallback
+    # uses; and with a fallback that fails the allocation the no-plan run is an OOM.
+    fb = {"workload.oom_fallback.victims": victims}
+    for seed in (0, 1, 2):
+        over = {**fb, "seed": seed}
+        ch = hetsim.run(CH, overrides={"policies.swap": "chameleon", "workload.size_x_hbm": 4.0,
+                                       "workload.iterations": 8, **over})  # fmt: skip
+        bare = hetsim.run(CH, overrides={"policies.swap": NO_PLAN, "workload.size_x_hbm": 4.0,
+                                         "workload.iterations": 2, **over})  # fmt: skip
+        c, b = ch.summary.iloc[0], bare.summary.iloc[0]
+        assert c["oom"] == b["oom"] == 0
+        steady = ch.tables["iterations"].iloc[5:]
+        assert (steady.forced_swaps < 0.5 * b["last_forced_swaps"]).all()
+        assert c["last_iteration_s"] < 0.97 * b["last_iteration_s"]
+    failing = {"workload.oom_fallback.victims": "fail"}
+    assert _ch(NO_PLAN, 4.0, 1, **failing)["oom"] == 1
 
 
 def test_chameleon_faster_than_full_recompute_at_2x() -> None:

@@ -67,8 +67,9 @@ class SwapPlan:
 
     ``recompute``: keys of activations dropped after forward and rematerialised (per layer,
     all at once) before that layer's first backward op needs one of them.
-    ``forced_swap_on_oom``: an allocation that does not fit evicts resident activations
-    (farthest next use first, synchronous copy) instead of failing the run.
+    ``forced_swap_on_oom``: an allocation that does not fit is handed to the runtime's
+    fallback (``workload.oom_fallback``: least recently used victims by default,
+    synchronous copies, synchronisation and fragmentation costs) instead of failing the run.
     ``offload``: run the optimizer on the host (:class:`OptimizerOffload`); None keeps the
     optimizer states and the Adam step on the device.
     """
