@@ -114,7 +114,8 @@ def test_slimpipe_fits_longer_contexts_than_1f1b() -> None:
     assert ratio == pytest.approx((16 + 8 - 1) / 16 / 8)
     assert _sp("1f1b", 524288, "full")["oom"] == 1
     slim = _sp("slimpipe", 524288, "full")
-    assert slim["oom"] == 0 and slim["mfu"] > 0.3
+    assert slim["oom"] == 0 and slim["mfu"] > _sp("slimpipe", 524288, "full", **{
+        "policies.schedule.balance": "none"})["mfu"]  # fmt: skip
 
 
 def test_slimpipe_balance_and_fair_512k_baseline() -> None:
@@ -128,19 +129,26 @@ def test_slimpipe_balance_and_fair_512k_baseline() -> None:
     bal = _sp("slimpipe", 524288, "full", **{"policies.schedule.balance": "equal-cost"}, **fa3)
     uni = _sp("slimpipe", 524288, "full", **{"policies.schedule.balance": "none"}, **fa3)
     assert bal["bubble"] == pytest.approx(7 / 135, rel=0.3) and uni["bubble"] > 2 * bal["bubble"]
-    # the default, uniform slices with workload redistribution: every slice at the mean
-    # attention, so the same bubble, with uniform slices' smaller warm-up memory; its
-    # context exchange hides behind 512K-token attention, and is charged when it may not
+    # the default, uniform slices with workload redistribution: heavy slices hand part of
+    # their attention to the stage running the mirror slice, whose time is simulated (it
+    # runs the share between its own layers and its own units wait), so the bubble shrinks
+    # from uniform slices' but stays well above equal-cost slices', with uniform slices'
+    # smaller warm-up memory; queueing the share after the partner's unit, or putting the
+    # exchange on the heavy device's stream, is slower
     red = _sp("slimpipe", 524288, "full", **fa3)
-    assert red["bubble"] == pytest.approx(7 / 135, rel=0.3) and red["exchange_bytes"] > 0
+    assert bal["bubble"] < red["bubble"] < uni["bubble"] and red["exchange_bytes"] > 0
+    assert red["iteration_s"] < uni["iteration_s"]
     assert red["peak_act_stage0_bytes"] == uni["peak_act_stage0_bytes"]
     assert red["peak_act_stage0_bytes"] < bal["peak_act_stage0_bytes"]
     bare = {"policies.schedule.exchange_overlap": "none"}
     assert _sp("slimpipe", 524288, "full", **bare, **fa3)["iteration_s"] > red["iteration_s"]
+    queue = {"policies.schedule.partner_priority": "queue"}
+    assert _sp("slimpipe", 524288, "full", **queue, **fa3)["iteration_s"] > red["iteration_s"]
     # a baseline that fits at 512K on the same 64 GPUs: 1F1B, 4 stages x TP 16, full
     # recompute, holds 4 microbatches; SlimPipe's MFU beats it (paper: up to 1.57x)
     base = _sp("1f1b", 524288, "full", **{"workload.stages": 4, "workload.tp": 16}, **fa3)
     assert base["oom"] == 0 and 1.0 < bal["mfu"] / base["mfu"] < 1.57 * 1.2
+    assert red["mfu"] > base["mfu"]
 
 
 def test_bad_model_explains_what_does_not_fit(

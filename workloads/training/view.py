@@ -167,9 +167,12 @@ class Schedule:
     boundaries as fractions of the sequence (``slices + 1`` values from 0 to 1, increasing;
     empty: uniform slices). ``redistribute``: the mechanism evens out the slices'
     attention work by moving part of each heavy slice's attention to the device running
-    its mirror slice (SlimPipe's workload redistribution, uniform slices only) and charges
-    the attention-context exchange, overlapped with the slice's attention kernels
-    (``exchange_overlap: attention``) or not at all (``none``)."""
+    the device that would run its mirror slice (SlimPipe's workload redistribution,
+    uniform slices only; that device's time and memory are simulated) and charges the
+    attention-context exchange, pipelined with the moved work (``exchange_overlap:
+    attention``) or on the heavy device's stream (``none``); ``partner_priority``: the
+    partner runs the moved work between the layers of its own unit (``interleave``) or
+    after it (``queue``)."""
 
     order: tuple[tuple[Unit, ...], ...]
     chunks: int = 1
@@ -177,6 +180,7 @@ class Schedule:
     bounds: tuple[float, ...] = ()
     redistribute: bool = False
     exchange_overlap: Literal["attention", "none"] = "attention"
+    partner_priority: Literal["interleave", "queue"] = "interleave"
 
     @property
     def split_backward(self) -> bool:
