@@ -81,6 +81,20 @@ def test_a_baseline_without_a_value_is_failed_not_best() -> None:
     assert "ties" not in mod.render("hand", spec(mod), t[t["workload.x"] == 1], "cmd")
 
 
+def test_a_run_that_stopped_out_of_memory_is_failed_where_the_headline_says_so() -> None:
+    # the system A ran out of memory at x=1 after some iterations: its metrics exist but
+    # compare a partial run. With fail_on=("oom",) the point counts as the system failing
+    mod = report()
+    t = hand_table().assign(oom=0)
+    t.loc[(t["policies.p"] == "A") & (t["workload.x"] == 1), "oom"] = 1
+    plain = mod.ratios(t, spec(mod)).set_index(["workload.x", "metric"])
+    assert plain.loc[(1, "m"), "best baseline"] == 0.5  # counted, as before
+    strict = mod.Headline(**{**vars(spec(mod)), "fail_on": ("oom",)})
+    r = mod.ratios(t, strict).set_index(["workload.x", "metric"])
+    assert r.loc[(1, "m"), "failed:system"] == 1 and r.loc[(2, "m"), "best baseline"] == 3.0
+    assert "0 failed runs, 1 with `oom`." in mod.render("hand", strict, t, "cmd")
+
+
 def test_rendered_shares_count_ties_apart() -> None:
     mod = report()
     text = mod.render("hand", spec(mod), hand_table(), "cmd")
