@@ -62,6 +62,39 @@ def test_ratios_by_hand() -> None:
     assert np.isnan(two["B"]) and np.isinf(two["C"]) and np.isnan(two["best baseline"])
 
 
+def test_a_baseline_without_a_value_is_failed_not_best() -> None:
+    # a baseline that ran out of memory before an iteration completed has NaN time; at
+    # x=1 it is listed first, so a bare min() would return NaN and call the point a tie.
+    # It counts as failed and the best is the one that ran: n C 5 vs A 10 -> 0.5
+    mod = report()
+    t = hand_table()
+    t.loc[(t["policies.p"] == "B") & (t["workload.x"] == 1), "n"] = float("nan")
+    t = pd.concat([t[t["policies.p"] == "B"], t[t["policies.p"] != "B"]])
+    r = mod.ratios(t, spec(mod)).set_index(["workload.x", "metric"])
+    one = r.loc[(1, "n")]
+    assert one["failed:B"] == 1 and np.isnan(one["B"]) and one["best baseline"] == 0.5
+    assert r.loc[(1, "m"), "best baseline"] == 0.5  # the other metric is untouched
+    # the system without a value fails too
+    t.loc[(t["policies.p"] == "A") & (t["workload.x"] == 1), "m"] = float("nan")
+    r = mod.ratios(t, spec(mod)).set_index(["workload.x", "metric"])
+    assert r.loc[(1, "m"), "failed:system"] == 1
+    assert "ties" not in mod.render("hand", spec(mod), t[t["workload.x"] == 1], "cmd")
+
+
+def test_a_run_that_stopped_out_of_memory_is_failed_where_the_headline_says_so() -> None:
+    # the system A ran out of memory at x=1 after some iterations: its metrics exist but
+    # compare a partial run. With fail_on=("oom",) the point counts as the system failing
+    mod = report()
+    t = hand_table().assign(oom=0)
+    t.loc[(t["policies.p"] == "A") & (t["workload.x"] == 1), "oom"] = 1
+    plain = mod.ratios(t, spec(mod)).set_index(["workload.x", "metric"])
+    assert plain.loc[(1, "m"), "best baseline"] == 0.5  # counted, as before
+    strict = mod.Headline(**{**vars(spec(mod)), "fail_on": ("oom",)})
+    r = mod.ratios(t, strict).set_index(["workload.x", "metric"])
+    assert r.loc[(1, "m"), "failed:system"] == 1 and r.loc[(2, "m"), "best baseline"] == 3.0
+    assert "0 failed runs, 1 with `oom`." in mod.render("hand", strict, t, "cmd")
+
+
 def test_rendered_shares_count_ties_apart() -> None:
     mod = report()
     text = mod.render("hand", spec(mod), hand_table(), "cmd")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import cast
 
 import numpy as np
 import pytest
@@ -10,12 +11,13 @@ import pytest
 from hetsim.devices.cluster import Cluster, ClusterConfig
 from hetsim.devices.memory import OutOfMemory
 from hetsim.simulator.engine import Simulation
-from hetsim.workloads.training.exec import Executor
+from hetsim.workloads.training.exec import Executor, IterationStats
 from hetsim.workloads.training.model import (
     STATE_BYTES_PER_PARAM,
     TransformerSpec,
     activation_bytes_per_layer,
 )
+from hetsim.workloads.training.oom_fallback import OomFallback, victims
 from hetsim.workloads.training.ops import Variant, build_sequence
 from hetsim.workloads.training.view import SwapOrder, SwapPlan
 
@@ -120,3 +122,48 @@ def test_forced_swap_rather_than_oom_when_allowed() -> None:
             assert isinstance(out[0], OutOfMemory) and out[0].tag == "activations"
         else:
             assert out[0].forced_swaps >= 1 and out[0].stall_s > 0  # type: ignore[union-attr]
+
+
+def test_fallback_victims_read_only_the_past() -> None:
+    # tensors 0..3: produced at ops 0, 1, 2, 3; consumers (uses) below; at op 5:
+    # last touches 0 -> 4, 1 -> 1, 2 -> 5, 3 -> 3; next uses 0 -> 9, 1 -> 6, 2 -> 8, 3 -> 7
+    uses = [[4, 9], [1, 6], [5, 8], [3, 7]]
+    producer, size = [0, 1, 2, 3], [10, 40, 30, 40]
+    assert victims("lru", range(4), 5, uses, producer, size) == [1, 3, 0, 2]
+    assert victims("largest", range(4), 5, uses, producer, size) == [1, 3, 2, 0]
+    assert victims("oracle-farthest-next-use", range(4), 5, uses, producer, size) == [0, 2, 3, 1]
+    # the LRU order does not change when only the future changes
+    later = [[4, 6], [1, 9], [5, 7], [3, 8]]
+    assert victims("lru", range(4), 5, later, producer, size) == [1, 3, 0, 2]
+    assert victims("fail", range(4), 5, uses, producer, size) == []
+    # fragmentation f: need / (1 - f) bytes evicted, rounded up
+    assert OomFallback(fragmentation=0.0).bytes_to_evict(100) == 100
+    assert OomFallback(fragmentation=0.2).bytes_to_evict(100) == 125
+    assert OomFallback(fragmentation=0.15).bytes_to_evict(85) == 100
+
+
+def test_fallback_costs_sync_per_failed_allocation_and_fails_when_told() -> None:
+    m = TransformerSpec(layers=2, hidden=4096, heads=32, ffn=16384, vocab=10, seq_len=1024)
+    lt = build_sequence(m, Variant(1024))
+    op_s = np.full(lt.seq.n_ops, 2e-4)
+    peak = int(lt.memory_timeline().max())
+    got = {}
+    for name, fb in {"free": OomFallback(sync_s=0.0, fragmentation=0.0),
+                     "sync": OomFallback(sync_s=0.01, fragmentation=0.0),
+                     "frag": OomFallback(sync_s=0.0, fragmentation=0.5),
+                     "fail": OomFallback(victims="fail")}.items():  # fmt: skip
+        sim, ex, _ = _executor()
+        ex.fallback = fb
+        ex.pool.allocate("states", ex.pool.capacity_bytes - peak + (16 << 20))  # 16 MiB short
+        out: list[object] = []
+        sim.env.process(_catching(ex, lt, op_s, SwapPlan(forced_swap_on_oom=True), out))
+        sim.run()
+        got[name] = out[0]
+    assert isinstance(got["fail"], OutOfMemory)
+    free, sync, frag = (cast(IterationStats, got[k]) for k in ("free", "sync", "frag"))
+    assert free.forced_events >= 1
+    # same victims, each failed allocation adds its synchronisation cost to the stall
+    assert sync.forced_swaps == free.forced_swaps
+    assert sync.stall_s == pytest.approx(free.stall_s + 0.01 * free.forced_events, rel=1e-9)
+    # half the evicted bytes unusable: 16 MiB short takes 32 MiB of victims, not 16 + 8
+    assert frag.d2h_bytes > free.d2h_bytes

@@ -12,11 +12,14 @@ give no algorithm (summaries only). ``balance``:
 
 * ``redistribute`` (default, the paper's scheme as **reconstructed** in
   :mod:`hetsim.workloads.training.slice_exchange`): uniform slices; the mechanism moves
-  part of each heavy slice's attention heads to the device running its mirror slice, so
-  every slice does the mean attention work, and charges the exchanged queries, keys,
-  values, outputs and their gradients over the pipeline link, overlapped with the slice's
-  attention kernels as the ring K/V exchange of context parallelism is
-  (``exchange_overlap: attention``, default) or exposed in full (``none``).
+  part of each heavy slice's attention heads to the device that would run its mirror
+  slice at the same moment, so by FLOPs both do the mean attention work. That partner
+  device is simulated: it runs the moved share between its own layers as soon as it
+  arrives (``partner_priority: interleave``, default) or after its current unit
+  (``queue``), holds the exchanged context meanwhile, and the heavy slice ends when the
+  results are back. The exchanged queries, keys, values, outputs and their gradients
+  cross the pipeline link, pipelined with the partner's share (``exchange_overlap:
+  attention``, default) or on the heavy device's stream (``none``).
 * ``equal-cost`` (the Seq1F1B-like variant: compute-balanced, non-uniform slicing): the
   slice boundaries move so every slice has the same forward cost under the mechanism's
   estimate (linear FLOPs ``G`` uniform per token, causal attention ``A`` with prefix x
@@ -51,6 +54,12 @@ class SlimPipeParams(BaseModel):
         "attention",
         description="context exchange hidden behind the slice's attention, or not at all "
         "(reconstruction; redistribute only)",
+    )
+    partner_priority: Literal["interleave", "queue"] = Field(
+        "interleave",
+        description="the partner runs a heavy slice's moved attention between the layers of "
+        "its own unit as soon as it arrives, or only after that unit (reconstruction; "
+        "redistribute only)",
     )
 
 
@@ -89,4 +98,5 @@ class SlimPipe:
             bounds = equal_cost_bounds(n, view.linear_flops, view.causal_attn_flops)
         return Schedule(order, slices=n, bounds=bounds,
                         redistribute=self.params.balance == "redistribute" and n > 1,
-                        exchange_overlap=self.params.exchange_overlap)  # fmt: skip
+                        exchange_overlap=self.params.exchange_overlap,
+                        partner_priority=self.params.partner_priority)  # fmt: skip

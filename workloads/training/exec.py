@@ -12,15 +12,17 @@ memory is freed when each copy ends; a forced copy would queue behind them on th
 FIFO engine anyway): that wait is stall time too. A dropped (recomputed)
 tensor is rematerialised with the rest of its layer's dropped tensors by rerunning their
 producers on the compute stream (recompute time). An allocation that does not fit raises
-:class:`~devices.memory.OutOfMemory` unless the plan allows forced swaps: then resident
-activations with the farthest next use are copied out synchronously (the copy time stalls).
+:class:`~devices.memory.OutOfMemory` unless the plan allows forced swaps: then the
+runtime's fallback (:mod:`workloads.training.oom_fallback`: victims chosen without future
+knowledge, least recently used by default) copies resident activations out synchronously,
+evicting extra bytes for fragmentation; the copy time and a per-failure synchronisation
+cost stall the compute stream.
 With optimizer offload (:mod:`workloads.training_offload`) the device Adam ops are skipped,
 gradients are copied out per layer (or after backward) and the host step ends the iteration.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +33,7 @@ import simpy
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import OutOfMemory
 from hetsim.workloads.training.offload import OffloadStep, step_tail
+from hetsim.workloads.training.oom_fallback import OomFallback, victims
 from hetsim.workloads.training.ops import OPT, Lifetimes
 from hetsim.workloads.training.view import SwapPlan
 
@@ -49,6 +52,7 @@ class IterationStats:
     d2h_bytes: int = 0
     h2d_bytes: int = 0
     forced_swaps: int = 0
+    forced_events: int = 0  # allocations that failed and were served by the fallback
     plan_misses: int = 0
     peak_bytes: int = 0
     offload_d2h_bytes: int = 0
@@ -64,7 +68,8 @@ class Executor:
     """Runs iterations of op sequences on ``device`` with its ``host`` for swapped tensors."""
 
     def __init__(self, cluster: Cluster, device: str, host: str, overhead_s: float,
-                 dispatch_scale: float = 1.0) -> None:  # fmt: skip
+                 dispatch_scale: float = 1.0,
+                 fallback: OomFallback | None = None) -> None:  # fmt: skip
         self.cluster = cluster
         self.env = cluster.sim.env
         self.device = device
@@ -73,6 +78,7 @@ class Executor:
         self.host_pool = cluster.memory(host)
         self.profiler_op_overhead_s = overhead_s  # per ATen dispatch the profiler hooks
         self.dispatch_scale = dispatch_scale
+        self.fallback = fallback if fallback is not None else OomFallback()
 
     def run(
         self, lt: Lifetimes, op_s: np.ndarray, plan: SwapPlan, profile: bool,
@@ -303,22 +309,31 @@ class Executor:
     def _forced_swap(
         self, need: int, i: int, protect: tuple[int, ...]
     ) -> Generator[simpy.Event, Any, None]:
-        """Copy out resident activations, farthest next use first, until ``need`` bytes free."""
-        uses = self.lt.seq.t_uses
-        cands = [t for t in self.resident if t not in protect and self.last_use[t] > i]
-        cands.sort(key=lambda t: -uses[t][bisect_right(uses[t], i)])
+        """The runtime's fallback (:class:`OomFallback`): after the failed allocation's
+        synchronisation cost, copy out resident activations in the fallback's victim order
+        until ``need`` bytes are usable (more for fragmentation), synchronously."""
+        fb = self.fallback
+        if fb.victims == "fail":
+            raise OutOfMemory(self.pool.name, ACT, need, self.pool.free_bytes)
+        seq = self.lt.seq
+        live = [t for t in self.resident if t not in protect and self.last_use[t] > i]
+        order = victims(fb.victims, live, i, seq.t_uses, seq.t_producer, self.size)
+        want = fb.bytes_to_evict(need)
         chosen, freed = [], 0
-        for t in cands:
-            if freed >= need:
+        for t in order:
+            if freed >= want:
                 break
             chosen.append(t)
             freed += self.size[t]
         if freed < need:
             raise OutOfMemory(self.pool.name, ACT, need, freed)
         t0 = self.env.now
+        if fb.sync_s:
+            yield self.env.timeout(fb.sync_s)
         yield self.env.all_of([self._swap_out(t) for t in chosen])
         self.stats.stall_s += self.env.now - t0
         self.stats.forced_swaps += len(chosen)
+        self.stats.forced_events += 1
 
 
 class _Matcher:

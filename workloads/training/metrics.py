@@ -34,6 +34,10 @@ METRICS = {
     "d2h_bytes": "bytes copied device-to-host (swap-outs, forced included)",
     "h2d_bytes": "bytes copied host-to-device (swap-ins)",
     "forced_swaps": "tensors copied out synchronously because an allocation did not fit",
+    "forced_events": "allocations that did not fit and were served by the runtime's fallback "
+    "(each charged oom_fallback.sync_s)",
+    "last_forced_swaps": "forced swaps in the last completed iteration (0: the plan alone "
+    "fits; -1: none completed)",
     "plan_misses": "planned swaps whose tensor the executor could not match (summed)",
     "peak_bytes": "highest device memory in use (states + activations) over the run",
     "offload_d2h_bytes": "gradient bytes copied device-to-host for the host optimizer "
@@ -128,6 +132,8 @@ def summarise(w: TrainingRun, fwd_peak: int, flops: list[float],
         "d2h_bytes": int(sum(s.d2h_bytes for s in st)),
         "h2d_bytes": int(sum(s.h2d_bytes for s in st)),
         "forced_swaps": int(sum(s.forced_swaps for s in st)),
+        "forced_events": int(sum(s.forced_events for s in st)),
+        "last_forced_swaps": int(st[-1].forced_swaps) if st else -1,
         "plan_misses": int(sum(s.plan_misses for s in st)),
         "peak_bytes": w.pool.peak_bytes,
         "offload_d2h_bytes": int(sum(s.offload_d2h_bytes for s in st)),

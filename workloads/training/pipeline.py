@@ -40,18 +40,26 @@ from hetsim.workloads.training.model import (
     layer_forward_flops,
 )
 from hetsim.workloads.training.pipeline_cost import (
+    ChunkPrices,
     CostModel,
     fit_trust,
     kernel_prices,
     roofline_prices,
 )
 from hetsim.workloads.training.pipeline_sim import (
+    Helper,
+    HelperRun,
     bubble_fraction,
     peak_in_flight,
     run_schedule,
     unit_conservation,
 )
-from hetsim.workloads.training.slice_exchange import exposed_s, redistribution
+from hetsim.workloads.training.slice_exchange import (
+    helper,
+    own_exchange_s,
+    partner,
+    redistribution,
+)
 from hetsim.workloads.training.view import PipelineView, Schedule, Unit
 
 UNIT_COLUMNS = ("stage", "kind", "micro", "chunk", "slice", "start_s", "end_s")
@@ -97,7 +105,8 @@ class PipelineWorkload(Workload):
     decision_points: ClassVar[dict[str, str]] = {"schedule": "1f1b"}
     metrics: ClassVar[dict[str, str]] = {
         "iteration_s": "end of the last backward unit (makespan of the iteration)",
-        "bubble": "mean over stages of 1 - busy / makespan",
+        "bubble": "mean over stages of 1 - busy / makespan (busy: its units' own work and "
+        "the moved attention it ran for other stages)",
         "peak_act_bytes": "largest, over stages, peak activation bytes held at once",
         "peak_act_stage0_bytes": "stage 0's peak activation bytes",
         "peak_bytes": "largest, over stages, states + activations peak",
@@ -168,22 +177,11 @@ class PipelineWorkload(Workload):
         lo, hi = x[:-1], x[1:]
         attn = hi**2 - lo**2
         n = self.sched.slices
-        xf = xb = np.zeros(n)
         tokens = m.seq_len * (hi - lo)
+        red = bool(self.sched.redistribute and n > 1)
         self.exchange_bytes = 0.0
-        if self.sched.redistribute and n > 1:  # SlimPipe: every slice at the mean attention
-            if self.sched.bounds:
-                raise ValueError("policies.schedule: workload redistribution needs uniform "
-                                 "slices")  # fmt: skip
-            attn = np.full(n, 1.0 / n)
-            d, hq = m.hidden // m.heads, m.heads / p.tp
-            pairs = [ex.bytes(float(t) * m.micro_batch, d, hq, hq, 2.0)
-                     for ex, t in zip(redistribution(n), tokens, strict=True)]  # fmt: skip
-            xb_f, xb_b = [f for f, _ in pairs], [b for _, b in pairs]
-            once = [ex.heavy for ex in redistribution(n)]  # a pair's bytes counted once
-            self.exchange_bytes = self.k * float(
-                sum(f + b for f, b, h in zip(xb_f, xb_b, once, strict=True) if h)
-            )
+        if red and self.sched.bounds:
+            raise ValueError("policies.schedule: workload redistribution needs uniform slices")
         self.f_flops = (view.linear_flops * (hi - lo) + view.causal_attn_flops * attn) * self.k
         if p.cost_model == "roofline":
             if p.attention_kernel != "fitted":
@@ -195,19 +193,13 @@ class PipelineWorkload(Workload):
             price = roofline_prices(self.dev.spec, view, self.f_flops, attn, self.k,
                                     m.params_per_layer, p.tp, p.dtype)  # fmt: skip
         else:
-            price = kernel_prices(self.dev.spec, m, p.tp, p.dtype, x, self.k,
-                                  bool(self.sched.redistribute and n > 1),
+            price = kernel_prices(self.dev.spec, m, p.tp, p.dtype, x, self.k, False,
                                   p.attention_kernel, p.gpu_clocks)  # fmt: skip
-        self.f_s, self.b_s = price.fwd_s, price.bwd_s
+        self.f_s, self.b_s = price.fwd_s.copy(), price.bwd_s.copy()
         self.trust = fit_trust(price.cost)
-        if self.exchange_bytes:  # overlapped with the unit's attention share of its time
-            ov = self.sched.exchange_overlap
-            xf = np.array([exposed_s(self.link.transfer_time_s(int(b * self.k)), a, ov)
-                           for b, a in zip(xb_f, price.fwd_attn_s, strict=True)])  # fmt: skip
-            xb = np.array([exposed_s(self.link.transfer_time_s(int(b * self.k)), a, ov)
-                           for b, a in zip(xb_b, price.bwd_attn_s, strict=True)])  # fmt: skip
-        self.f_s = self.f_s + xf
-        self.b_s = self.b_s + xb
+        self.help: dict[int, dict[str, tuple[float, float, float, float]]] = {}
+        if red:  # SlimPipe: heavy slices hand part of their attention to a partner device
+            self._redistribute(price, tokens)
         if p.recompute == "full":
             self.b_s = self.b_s + self.f_s
         full = np.array([activation_bytes_per_layer(int(s), m.micro_batch, m.hidden, m.heads,
@@ -225,13 +217,58 @@ class PipelineWorkload(Workload):
         self.p2p_s = np.array([self.link.transfer_time_s(int(b)) for b in self.p2p_bytes_unit])
         self.states = m.state_bytes(shards=p.stages * p.tp)
 
+    def _redistribute(self, price: ChunkPrices, tokens: np.ndarray) -> None:
+        """Per heavy slice: its own time less the moved share of its attention (plus its
+        exchange under ``exchange_overlap: none``), and per layer what its partner runs,
+        the transfers each way and the bytes the partner holds meanwhile
+        (:mod:`~hetsim.workloads.training.slice_exchange`)."""
+        m, p, k = self.params.model, self.params, self.k
+        d, hq = m.hidden // m.heads, m.heads / p.tp
+        ov = self.sched.exchange_overlap
+        rec = p.recompute == "full"
+
+        def link_s(nbytes: float) -> float:
+            return self.link.transfer_time_s(int(nbytes)) if nbytes > 0 else 0.0
+
+        for j, ex in enumerate(redistribution(self.sched.slices)):
+            if not ex.heavy or ex.moved <= 0:
+                continue
+            fs, fr, bs, br = ex.directions(float(tokens[j]) * m.micro_batch, d, hq, hq, 2.0)
+            self.exchange_bytes += k * (fs + fr + bs + br)
+            wf, wb = ex.moved * price.fwd_attn_s[j] / k, ex.moved * price.bwd_attn_s[j] / k
+            f = (wf, link_s(fs), link_s(fr), fs + fr)
+            b = (wb, link_s(bs), link_s(br), bs + br)
+            if rec:  # the backward reruns the forward first, with its own exchange
+                b = (wb + wf, b[1] + f[1], b[2] + f[2], max(b[3], f[3]))
+            self.help[j] = {"F": f, "B": b}
+            self.f_s[j] += -k * wf + own_exchange_s(k, f[1], f[2], ov)
+            self.b_s[j] += -k * wb + own_exchange_s(k, link_s(bs), link_s(br), ov)
+
+    def _busy_s(self) -> list[float]:
+        """Per stage: its units' own seconds plus the helpers it ran."""
+        return [sum(self._time(d, u) for u in order)
+                + sum(b - a for a, b, _ in (self.helpers_run[d] if self.helpers_run else ()))
+                for d, order in enumerate(self.sched.order)]  # fmt: skip
+
+    def _helper(self, d: int, u: Unit) -> Helper | None:
+        """The partner's part of unit ``u`` of device ``d`` (None: not a heavy slice)."""
+        spec = self.help.get(u.slice)
+        if spec is None:
+            return None
+        q = partner(d, u.slice, self.sched.slices, self.params.stages)
+        w, send, ret, buf = spec[u.kind]
+        return helper(q, self.k, w, send, ret, buf, self.sched.exchange_overlap)
+
     def _time(self, d: int, u: Unit) -> float:
         return float(self.f_s[u.slice] if u.kind == "F" else self.b_s[u.slice])
 
     def start(self) -> None:
         """Run the schedule, then replay its memory on the stage pools."""
+        self.helpers_run: list[list[HelperRun]] = []
         self.starts, self.ends = run_schedule(self.sched, self.params.stages, self._time,
-                                              lambda u: float(self.p2p_s[u.slice]))  # fmt: skip
+                                              lambda u: float(self.p2p_s[u.slice]),
+                                              self._helper, self.helpers_run,
+                                              self.sched.partner_priority)  # fmt: skip
         for d, order in enumerate(self.sched.order):
             for u, a, b in zip(order, self.starts[d], self.ends[d], strict=True):
                 self.rows.append(d, u.kind, u.micro, u.chunk, u.slice, a, b)
@@ -251,6 +288,10 @@ class PipelineWorkload(Workload):
                     ev += [(b, 0, d, -act)]
                     if work:
                         ev += [(a, 1, d, work), (b, 0, d, -work)]
+        for d, ran in enumerate(self.helpers_run):  # a partner holds the exchanged context
+            for a, b, nbytes in ran:
+                if nbytes:
+                    ev += [(a, 1, d, int(nbytes)), (b, 0, d, -int(nbytes))]
         return sorted(ev)
 
     def _replay(self) -> Any:
@@ -328,7 +369,7 @@ class PipelineWorkload(Workload):
         p2p = self._p2p_total_bytes()
         return {
             "iteration_s": makespan,
-            "bubble": float(bubble_fraction(self.starts, self.ends).mean()),
+            "bubble": float(bubble_fraction(self.starts, self.ends, self._busy_s()).mean()),
             "peak_act_bytes": max(peaks),
             "peak_act_stage0_bytes": peaks[0],
             "peak_bytes": max(p.peak_bytes for p in self.pools),

@@ -10,12 +10,23 @@ same unit's B on the same stage, with no transfer. ``p2p_s`` may be a function o
 Each device runs its units in the order the schedule gives, each as
 soon as its dependency is met and the device is free. A schedule whose orders wait on each
 other forever is a ValueError.
+
+A unit may hand part of its work to another device (``helper``: SlimPipe's workload
+redistribution, :mod:`~hetsim.workloads.training.slice_exchange`): the :class:`Helper`
+becomes ready ``send_s`` after the unit starts and the unit ends no earlier than
+``return_s`` after the helper ends; meanwhile the unit's device may serve other units'
+helpers but starts its next unit only after the unit ends. On its device a helper runs
+(``interleave``, default) as soon as it is ready, between two layers of the unit running
+there, which it lengthens by its own time, or (``queue``) only when the device is free,
+after the unit running there. Either way it waits for a helper already running there
+and delays what follows it. Units and helpers are committed in order of start time.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,45 +35,117 @@ from hetsim.workloads.training.view import Schedule, Unit
 Key = tuple[str, int, int, int]  # (kind, micro, virtual stage, slice)
 
 
+@dataclass(frozen=True)
+class Helper:
+    """Part of a unit's work run on another device (module doc)."""
+
+    device: int
+    send_s: float  # the inputs' transfer before the helper may start
+    work_s: float  # seconds the helper keeps ``device`` busy
+    return_s: float  # the results' transfer before the unit may end
+    buffer_bytes: float = 0.0  # held on ``device`` while the helper runs
+
+
+#: one helper as it ran: (start s, end s, buffer bytes), per device
+HelperRun = tuple[float, float, float]
+
+
 def run_schedule(
     sched: Schedule,
     stages: int,
     time_s: Callable[[int, Unit], float],
     p2p_s: float | Callable[[Unit], float],
+    helper: Callable[[int, Unit], Helper | None] | None = None,
+    helpers_run: list[list[HelperRun]] | None = None,
+    partner_priority: str = "interleave",
 ) -> tuple[list[list[float]], list[list[float]]]:
-    """Start and end time of every unit of every device (same order as ``sched.order``)."""
+    """Start and end time of every unit of every device (same order as ``sched.order``).
+
+    ``helper(d, u)``: the part of unit ``u`` on device ``d`` run elsewhere (None: all of
+    it on ``d``; a helper on ``d`` itself runs after the unit's own work). When given,
+    ``helpers_run`` receives per device the helpers it ran."""
     hop_s = p2p_s if callable(p2p_s) else (lambda u: float(p2p_s))
     v = sched.chunks
     last = v * stages - 1
     done: dict[Key, float] = {}
     starts: list[list[float]] = [[] for _ in range(stages)]
     ends: list[list[float]] = [[] for _ in range(stages)]
+    ran: list[list[HelperRun]] = [[] for _ in range(stages)]
     free = [0.0] * stages
     pos = [0] * stages
+    waiting = [False] * stages  # its last unit waits for a helper's results
+    #: per device: the key of the unit it runs last if nothing has run after it (a
+    #: helper arriving while it runs may interleave with it), else None
+    running: list[Key | None] = [None] * stages
+    helper_free = [0.0] * stages  # when the helpers already placed on the device end
+    # per device: (ready s, seq, helper, owner device, owner's own end, owner's key)
+    pending: list[list[tuple[float, int, Helper, int, float, Key]]] = [[] for _ in range(stages)]
+    seq = 0
     total = sum(len(o) for o in sched.order)
     finished = 0
     while finished < total:
-        progress = False
+        best: tuple[float, int, int] | None = None  # (start, 0 helper / 1 unit, device)
         for d in range(stages):
-            while pos[d] < len(sched.order[d]):
+            if pending[d]:
+                arrives = min(pending[d])[0]
+                gap = running[d] is not None and partner_priority == "interleave"
+                at = max(helper_free[d], arrives) if gap else max(free[d], arrives)
+                best = min(best or (math.inf, 2, 0), (at, 0, d))
+            if pos[d] < len(sched.order[d]) and not waiting[d]:
                 u = sched.order[d][pos[d]]
                 ready = _ready(u, u.chunk * stages + d, last, stages, done, hop_s(u))
-                if ready is None:
-                    break
-                start = max(free[d], ready)
-                end = start + time_s(d, u)
-                done[(u.kind, u.micro, u.chunk * stages + d, u.slice)] = end
-                starts[d].append(start)
-                ends[d].append(end)
-                free[d] = end
-                pos[d] += 1
-                finished += 1
-                progress = True
-        if not progress:
+                if ready is not None:
+                    best = min(best or (math.inf, 2, 0), (max(free[d], ready), 1, d))
+        if best is None:
             stuck = {
                 d: sched.order[d][pos[d]] for d in range(stages) if pos[d] < len(sched.order[d])
             }
             raise ValueError(f"pipeline schedule deadlocks; next units per stage: {stuck}")
+        start, what, d = best
+        if what == 0:  # a helper: run it, then the unit it belongs to may end
+            item = min(pending[d])
+            pending[d].remove(item)
+            _, _, job, owner, own_end, key = item
+            end = start + job.work_s
+            host = running[d]
+            if host is not None and start < free[d]:  # between two layers of that unit
+                ends[d][-1] += job.work_s
+                done[host] = ends[d][-1]
+                free[d] += job.work_s
+            else:
+                free[d] = end
+                running[d] = None
+            helper_free[d] = end
+            ran[d].append((start, end, job.buffer_bytes))
+            unit_end = max(own_end, end + job.return_s)
+            ends[owner][-1] = unit_end
+            done[key] = unit_end
+            free[owner] = max(free[owner], unit_end)
+            waiting[owner] = False
+            finished += 1
+            continue
+        u = sched.order[d][pos[d]]
+        key = (u.kind, u.micro, u.chunk * stages + d, u.slice)
+        end = start + time_s(d, u)
+        h = helper(d, u) if helper is not None else None
+        pos[d] += 1
+        starts[d].append(start)
+        if h is not None and h.device == d:  # no other device: the work stays here
+            end += h.work_s
+            h = None
+        ends[d].append(end)
+        free[d] = end
+        running[d] = None
+        if h is None or h.work_s <= 0:
+            done[key] = end
+            finished += 1
+            running[d] = key
+        else:
+            pending[h.device].append((start + h.send_s, seq, h, d, end, key))
+            seq += 1
+            waiting[d] = True
+    if helpers_run is not None:
+        helpers_run[:] = ran
     return starts, ends
 
 
@@ -86,10 +169,16 @@ def _ready(u: Unit, k: int, last: int, p: int, done: dict[Key, float],
     return t + (p2p_s if hop else 0.0)
 
 
-def bubble_fraction(starts: list[list[float]], ends: list[list[float]]) -> np.ndarray:
-    """Per device: idle share of the makespan, ``1 - busy / makespan``."""
+def bubble_fraction(starts: list[list[float]], ends: list[list[float]],
+                    busy_s: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
+    """Per device: idle share of the makespan, ``1 - busy / makespan``; busy is the units'
+    spans unless ``busy_s`` gives it (units' own work plus the helpers a device ran: a
+    unit waiting for its helper's results is not busy)."""
     makespan = max(max(e) for e in ends if e)
-    busy = np.array([sum(e) - sum(s) for s, e in zip(starts, ends, strict=True)])
+    if busy_s is None:
+        busy = np.array([sum(e) - sum(s) for s, e in zip(starts, ends, strict=True)])
+    else:
+        busy = np.asarray(busy_s, dtype=float)
     return 1.0 - busy / makespan
 
 

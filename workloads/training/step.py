@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -93,12 +93,19 @@ from hetsim.workloads.base import Workload, WorkloadParams
 from hetsim.workloads.models.dense import ModelSpec
 from hetsim.workloads.training.parallel_comm import Fabrics, Layout
 from hetsim.workloads.training.pipeline_sim import (
+    Helper,
+    HelperRun,
     bubble_fraction,
     peak_in_flight,
     run_schedule,
     unit_conservation,
 )
-from hetsim.workloads.training.slice_exchange import exposed_s, redistribution
+from hetsim.workloads.training.slice_exchange import (
+    helper,
+    own_exchange_s,
+    partner,
+    redistribution,
+)
 from hetsim.workloads.training.step_cost import (
     DenseModel,
     MicroBatchCost,
@@ -404,7 +411,8 @@ class ParallelTrainingWorkload(Workload):
         "dp_exposed_s": "critical stage: gradient reduction past its last unit",
         "optimizer_s": "AdamW over the local shard",
         "param_gather_exposed_s": "ZeRO 1/2 parameter all-gather not hidden by the next step",
-        "bubble": "mean over stages of 1 - busy / schedule makespan",
+        "bubble": "mean over stages of 1 - busy / schedule makespan (busy: its units' own "
+        "work and the moved attention it ran for other stages)",
         "p2p_bytes": "activation and gradient bytes sent between stages per step, all stages "
         "of one pipeline replica (per TP rank): 2 m (p v - 1) sends",
         "tp_bytes_per_layer": "TP collective buffer bytes per layer per micro-batch (fwd+bwd)",
@@ -566,29 +574,54 @@ class ParallelTrainingWorkload(Workload):
     def _redistribution(self) -> list[dict[str, float]]:
         """Per slice, what SlimPipe's workload redistribution changes in one layer
         (:mod:`~hetsim.workloads.training.slice_exchange`, reconstruction): attention
-        seconds moved to or from the mirror slice's device (``attn_f``, ``attn_b``: the
-        slices' mean less the slice's own) and the exposed exchange (``xf``, ``xb``)."""
+        seconds a heavy slice hands its partner device (``attn_f``, ``attn_b``, negative:
+        what it no longer runs itself) and its own exchange time under ``exchange_overlap:
+        none`` (``xf``, ``xb``). ``self.help`` keeps, per heavy slice and unit kind, one
+        layer's partner work, transfers each way and the bytes the partner holds."""
         n = len(self.costs)
         self.exchange_bytes_slice = [0.0] * n
+        self.help: dict[int, dict[str, tuple[float, float, float, float]]] = {}
+        zero = [dict.fromkeys(("attn_f", "attn_b", "xf", "xb"), 0.0) for _ in range(n)]
         if not self.sched.redistribute or n <= 1:
-            return [dict.fromkeys(("attn_f", "attn_b", "xf", "xb"), 0.0) for _ in range(n)]
+            return zero
         if self.sched.bounds:
             raise ValueError("policies.schedule: workload redistribution needs uniform slices")
         md, lay = self.model, self.layout
-        mean_f = sum(c.layer["fwd_attention"] for c in self.costs) / n
-        mean_b = sum(c.layer["bwd_attention"] for c in self.costs) / n
         hq, kvh = md.heads / lay.tp, max(md.kv_heads / lay.tp, 1.0)
         a = self.cost.attention_bytes
-        out = []
+        ov = self.sched.exchange_overlap
+        rec = self.params.recompute == "full"
+
+        def link_s(nbytes: float) -> float:
+            return self.fabrics.p2p_s(lay, nbytes) if nbytes > 0 else 0.0
+
+        out = zero
         for j, (c, ex) in enumerate(zip(self.costs, redistribution(n), strict=True)):
-            bf, bb = ex.bytes(c.tokens, md.head_dim, hq, kvh, a)
-            self.exchange_bytes_slice[j] = bf + bb if ex.heavy else 0.0
-            ov = self.sched.exchange_overlap
-            out.append({"attn_f": mean_f - c.layer["fwd_attention"],
-                        "attn_b": mean_b - c.layer["bwd_attention"],
-                        "xf": exposed_s(self.fabrics.p2p_s(lay, bf), mean_f, ov),
-                        "xb": exposed_s(self.fabrics.p2p_s(lay, bb), mean_b, ov)})  # fmt: skip
+            if not ex.heavy or ex.moved <= 0:
+                continue
+            fs, fr, bs, br = ex.directions(c.tokens, md.head_dim, hq, kvh, a)
+            self.exchange_bytes_slice[j] = fs + fr + bs + br
+            wf = ex.moved * c.layer["fwd_attention"]
+            wb = ex.moved * c.layer["bwd_attention"]
+            f = (wf, link_s(fs), link_s(fr), fs + fr)
+            b = (wb, link_s(bs), link_s(br), bs + br)
+            if rec:  # the backward reruns the forward first, with its own exchange
+                b = (wb + wf, b[1] + f[1], b[2] + f[2], max(b[3], f[3]))
+            self.help[j] = {"F": f, "B": b}
+            out[j] = {"attn_f": -wf, "attn_b": -wb,
+                      "xf": own_exchange_s(1, f[1], f[2], ov),
+                      "xb": own_exchange_s(1, link_s(bs), link_s(br), ov)}  # fmt: skip
         return out
+
+    def _helper(self, d: int, u: Unit) -> Helper | None:
+        """The partner's part of unit ``u`` of device ``d`` (None: not a heavy slice)."""
+        spec = self.help.get(u.slice) if u.kind != "W" else None
+        if spec is None:
+            return None
+        layers = sum(n for _, n in self._kinds(self._virtual(d, u)))
+        q = partner(d, u.slice, self.sched.slices, self.params.pp)
+        w, send, ret, buf = spec[u.kind]
+        return helper(q, layers, w, send, ret, buf, self.sched.exchange_overlap)
 
     def _price_slice(self, j: int, c: MicroBatchCost) -> None:
         p = self.params
@@ -659,18 +692,34 @@ class ParallelTrainingWorkload(Workload):
         """Unit times of a replica whose stage ``d`` runs at ``factor[d]`` (stragglers)."""
         return lambda d, u: self._time(d, u) * factor[d]
 
+    def _scaled_helper(self, factor: Sequence[float]) -> Callable[[int, Unit], Helper | None]:
+        """Helpers of that replica: the moved work runs at its partner's ``factor``."""
+
+        def scaled(d: int, u: Unit) -> Helper | None:
+            h = self._helper(d, u)
+            return h if h is None else replace(h, work_s=h.work_s * factor[h.device])
+
+        return scaled
+
     # ---- the step -----------------------------------------------------------------------
     def start(self) -> None:
         """Run the schedule, the DP tails and the optimizer; finish at the step's end."""
         p = self.params
         self.replicas = self._replica_factors()
+        helped: list[list[list[HelperRun]]] = [[] for _ in self.replicas]
         self.runs = [
             run_schedule(self.sched, p.pp, self._scaled_time(f),
-                         lambda u: self.p2p_s_slice[u.slice])
-            for f in self.replicas
+                         lambda u: self.p2p_s_slice[u.slice], self._scaled_helper(f),
+                         helped[i], self.sched.partner_priority)
+            for i, f in enumerate(self.replicas)
         ]  # fmt: skip
         slowest = max(range(len(self.runs)), key=lambda i: max(max(e) for e in self.runs[i][1]))
         self.factor = self.replicas[slowest]
+        #: per stage of the slowest replica: seconds it ran other stages' moved attention,
+        #: and the most exchange bytes it held for them at once
+        self.helped_s = [sum(b - a for a, b, _ in r) for r in helped[slowest]] or [0.0] * p.pp
+        self.helper_bytes = [max((x for _, _, x in r), default=0.0) for r in helped[slowest]]
+        self.helper_bytes = self.helper_bytes or [0.0] * p.pp
         self.starts, self.ends = self.runs[slowest]
         for d, order in enumerate(self.sched.order):
             for u, a, b in zip(order, self.starts[d], self.ends[d], strict=True):
@@ -819,7 +868,7 @@ class ParallelTrainingWorkload(Workload):
         acts = peak_in_flight(self.sched.order[d], unit_bytes)
         acts += max(self._slice_cost(j, m).layer_working_bytes()
                     for j in range(len(self.costs)) for m in kinds)  # fmt: skip
-        buffers = 0.0
+        buffers = self.helper_bytes[d]  # a partner holds the exchanged attention context
         dp = self.layout.size("dpcp")
         if d == p.pp - 1:
             buffers += max(c.logits_bytes() for c in self.costs)
@@ -854,6 +903,8 @@ class ParallelTrainingWorkload(Workload):
                     counted += k * val
             parts["fsdp"] += exposed
             parts["compute"] += dur - exposed - counted
+        parts["compute"] += self.helped_s[d]  # other stages' moved attention, run here
+        busy += self.helped_s[d]
         parts["pp_bubble"] = self.stage_end[d] - busy
         parts["dp"] = self.dp_end[d] - self.stage_end[d]
         parts["optimizer"] = self.opt_s
@@ -933,7 +984,9 @@ class ParallelTrainingWorkload(Workload):
             "dp_exposed_s": parts["dp"],
             "optimizer_s": parts["optimizer"],
             "param_gather_exposed_s": parts["param_gather"],
-            "bubble": float(bubble_fraction(self.starts, self.ends).mean()),
+            "bubble": float(bubble_fraction(self.starts, self.ends, [
+                sum(self._time(d, u) * self.factor[d] for u in o) + self.helped_s[d]
+                for d, o in enumerate(self.sched.order)]).mean()),
             "p2p_bytes": p2p,
             "tp_bytes_per_layer": 4 * self.cost.tokens * self.model.hidden
             * self.precision.activation_bytes if lay.tp > 1 else 0.0,

@@ -67,8 +67,9 @@ class SwapPlan:
 
     ``recompute``: keys of activations dropped after forward and rematerialised (per layer,
     all at once) before that layer's first backward op needs one of them.
-    ``forced_swap_on_oom``: an allocation that does not fit evicts resident activations
-    (farthest next use first, synchronous copy) instead of failing the run.
+    ``forced_swap_on_oom``: an allocation that does not fit is handed to the runtime's
+    fallback (``workload.oom_fallback``: least recently used victims by default,
+    synchronous copies, synchronisation and fragmentation costs) instead of failing the run.
     ``offload``: run the optimizer on the host (:class:`OptimizerOffload`); None keeps the
     optimizer states and the Adam step on the device.
     """
@@ -166,9 +167,12 @@ class Schedule:
     boundaries as fractions of the sequence (``slices + 1`` values from 0 to 1, increasing;
     empty: uniform slices). ``redistribute``: the mechanism evens out the slices'
     attention work by moving part of each heavy slice's attention to the device running
-    its mirror slice (SlimPipe's workload redistribution, uniform slices only) and charges
-    the attention-context exchange, overlapped with the slice's attention kernels
-    (``exchange_overlap: attention``) or not at all (``none``)."""
+    the device that would run its mirror slice (SlimPipe's workload redistribution,
+    uniform slices only; that device's time and memory are simulated) and charges the
+    attention-context exchange, pipelined with the moved work (``exchange_overlap:
+    attention``) or on the heavy device's stream (``none``); ``partner_priority``: the
+    partner runs the moved work between the layers of its own unit (``interleave``) or
+    after it (``queue``)."""
 
     order: tuple[tuple[Unit, ...], ...]
     chunks: int = 1
@@ -176,6 +180,7 @@ class Schedule:
     bounds: tuple[float, ...] = ()
     redistribute: bool = False
     exchange_overlap: Literal["attention", "none"] = "attention"
+    partner_priority: Literal["interleave", "queue"] = "interleave"
 
     @property
     def split_backward(self) -> bool:

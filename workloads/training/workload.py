@@ -6,7 +6,8 @@ iteration the swap policy sees the previous iteration's report (op count, step t
 forced swaps, and a profile when it asked for one) and returns a plan. Eager-mode
 variability changes the sequence every ``every_iters`` iterations (sequence length, an
 optional branch, MoE routing ops). An allocation that does not fit and is not handled by
-the plan ends the run with ``oom = 1`` (the summary names the allocation).
+the plan (or by the runtime's fallback, ``oom_fallback``, where the plan allows forced
+swaps) ends the run with ``oom = 1`` (the summary names the allocation).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from hetsim.workloads.training.offload import (
     offload_step,
     place_states,
 )
+from hetsim.workloads.training.oom_fallback import OomFallback
 from hetsim.workloads.training.op_cost import kernel_op_times_s, op_trust
 from hetsim.workloads.training.ops import OPT, Lifetimes, Variant, build_sequence
 from hetsim.workloads.training.view import ProfileView, StepReport
@@ -102,6 +104,12 @@ class TrainingParams(WorkloadParams):
         1.0, description="scales the ATen dispatches per op (ops.DISPATCHES, reconstruction)"
     )
     timeline_iterations: list[NonNegativeInt] = Field(default_factory=list)
+    oom_fallback: OomFallback = Field(
+        default_factory=lambda: OomFallback(),
+        description="the runtime's forced swap when an allocation does not fit and the plan "
+        "allows it: victims without future knowledge, synchronisation and fragmentation "
+        "costs (workloads/training/oom_fallback.py)",
+    )
     cpu_adam: CpuAdamCost = Field(
         default_factory=lambda: CpuAdamCost(), description="CPU-Adam work when offloaded"
     )
@@ -147,7 +155,7 @@ class TrainingWorkload(Workload):
         seqs = [self._sequence(v)[0] for v in set(self.variants)]
         fit_check(self.model, seqs, self.pool, per_param)
         self.exec = Executor(cluster, name, host, params.profiler_op_overhead_s,
-                             params.dispatch_scale)  # fmt: skip
+                             params.dispatch_scale, params.oom_fallback)  # fmt: skip
         self.cpu_adam_s = cpu_adam_s(cluster, host, self.model.params, params.cpu_adam)
         self.rows = sim.recorder.table("iterations", ITER_COLUMNS)
         self.op_rows = sim.recorder.table("ops", OP_COLUMNS)
