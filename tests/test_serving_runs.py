@@ -59,15 +59,37 @@ def test_disaggregation_removes_prefill_interference_from_tpot() -> None:
     assert dis.tpot_p90_s < 3 * hand.decode_s(hand.A100, hand.LLAMA3_8B, 1, 1000)
 
 
+def test_lud_speedup_at_batch_one_is_the_expected_accepted_tokens_on_every_seed() -> None:
+    # LUD with a fixed acceptance p = 0.40 (the low end of Spec-Bench's published range
+    # for decoders without a draft model; workloads/serving/params.py LudConfig) and
+    # K = 4: E[A] = (1 - p^4) / (1 - p) = 1.624 tokens per step by closed form. At batch
+    # 1 a decode step is memory-bound (16 GB of weights against 3 more tokens' 4.8e10
+    # FLOPs: under 3% more time on an A100 by hand roofline), so TPOT falls by E[A].
+    # Tolerance 10% on every seed: ~315 steps per request leave a per-step sampling sd
+    # of the mean accepted count of ~3%, plus the extra positions' cost.
+    expected = (1 - 0.4**4) / (1 - 0.4)
+    for seed in (1, 2, 3, 4):
+        over = {"seed": seed, "workload.requests.num_requests": 1}
+        std = _summary("scenarios/lud.yaml", **over, **{"workload.lud": None})
+        lud = _summary(
+            "scenarios/lud.yaml", **over, **{"workload.lud.accept_concentration": None}
+        )
+        speedup = float(std.tpot_mean_s / lud.tpot_mean_s)
+        assert abs(speedup / expected - 1) < 0.10, (seed, speedup)
+
+
 def test_lud_speedup_shrinks_with_batch_size() -> None:
-    # LUD (LREC-COLING'24): ~1.33x at small batch. Memory-bound small batches keep it
-    # (asserted > 1.25x at batch 1); at batch 256 the 4 positions per sequence make the
-    # step compute-bound and the gain disappears (asserted < 1x).
-    def speedup(batch: int) -> float:
-        over = {"workload.requests.num_requests": batch}
+    # LUD (LREC-COLING'24): ~1.33x at small batch (abstract). With the shipped per-request
+    # Beta draws of acceptance (mean 0.40, concentration 10), on every one of seeds 1-4:
+    # 16 requests at once keep a gain (asserted > 1.2x: the mean of E[A] over 16 draws
+    # has an sd of ~5%), and at batch 256 the 4 positions per sequence make the step
+    # compute-bound and the gain disappears (asserted < 1x).
+    def speedup(batch: int, seed: int) -> float:
+        over = {"seed": seed, "workload.requests.num_requests": batch}
         std = _summary("scenarios/lud.yaml", **over, **{"workload.lud": None})
         lud = _summary("scenarios/lud.yaml", **over)
         return float(std.tpot_mean_s / lud.tpot_mean_s)
 
-    assert speedup(1) > 1.25
-    assert speedup(256) < 1.0
+    for seed in (1, 2, 3, 4):
+        assert speedup(16, seed) > 1.2, seed
+        assert speedup(256, seed) < 1.0, seed

@@ -9,7 +9,7 @@ import numpy as np
 from hetsim.schedulers.serving.deploy_cauchy import CauchyDeployment, CauchyParams
 from hetsim.simulator.runner import run_nested
 from hetsim.workloads.serving.subsim import SubSimGoodput
-from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec, SearchBudget
 
 RNG = np.random.default_rng(0)
 
@@ -30,11 +30,11 @@ def test_cauchy_rescores_its_shortlist_with_the_measured_goodput() -> None:
 
     calls: list[tuple[InstanceSpec, ...]] = []
 
-    def measure(unit: tuple[InstanceSpec, ...], estimate: float) -> float:
+    def measure(unit: tuple[InstanceSpec, ...], estimate: float, budget: SearchBudget) -> float:
         calls.append(unit)
         return 1.0 if all(s.gpu_type == "cheap" for s in unit) else estimate
 
-    specs = pol.deploy(view._replace(measure=measure))
+    specs = pol.deploy(view._replace(simulate=measure, estimator="simulate"))
     assert sorted((s.role, s.gpu_type) for s in specs) == [("decode", "fast"), ("prefill", "fast")]
     assert len(calls) == 4  # every shortlisted combo measured once
 
