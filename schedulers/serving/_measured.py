@@ -79,8 +79,7 @@ def measured_phase(
         ) * k
         g = view.simulate(unit, _rps(role, c), budget)
         if g > 0:
-            field = "prefill_rps" if role == "prefill" else "decode_rps"
-            out.append(c._replace(**{field: g}))
+            out.append(c._replace(prefill_rps=g) if role == "prefill" else c._replace(decode_rps=g))
     return out
 
 
