@@ -68,7 +68,7 @@ def test_length_error_factors_have_the_configured_moments(bias: float, sigma: fl
 
 def test_exact_estimator_draws_nothing_and_returns_the_truth() -> None:
     rng = np.random.default_rng(3)
-    f = error_factors(Estimates(), 5, rng)
+    f = error_factors(Estimates(duration_noise_sigma=0.0), 5, rng)
     assert f.tolist() == [1.0] * 5
     assert rng.random() == np.random.default_rng(3).random()  # the stream is untouched
     est = DurationEstimator(np.array([10.0, 4.0]), f[:2])
@@ -87,7 +87,7 @@ def test_views_read_declared_lengths(tmp_path: Path) -> None:
     # 1,000 iterations, and a view taken then still shows declared 2,000 - done 1,000 =
     # 1,000 iterations x 1 s left (the truth: 0).
     raw = scenario(trace(tmp_path, TWO_JOBS[:1]))
-    raw["workload"]["estimates"] = {"duration_bias": 1.0}
+    raw["workload"]["estimates"] = {"duration_bias": 1.0, "duration_noise_sigma": 0.0}
     wl = run_log(raw)
     view = wl.passer.ordering_view(np.array([0]), np.array([False]))
     assert view.remaining_solo_s[0] == pytest.approx(1000.0)

@@ -22,6 +22,9 @@ HEADER = "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,i
 HEADER += "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n"
 
 
+EXACT = {"duration_noise_sigma": 0.0, "interference_noise_sigma": 0.0}
+
+
 def trace(tmp_path: Path, rows: list[str]) -> Path:
     path = tmp_path / "trace.csv"
     path.write_text(HEADER + "".join(r + "\n" for r in rows))
@@ -39,6 +42,9 @@ def scenario(path: Path, gpus: int = 1, **execution: Any) -> dict[str, Any]:
             "inventory": [{"gpu_type": "v100", "nodes": 1, "gpus_per_node": gpus}],
             "jobs": {"kind": "muri_trace", "path": str(path)},
             "execution": ex,
+            # hand-worked completion times: the policies see exact estimates (an oracle,
+            # so that the packing decision worked out by hand is the one taken)
+            "estimates": EXACT,
         },
         "outputs": {"spans": False},
     }  # fmt: skip
@@ -234,20 +240,42 @@ def small_cuckoo(**over: Any) -> dict[str, float]:
     return dict(hetsim.run(SCENARIOS / "cuckoo.yaml", overrides=base).summary.iloc[0])
 
 
+BASELINES = {
+    "edf": ("edf", "none", "first-fit", False),
+    "tiresias": ("tiresias", "none", "first-fit", False),
+    "muri": ("srtf", "muri", "first-fit", False),
+    # Gavel's LP with its preemptive rounds (its only way to time-share), as shipped
+    "gavel-lp": ("fifo", "none", {"name": "gavel", "preempt_at_rounds": True}, True),
+}
+
+
+def cuckoo_dsr(seed: int, **over: Any) -> dict[str, float]:
+    """DSR of Cuckoo and of each full-strength baseline on one short overloaded run."""
+    out = {"cuckoo": small_cuckoo(seed=seed, **over)["dsr"]}
+    for name, (o, p, a, pre) in BASELINES.items():
+        out[name] = small_cuckoo(**{"seed": seed, "policies.ordering": o, "policies.packing": p,
+                                    "policies.allocation": a,
+                                    "workload.execution.preemption": pre, **over})["dsr"]  # fmt: skip
+    return out
+
+
 @pytest.mark.slow
-def test_cuckoo_beats_edf_tiresias_muri_on_deadlines() -> None:
-    # Direction of the paper's 2.38x DSR claim on a short overloaded run: Cuckoo's DSR is
-    # at least the best baseline's (tolerance 0), and strictly above Tiresias's.
-    cuckoo = small_cuckoo()
-    base = {
-        name: small_cuckoo(**{"policies.ordering": o, "policies.packing": p,
-                              "policies.allocation": a})
-        for name, (o, p, a) in {"edf": ("edf", "none", "first-fit"),
-                                "tiresias": ("tiresias", "none", "first-fit"),
-                                "muri": ("srtf", "muri", "first-fit")}.items()
-    }  # fmt: skip
-    assert cuckoo["dsr"] >= max(b["dsr"] for b in base.values())
-    assert cuckoo["dsr"] > base["tiresias"]["dsr"]
+def test_cuckoo_deadlines_against_gavel_lp_tiresias_muri_edf_over_seeds() -> None:
+    # Cuckoo's 2.38x DSR claim on short overloaded runs (lambda ~ U[0.5, 1.5]), seeds 1-3,
+    # against EDF, Tiresias, Muri-S and Gavel's LP. Under the default estimates (published
+    # errors: job length sigma 0.15, interference sigma 0.28; workloads/cluster/params.py)
+    # Cuckoo meets at least Gavel's LP's DSR and more than Tiresias's on every seed, but
+    # stays far from 2.38x the best baseline (asserted < 1.5x; measured 0.97-1.10x). With
+    # exact estimates (the oracle, labelled) it leads every baseline on every seed.
+    exact = {"workload.estimates.duration_noise_sigma": 0.0,
+             "workload.estimates.interference_noise_sigma": 0.0}  # fmt: skip
+    for seed in (1, 2, 3):
+        dsr = cuckoo_dsr(seed)
+        best = max(v for k, v in dsr.items() if k != "cuckoo")
+        assert dsr["cuckoo"] >= dsr["gavel-lp"] and dsr["cuckoo"] > dsr["tiresias"], seed
+        assert dsr["cuckoo"] < 1.5 * best, seed
+        oracle = cuckoo_dsr(seed, **exact)
+        assert oracle["cuckoo"] >= max(v for k, v in oracle.items() if k != "cuckoo"), seed
 
 
 @pytest.mark.slow

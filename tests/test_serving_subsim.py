@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from hetsim.schedulers.serving.deploy_cauchy import CauchyDeployment, CauchyParams
 from hetsim.simulator.runner import run_nested
 from hetsim.workloads.serving.subsim import SubSimGoodput
-from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec, SearchBudget
 
 RNG = np.random.default_rng(0)
 
@@ -30,11 +31,11 @@ def test_cauchy_rescores_its_shortlist_with_the_measured_goodput() -> None:
 
     calls: list[tuple[InstanceSpec, ...]] = []
 
-    def measure(unit: tuple[InstanceSpec, ...], estimate: float) -> float:
+    def measure(unit: tuple[InstanceSpec, ...], estimate: float, budget: SearchBudget) -> float:
         calls.append(unit)
         return 1.0 if all(s.gpu_type == "cheap" for s in unit) else estimate
 
-    specs = pol.deploy(view._replace(measure=measure))
+    specs = pol.deploy(view._replace(simulate=measure, estimator="simulate"))
     assert sorted((s.role, s.gpu_type) for s in specs) == [("decode", "fast"), ("prefill", "fast")]
     assert len(calls) == 4  # every shortlisted combo measured once
 
@@ -61,3 +62,48 @@ def test_subsim_goodput_brackets_and_caches(root: Path) -> None:
     runs = m.runs
     assert m(unit[::-1], 20.0) == g and m.runs == runs  # cached, order-free
     assert m.meets(unit, g / 2) and not m.meets(unit, 2 * g)
+
+
+def test_every_deployment_policy_sizes_from_the_runs_one_estimator() -> None:
+    # workload.sizing_estimator: with "simulate" every policy's goodputs come from the
+    # run's simulator (each calls it), with "analytic" none can (view.simulate is None),
+    # and DistServe may not search another way than the run (the asymmetry this removes).
+    import pytest
+
+    from hetsim.schedulers.serving.deploy_colocated import ColocatedDeployment, ColocatedParams
+    from hetsim.schedulers.serving.deploy_distserve import DistServeDeployment, DistServeParams
+    from hetsim.schedulers.serving.deploy_melange import MelangeDeployment, MelangeParams
+    from hetsim.schedulers.serving.deploy_splitwise import (
+        SplitwiseDeployment,
+        SplitwiseParams,
+    )
+    from hetsim.workloads.serving.view import BucketEstimate
+
+    bucket = (BucketEstimate(1000.0, 200.0, 1.0, 4.0, 0),)
+    fast = ConfigView("fast", 1, 1, 4.0, 10**6, 10.0, 10.0, 8.0, bucket)
+    cheap = ConfigView("cheap", 1, 1, 1.0, 10**6, 4.0, 4.0, 3.0, bucket)
+    view = DeploymentView(8.0, 1000.0, 200.0, 1.0, 0.05, (("fast", 16), ("cheap", 16)),
+                          (fast, cheap))  # fmt: skip
+    policies: list[Any] = [
+        CauchyDeployment(CauchyParams(pd_ratios=[(1, 1)]), RNG),
+        DistServeDeployment(DistServeParams.model_validate({}), RNG),
+        ColocatedDeployment(ColocatedParams(), RNG),
+        MelangeDeployment(MelangeParams(), RNG),
+        SplitwiseDeployment(SplitwiseParams(prefill_type="fast", decode_type="cheap"), RNG),
+    ]
+    calls: list[tuple[InstanceSpec, ...]] = []
+
+    def half(unit: tuple[InstanceSpec, ...], est: float, budget: SearchBudget) -> float:
+        calls.append(unit)
+        return est / 2  # every unit sustains half its prediction when simulated
+
+    for pol in policies:
+        calls.clear()
+        analytic = pol.deploy(view)
+        simulated = pol.deploy(view._replace(simulate=half, estimator="simulate"))
+        assert calls, type(pol).__name__  # the run's simulator sized it
+        gpus = sum(s.tp for s in simulated)
+        assert gpus > sum(s.tp for s in analytic), type(pol).__name__  # halved: more GPUs
+    asym = DistServeDeployment(DistServeParams.model_validate({"search": "estimate"}), RNG)
+    with pytest.raises(ValueError, match="sizing_estimator"):
+        asym.deploy(view._replace(simulate=half, estimator="simulate"))

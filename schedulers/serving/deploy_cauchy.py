@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 from hetsim.schedulers.serving._milp import min_cost_counts
 from hetsim.schedulers.serving._pools import demand
 from hetsim.simulator.registry import policies
-from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec, SearchBudget
 
 
 class CauchyParams(BaseModel):
@@ -66,11 +66,12 @@ class CauchyDeployment:
     phase, bundled as "GPU combos". Reconstructed (the paper's text is not public):
     enumerate combos, keep the ``top_m`` by Tokens/USD, then choose replica counts by
     an integer program: minimise $/h subject to goodput >= rate x (1 + headroom) and
-    GPUs of each type <= availability. Goodput per combo comes from the mechanism's
-    attainment predictor (the one every deployment policy sizes from); when the
-    mechanism offers ``view.measure`` (goodput by seeded sub-simulation and
-    bisection, as the paper finds it), the ``top_m`` combos are re-scored with it
-    before the integer program. Each replica is a routing group."""
+    GPUs of each type <= availability. Goodput per combo comes from the run's sizing
+    estimator, the one every deployment policy sizes from: the attainment predictor
+    (``workload.sizing_estimator: analytic``), or, with ``simulate``, the ``top_m``
+    combos re-scored by seeded sub-simulation and bisection (as the paper finds it;
+    DistServe's budget: 300 requests or 60 s, 5 steps, attainment 0.9) before the
+    integer program. Each replica is a routing group."""
 
     Params = CauchyParams
 
@@ -80,8 +81,9 @@ class CauchyDeployment:
     def deploy(self, view: DeploymentView) -> tuple[InstanceSpec, ...]:
         """Replicas of the chosen combos, one group per replica."""
         kept = combos(view, self.params)[: self.params.top_m]
-        if view.measure is not None:
-            kept = [k for k in (measured(k, view.measure) for k in kept) if k.goodput_rps > 0]
+        if view.simulate is not None:
+            sim = view.simulate
+            kept = [k for k in (measured(k, sim) for k in kept) if k.goodput_rps > 0]
         types = [t for t, _ in view.available]
         use = np.array([[gpus(k, t) for k in kept] for t in types], dtype=float).reshape(
             len(types), len(kept)
@@ -113,9 +115,13 @@ def unit(k: Combo) -> tuple[InstanceSpec, ...]:
     ) * k.n_d
 
 
-def measured(k: Combo, measure: Callable[[tuple[InstanceSpec, ...], float], float]) -> Combo:
-    """Combo ``k`` with its goodput (and Tokens/USD) as the mechanism measures it."""
-    g = measure(unit(k), k.goodput_rps)
+def measured(
+    k: Combo,
+    simulate: Callable[[tuple[InstanceSpec, ...], float, SearchBudget], float],
+    budget: SearchBudget | None = None,
+) -> Combo:
+    """Combo ``k`` with its goodput (and Tokens/USD) as the run's simulator bisects it."""
+    g = simulate(unit(k), k.goodput_rps, budget or SearchBudget())
     return k._replace(goodput_rps=g, tokens_per_usd=k.tokens_per_usd * g / k.goodput_rps)
 
 

@@ -5,19 +5,24 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
 
+from hetsim.schedulers.serving._measured import measured_colocated
 from hetsim.schedulers.serving._pools import pools
 from hetsim.simulator.registry import policies
-from hetsim.workloads.serving.view import DeploymentView, InstanceSpec
+from hetsim.workloads.serving.view import DeploymentView, InstanceSpec, SearchBudget
 
 
 class ColocatedParams(BaseModel):
     """``gpu_type``/``tp``: fix the configuration (None: search every type/degree);
-    ``headroom``: provision for ``rate x (1 + headroom)``."""
+    ``headroom``: provision for ``rate x (1 + headroom)``; ``shortlist``: under
+    ``workload.sizing_estimator: simulate``, the configs (best predicted goodput per
+    dollar) whose goodput is bisected on sub-simulations (DistServe's budget: 300
+    requests or 60 s, 5 steps) and sized from; the others are not used."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     gpu_type: str | None = None
     tp: PositiveInt | None = None
     headroom: NonNegativeFloat = 0.0
+    shortlist: PositiveInt = 3
 
 
 @policies.register("serving.deployment", "colocated")
@@ -25,7 +30,8 @@ class ColocatedDeployment:
     """vLLM (SOSP'23) as deployed in practice: identical instances that each run both
     phases, on the one GPU type and TP degree that meets the target rate at least
     cost (each instance is its own routing group). The best homogeneous baseline
-    when ``gpu_type`` is left open."""
+    when ``gpu_type`` is left open. Goodput per config from the run's sizing estimator
+    (the predictor, or the shortlist measured by simulate-and-bisect)."""
 
     Params = ColocatedParams
 
@@ -42,6 +48,7 @@ class ColocatedDeployment:
         ]
         if not cands:
             raise ValueError(f"colocated: no configuration matches gpu_type={p.gpu_type} tp={p.tp}")
+        cands = measured_colocated(view, cands, p.shortlist, SearchBudget())
         found = pools(view, [("mixed", cands)], p.headroom)
         if found is None:
             raise ValueError(

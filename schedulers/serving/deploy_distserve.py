@@ -23,9 +23,11 @@ from hetsim.workloads.serving.view import (
 
 class DistServeParams(BaseModel):
     """``gpu_type``: fix the type (None: every type, compared per dollar); ``headroom``:
-    provision for ``rate x (1 + headroom)``; ``search``: ``simulate`` (bisect each
-    shortlisted config's rate on short simulations, DistServe's way; the mechanism's
-    predictor when it offers no simulator) or ``estimate`` (the predictor only);
+    provision for ``rate x (1 + headroom)``; ``search``: None (the default) follows the
+    run's ``workload.sizing_estimator``, the one every deployment policy sizes from
+    (``simulate``: bisect each shortlisted config's rate on short simulations,
+    DistServe's way; ``analytic``: the predictor only); ``simulate`` or ``estimate``
+    must agree with it (an error otherwise: no asymmetric sizing within a run);
     ``shortlist``: configs simulated per phase and type, the best by predicted per-GPU
     goodput; ``type_shortlist``: GPU types simulated, the cheapest deployments on the
     predictor; ``partner_margin``: the other phase's instances beside the measured one
@@ -39,7 +41,7 @@ class DistServeParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     gpu_type: str | None = None
     headroom: NonNegativeFloat = 0.0
-    search: Literal["simulate", "estimate"] = "simulate"
+    search: Literal["simulate", "estimate"] | None = None
     shortlist: PositiveInt = 2
     type_shortlist: PositiveInt = 2
     partner_margin: float = Field(3.0, ge=1.0)
@@ -85,8 +87,15 @@ class DistServeDeployment:
         if p.gpu_type is not None:
             types = [t for t in types if t == p.gpu_type]
         rate = demand(view, p.headroom)
+        run = "simulate" if view.simulate is not None else "estimate"
+        if p.search is not None and p.search != run:
+            raise ValueError(
+                f"distserve: search '{p.search}' differs from the run's sizing estimator "
+                f"'{view.estimator}' (workload.sizing_estimator): every deployment policy "
+                "is sized the same way"
+            )
         options = self._options(view, types, rate, simulate=False)
-        if p.search == "simulate" and view.simulate is not None:
+        if view.simulate is not None:
             short = [o[2] for o in options if fits(view, {o[2]: o[1]})][: p.type_shortlist]
             options = self._options(view, short, rate, simulate=True)
         for _, gpus, t, specs in options:

@@ -5,22 +5,27 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
 
+from hetsim.schedulers.serving._measured import measured_colocated
 from hetsim.schedulers.serving._milp import slice_assignment
 from hetsim.schedulers.serving._pools import demand
 from hetsim.simulator.registry import policies
-from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec
+from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec, SearchBudget
 
 
 class MelangeParams(BaseModel):
     """``slice_factor``: slices per size bucket (Melange's ``slice_factor``; each slice
     goes wholly to one GPU type, so more slices let a bucket be split across types);
     ``headroom``: provision for ``rate x (1 + headroom)``; ``gpu_types``: restrict the
-    candidate types (None: every type of the cluster)."""
+    candidate types (None: every type of the cluster); ``shortlist``: under
+    ``workload.sizing_estimator: simulate``, how many configs (best predicted goodput
+    per dollar) are profiled by simulate-and-bisect (None: every candidate, as Melange
+    profiles every GPU type)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     slice_factor: PositiveInt = 4
     headroom: NonNegativeFloat = 0.0
     gpu_types: list[str] | None = None
+    shortlist: PositiveInt | None = None
 
 
 @policies.register("serving.deployment", "melange")
@@ -36,7 +41,10 @@ class MelangeDeployment:
 
     The max rate per (bucket, config) is the mechanism's attainment predictor for one
     instance serving that bucket alone (``ConfigView.buckets``); Melange profiles it
-    on real GPUs under a TPOT SLO.
+    on real GPUs under a TPOT SLO. Under ``workload.sizing_estimator: simulate`` each
+    config's one-instance goodput is bisected on sub-simulations (the profile) and its
+    bucket rates scaled by the measured / predicted ratio (per-bucket sub-simulations
+    would multiply the search by the bucket count: a simplification).
     Each instance carries its plan (``InstanceSpec.plan``: the rate of each bucket
     assigned to its config, split evenly over the config's instances); a plan-aware
     router (``goodput-wrr``) sends each request among the instances planned for its
@@ -100,6 +108,9 @@ class MelangeDeployment:
             raise ValueError("melange: no configuration with request-size bucket estimates")
         if any(len(c.buckets) != len(configs[0].buckets) for c in configs):
             raise ValueError("melange: configurations disagree on the size buckets")
+        configs = measured_colocated(view, configs, self.params.shortlist, SearchBudget())
+        if not configs:
+            raise ValueError("melange: no configuration sustains a rate > 0 when simulated")
         return configs
 
     def _loads(self, view: DeploymentView, configs: list[ConfigView]) -> np.ndarray:

@@ -5,24 +5,28 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat
+from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
 
+from hetsim.schedulers.serving._measured import measured_phase
 from hetsim.schedulers.serving._pools import pools
 from hetsim.simulator.registry import policies
-from hetsim.workloads.serving.view import DeploymentView, InstanceSpec
+from hetsim.workloads.serving.view import DeploymentView, InstanceSpec, SearchBudget
 
 
 class SplitwiseParams(BaseModel):
     """The Splitwise-HA design by default: prompts on H100, tokens on A100.
     ``kv_transfer``: ``layerwise`` (Splitwise's: each layer's KV leaves as soon as it is
     computed, overlapped with the rest of the prompt phase) or ``after-prefill`` (the
-    whole KV after the prompt phase, for comparison)."""
+    whole KV after the prompt phase, for comparison); ``shortlist``: under
+    ``workload.sizing_estimator: simulate``, the configs per phase (best predicted
+    goodput per dollar) bisected on sub-simulations, as DistServe's search does."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     prefill_type: str = "h100-sxm"
     decode_type: str = "a100-80gb"
     headroom: NonNegativeFloat = 0.0
     kv_transfer: Literal["layerwise", "after-prefill"] = "layerwise"
+    shortlist: PositiveInt = 2
 
 
 @policies.register("serving.deployment", "splitwise")
@@ -31,8 +35,9 @@ class SplitwiseDeployment:
     fixed GPU type chosen by the operator (HH, AA, HA variants), sized for the target
     rate at least cost over TP degrees; prompt machines send the KV cache layer by
     layer, overlapped with the prompt computation (the mechanism exposes only the tail
-    after the last layer, ``ServingWorkload.exposed_kv_bytes``). Simplified: no mixed
-    pool, no power capping."""
+    after the last layer, ``ServingWorkload.exposed_kv_bytes``). Goodputs from the run's
+    sizing estimator (the predictor, or each phase's shortlist simulated). Simplified:
+    no mixed pool, no power capping."""
 
     Params = SplitwiseParams
 
@@ -48,6 +53,11 @@ class SplitwiseDeployment:
             raise ValueError(
                 f"splitwise: the cluster has no {p.prefill_type} or no {p.decode_type} GPU"
             )
+        budget = SearchBudget()
+        pre, dec = (
+            measured_phase(view, "prefill", pre, dec, p.shortlist, budget),
+            measured_phase(view, "decode", dec, pre, p.shortlist, budget),
+        )
         found = pools(view, [("prefill", pre), ("decode", dec)], p.headroom)
         if found is None:
             raise ValueError(f"splitwise: target rate {view.target_rate_per_s} does not fit")

@@ -6,9 +6,9 @@ combo sustains with SLO attainment >= ``attainment``, by bisection over simulate
 runs. :class:`SubSimGoodput` does that with short seeded sub-simulations of the same
 serving workload (same model, lengths, SLOs, batching) on a cluster holding only the
 unit's GPUs, deployed as given (``fixed``, one routing group), and caches the result
-per unit. A deployment policy receives it as ``DeploymentView.measure`` and calls it
-only for the candidates it shortlists; the roofline estimate is the bisection's
-starting bracket.
+per unit. With ``workload.sizing_estimator: simulate`` every deployment policy receives
+it as ``DeploymentView.simulate`` and calls it only for the candidates it shortlists;
+the roofline estimate is the bisection's starting bracket.
 
 Simplifications (constants are fields): a run has ``max(num_requests, rate x
 duration_s)`` requests (300, 60 s) and is judged on the requests arriving after the
@@ -102,7 +102,7 @@ class SubSimGoodput:
         req.update(arrivals="poisson", rate_per_s=rate_per_s, surge=None)
         wl = dict(self.workload, requests=req, deployment_rate_per_s=None, gpus=None)
         wl["load_weights"] = False
-        wl["goodput"] = "estimate"  # no sub-simulations inside a sub-simulation
+        wl["sizing_estimator"] = "analytic"  # no sub-simulations inside a sub-simulation
         wl["sizing_source"] = "holdout"  # the unit is fixed: no sizing window to set aside
         entries = [{"role": s.role, "gpu_type": s.gpu_type, "tp": s.tp} for s in unit]
         return {

@@ -74,14 +74,14 @@ class DeploymentView(NamedTuple):
     slo_tpot_s: float
     available: tuple[tuple[str, int], ...]  # (gpu type, GPUs in the cluster)
     configs: tuple[ConfigView, ...]
-    # the mechanism's goodput of a unit measured by sub-simulation, None when off
-    # (workloads/serving/subsim.py): measure(unit's instances, estimate req/s) -> req/s
-    measure: Callable[[tuple[InstanceSpec, ...], float], float] | None = None
-    # simulate(unit's instances, estimate req/s, budget) -> the largest req/s whose
-    # simulated SLO attainment reaches budget.attainment, bisected on short seeded runs
-    # of Poisson requests drawn from the workload's laws, over 1 + sizing_headroom as
-    # every estimate (None: not available)
+    # the run's sizing estimator (workload.sizing_estimator), the same for every
+    # deployment policy: with "simulate", ``simulate(unit's instances, estimate req/s,
+    # budget)`` -> the largest req/s whose simulated SLO attainment reaches
+    # budget.attainment, bisected on short seeded runs of Poisson requests drawn from the
+    # workload's laws, over 1 + sizing_headroom as every estimate; with "analytic",
+    # ``simulate`` is None and the configs' predicted goodputs are all there is
     simulate: Callable[[tuple[InstanceSpec, ...], float, SearchBudget], float] | None = None
+    estimator: Literal["analytic", "simulate"] = "analytic"
 
 
 class InstanceSpec(NamedTuple):

@@ -226,15 +226,6 @@ class ServingWorkload(Workload):
         head = 1.0 + self.params.sizing_headroom
         return self._searchers[budget](unit, estimate_rps * head) / head
 
-    def _goodput_measure(self) -> SubSimGoodput | None:
-        """With ``goodput: simulate``, a unit's goodput measured by seeded sub-simulations."""
-        if self.params.goodput == "estimate":
-            return None
-        memory = {t: mem for t, (_, _, mem) in self.gpu_types.items()}
-        return SubSimGoodput(
-            self.params.model_dump(mode="json"), memory, self.base_dir, run=self.sim.run_nested
-        )
-
     def _deploy(self) -> list[Instance]:
         p = self.params
         rate = p.sized_rate_per_s() or p.requests.rate_per_s
@@ -247,8 +238,8 @@ class ServingWorkload(Workload):
             self.slo.ttft_s, self.slo.tpot_s,
             tuple((t, c) for t, (_, c, _) in self.gpu_types.items()),
             tuple(c.view for c in self.configs.values()),
-            measure=self._goodput_measure(),
-            simulate=self._simulate,
+            simulate=self._simulate if p.sizing_estimator == "simulate" else None,
+            estimator=p.sizing_estimator,
         )  # fmt: skip
         specs = tuple(self.policies["deployment"].deploy(view))
         for s in specs:

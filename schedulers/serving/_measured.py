@@ -1,0 +1,87 @@
+"""Configs re-scored by the run's simulate-and-bisect estimator (under
+``workload.sizing_estimator: simulate``): colocated ones for the colocated and Melange
+deployments, one phase's for Splitwise."""
+
+from __future__ import annotations
+
+import math
+
+from hetsim.workloads.serving.view import (
+    ConfigView,
+    DeploymentView,
+    InstanceSpec,
+    Role,
+    SearchBudget,
+)
+
+
+def per_cost(c: ConfigView, rps: float) -> float:
+    """Requests/s per $/h (per GPU when unpriced): what a shortlist ranks by."""
+    return rps / (c.usd_per_hour if c.usd_per_hour > 0 else c.gpus)
+
+
+def measured_colocated(
+    view: DeploymentView, configs: list[ConfigView], shortlist: int | None, budget: SearchBudget
+) -> list[ConfigView]:
+    """With the run's simulator (``view.simulate``), the ``shortlist`` configs with the
+    best predicted colocated goodput per dollar (None: all), each with one instance's
+    goodput bisected on sub-simulations; the per-bucket rates (Melange's) are scaled by
+    the same measured / predicted ratio. Configs measured at 0 are dropped, unmeasured
+    ones too (no policy mixes the two estimators). Without a simulator: ``configs``."""
+    if view.simulate is None:
+        return configs
+    ranked = sorted(
+        (c for c in configs if c.colocated_rps > 0), key=lambda c: -per_cost(c, c.colocated_rps)
+    )
+    out = []
+    for c in ranked[:shortlist] if shortlist is not None else ranked:
+        g = view.simulate((InstanceSpec("mixed", c.gpu_type, c.tp),), c.colocated_rps, budget)
+        if g > 0:
+            ratio = g / c.colocated_rps
+            out.append(
+                c._replace(
+                    colocated_rps=g,
+                    buckets=tuple(b._replace(rps=b.rps * ratio) for b in c.buckets),
+                )
+            )
+    return out
+
+
+def measured_phase(
+    view: DeploymentView,
+    role: Role,
+    cands: list[ConfigView],
+    partners: list[ConfigView],
+    shortlist: int,
+    budget: SearchBudget,
+    partner_margin: float = 3.0,
+) -> list[ConfigView]:
+    """With the run's simulator, the ``shortlist`` configs of ``cands`` with the best
+    predicted ``role`` goodput per dollar, each with one ``role`` instance's goodput
+    bisected beside the best ``partners`` config of the other phase at ``partner_margin``
+    x its predicted goodput (so that it does not limit it; DistServe's search); the other
+    phase's figure is left as predicted and unused. Without a simulator: ``cands``."""
+    if view.simulate is None:
+        return cands
+    other: Role = "decode" if role == "prefill" else "prefill"
+    ranked = sorted(
+        (c for c in cands if _rps(role, c) > 0), key=lambda c: -per_cost(c, _rps(role, c))
+    )
+    live = [c for c in partners if _rps(other, c) > 0]
+    if not live:
+        return []
+    partner = max(live, key=lambda c: per_cost(c, _rps(other, c)))
+    out = []
+    for c in ranked[:shortlist]:
+        k = max(1, math.ceil(partner_margin * _rps(role, c) / _rps(other, partner)))
+        unit = (InstanceSpec(role, c.gpu_type, c.tp),) + (
+            InstanceSpec(other, partner.gpu_type, partner.tp),
+        ) * k
+        g = view.simulate(unit, _rps(role, c), budget)
+        if g > 0:
+            out.append(c._replace(prefill_rps=g) if role == "prefill" else c._replace(decode_rps=g))
+    return out
+
+
+def _rps(role: Role, c: ConfigView) -> float:
+    return c.prefill_rps if role == "prefill" else c.decode_rps
