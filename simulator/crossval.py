@@ -291,7 +291,7 @@ def merge(overrides: Sequence[FitOverrides]) -> FitOverrides:
     cpu: dict[str, dict[str, Any]] = {}
     mem: dict[str, float] = {}
     link: dict[str, float] = {}
-    host: dict[str, float] = {}
+    host: dict[str, float | None] = {}
     for o in overrides:
         for k, v in o.cpu.items():
             cur = cpu.setdefault(k, {})
@@ -336,9 +336,9 @@ def only_changed(base: FitOverrides, fold: FitOverrides) -> FitOverrides:
         for name, value in fields.items():
             if name == "dequant_weights_per_cycle":
                 was = old.get(name, {})
-                moved = {f: r for f, r in value.items() if was.get(f) != r}
-                if moved:
-                    cpu.setdefault(key, {})[name] = moved
+                rates = {f: r for f, r in value.items() if was.get(f) != r}
+                if rates:
+                    cpu.setdefault(key, {})[name] = rates
             elif old.get(name) != value:
                 cpu.setdefault(key, {})[name] = value
 
