@@ -15,6 +15,7 @@ from typing import Any
 import simpy
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
+from hetsim.devices import fit_overrides
 from hetsim.devices.catalogue import fabric_spec as registry_fabric
 from hetsim.devices.compute import ComputeDevice
 from hetsim.devices.group import CommGroup
@@ -104,7 +105,10 @@ class ClusterConfig(_Strict):
 
     def topology(self) -> Topology:
         """The cluster's topology graph (raises ValueError on a bad link reference)."""
-        return from_dict(self.model_dump(exclude_none=True), link_specs=registry.link_types.get)
+        return from_dict(
+            self.model_dump(exclude_none=True),
+            link_specs=lambda name: fit_overrides.link(registry.link_types.get(name)),
+        )
 
 
 class Cluster:
@@ -121,7 +125,7 @@ class Cluster:
         self._host: dict[str, str] = {}
         overrides = _device_overrides(config)
         for entry in self.topology.devices():
-            spec = registry.device_types.get(entry.type_name)
+            spec = fit_overrides.device(registry.device_types.get(entry.type_name))
             cfg = overrides[entry.name]
             dev = ComputeDevice(sim, spec, entry.name, node=entry.node, streams=cfg.streams)
             self._devices[entry.name] = dev

@@ -71,6 +71,7 @@ from typing import Any, Literal
 import numpy as np
 import yaml
 
+from hetsim.devices import fit_overrides
 from hetsim.devices.spec import DeviceSpec
 
 
@@ -195,7 +196,9 @@ def cpu_kernels(name: str, overrides: dict[str, Any] | None = None) -> CpuKernel
         raise ValueError(f"cpu: no kernel constants for CPU type {name!r}; known: {known}")
     merged: dict[str, Any] = dict(table["defaults"])
     merged["dequant_weights_per_cycle"] = dict(table["defaults"]["dequant_weights_per_cycle"])
-    for source in (table["cpus"][name], overrides or {}):
+    # the CPU's entry, refitted constants under cross-validation (devices/fit_overrides.py),
+    # then the scenario's own overrides
+    for source in (table["cpus"][name], fit_overrides.cpu_fields(name), overrides or {}):
         for key, value in source.items():
             if key not in _FIELDS:
                 raise ValueError(f"cpu_kernels.{key}: unknown field; valid: {sorted(_FIELDS)}")

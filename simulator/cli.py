@@ -298,6 +298,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         out_dir=Path(args.out) if args.out else None,
         fast=args.fast,
         quiet=args.quiet,
+        cv=args.cv,
+        groups=args.group or (),
+        ids=[i for part in (args.ids or []) for i in part.split(",") if i],
     )
 
 
@@ -443,6 +446,19 @@ def build_parser() -> argparse.ArgumentParser:
     p_fid.add_argument("--calibration-dir", help="folder holding endtoend.csv "
                        "(default: the shipped validation/data)")  # fmt: skip
     p_fid.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    p_fid.add_argument(
+        "--cv",
+        action="store_true",
+        help="also cross-validate: refit the parts each row reads without "
+        "one calibration source or platform at a time, re-run the row",
+    )
+    p_fid.add_argument(
+        "--group",
+        action="append",
+        help="only the rows of this group (repeatable): training, decode, "
+        "serving, cpu, offload, collective, tee",
+    )
+    p_fid.add_argument("--ids", action="append", help="only these rows (V51,V52; repeatable)")
     p_fid.set_defaults(func=cmd_fidelity)
     return parser
 

@@ -19,6 +19,15 @@ For each expressed row the scenario is run and
 A row marked ``pending: <capability>`` is skipped, with that reason, while its scenario
 does not validate or build (it needs something still being added); once it does, it runs.
 
+With ``--cv`` every ran row is also **cross-validated** (:mod:`simulator.crossval`): the
+fitted parts of the cost model that the row reads are refitted without one calibration
+source, or one hardware platform, at a time and the row re-run; ``cv_predicted`` /
+``cv_error`` are the fold furthest from the measurement (named in ``cv_fold``) and
+``cv_low`` / ``cv_high`` the range of the signed error over the row's folds. The group
+table then gives the in-sample and the cross-validated error side by side; a row that no
+registered part reaches has no cross-validated value, and the table says how many rows
+of each group were cross-validated. ``--group`` / ``--ids`` run a subset of the rows.
+
 Outputs (written atomically): ``report.csv`` (one line per expressed row) and
 ``report.md`` (median and 90th-percentile absolute error overall and per group, rows
 expressed per group, the worst rows, the full table, and the unexpressed rows with
@@ -31,7 +40,7 @@ import csv
 import math
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +49,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from hetsim.simulator.crossval import RowCV
 from hetsim.simulator.errors import ScenarioError, dotted
 from hetsim.simulator.version import __version__
 
@@ -51,7 +61,8 @@ HOST = ("cpu", "offload", "tee")  # issue 17's target group: work on or through 
 COPIED = ("model_fits", "kernel_classes", "borrowed_fits")
 COLUMNS = ("id", "group", "metric", "published", "unit", "predicted", "signed_error",
            "abs_error", "optimistic", "model_fits", "kernel_classes", "borrowed_fits",
-           "in_sample", "status", "scenario")  # fmt: skip
+           "in_sample", "cv_predicted", "cv_error", "cv_fold", "cv_low", "cv_high", "status",
+           "scenario")  # fmt: skip
 WORST = 5
 _ID = re.compile(r"^V\d{2,3}$")
 
@@ -149,6 +160,30 @@ class Outcome:
     status: str = "ok"
     predicted: float | None = None
     copied: dict[str, str] = field(default_factory=dict)
+    cv: RowCV | None = None
+
+    @property
+    def cv_predicted(self) -> float | None:
+        """The cross-validated prediction (the fold furthest from the measurement)."""
+        w = None if self.cv is None else self.cv.worst(self.published.value)
+        return None if w is None else w.predicted
+
+    @property
+    def cv_signed_error(self) -> float | None:
+        """cv_predicted / published - 1."""
+        v = self.cv_predicted
+        return None if v is None else v / self.published.value - 1.0
+
+    def direction(self, err: float | None) -> bool | None:
+        """Whether ``err`` (a signed error of this row) is optimistic."""
+        if err is None:
+            return None
+        unit = self.published.unit.strip()
+        if "/s" in unit:
+            return err > 0
+        if unit in ("s", "ms", "us"):
+            return err < 0
+        return None
 
     @property
     def ok(self) -> bool:
@@ -165,15 +200,7 @@ class Outcome:
     @property
     def optimistic(self) -> bool | None:
         """Faster than measured: a higher rate or a shorter time (None: other units)."""
-        err = self.signed_error
-        if err is None:
-            return None
-        unit = self.published.unit.strip()
-        if "/s" in unit:
-            return err > 0
-        if unit in ("s", "ms", "us"):
-            return err < 0
-        return None
+        return self.direction(self.signed_error)
 
 
 class CalibrationMissing(Exception):
@@ -287,15 +314,33 @@ def run_row(row_id: str, row: Row, published: Published, rows_dir: Path) -> Outc
 
 
 def evaluate(
-    rows: RowsFile, published: dict[str, Published], rows_dir: Path, fast: bool = False
-) -> list[Outcome]:
-    """Run every expressed row (only ``fast: true`` ones with ``fast``), by id order."""
+    rows: RowsFile, published: dict[str, Published], rows_dir: Path, fast: bool = False,
+    select: Callable[[str, Row], bool] | None = None,
+) -> list[Outcome]:  # fmt: skip
+    """Run every expressed row (only ``fast: true`` ones with ``fast``; only those
+    ``select`` accepts), by id order."""
     ids = sorted(rows.rows, key=_id_key)
     return [
         run_row(i, rows.rows[i], published[i], rows_dir)
         for i in ids
-        if not fast or rows.rows[i].fast
+        if (not fast or rows.rows[i].fast) and (select is None or select(i, rows.rows[i]))
     ]
+
+
+def cross_validate(
+    outcomes: Sequence[Outcome], rows_dir: Path, progress: Callable[[str], None] | None = None
+) -> None:
+    """Fill each ran outcome's ``cv`` (module doc; :func:`simulator.crossval.cross_validate`)."""
+    from hetsim.simulator import crossval
+
+    def rerun(o: Outcome) -> Callable[[], float | None]:
+        return lambda: run_row(o.id, o.row, o.published, rows_dir).predicted
+
+    items = [(o.id, rows_dir / o.row.scenario, rerun(o)) for o in outcomes if o.ok]
+    got = crossval.cross_validate(items, progress=progress)
+    for o in outcomes:
+        if o.ok:
+            o.cv = got[o.id]
 
 
 # ---- tables and report ---------------------------------------------------------------
@@ -311,6 +356,8 @@ def table_rows(outcomes: Sequence[Outcome]) -> list[dict[str, str]]:
     for o in outcomes:
         err = o.signed_error
         opt = o.optimistic
+        rng = None if o.cv is None else o.cv.error_range(o.published.value)
+        worst = None if o.cv is None else o.cv.worst(o.published.value)
         out.append({
             "id": o.id,
             "group": o.row.group,
@@ -323,6 +370,11 @@ def table_rows(outcomes: Sequence[Outcome]) -> list[dict[str, str]]:
             "optimistic": "" if opt is None else str(opt).lower(),
             **{k: o.copied.get(k, "") for k in COPIED},
             "in_sample": "" if o.row.in_sample is None else str(o.row.in_sample).lower(),
+            "cv_predicted": _g(o.cv_predicted),
+            "cv_error": _g(o.cv_signed_error),
+            "cv_fold": "" if worst is None else worst.fold,
+            "cv_low": "" if rng is None else _g(rng[0]),
+            "cv_high": "" if rng is None else _g(rng[1]),
             "status": o.status,
             "scenario": o.scenario,
         })  # fmt: skip
@@ -345,8 +397,23 @@ def _apct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def _cv_range(t: dict[str, str]) -> str:
+    if not t["cv_low"]:
+        return ""
+    return f"{100 * float(t['cv_low']):+.1f}..{100 * float(t['cv_high']):+.1f}%"
+
+
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _cv_cells(got: Sequence[Outcome]) -> str:
+    """The cross-validated cells of a group line: rows, median, p90, pessimistic."""
+    errs = [(o, o.cv_signed_error) for o in got if o.cv_signed_error is not None]
+    stats = error_stats([e for _, e in errs])
+    pess = sum(1 for o, e in errs if o.direction(e) is False)
+    med, p90 = ("", "") if stats is None else (_apct(stats[0]), _apct(stats[1]))
+    return f" {len(errs)} | {med} | {p90} | {pess} of {len(errs)} |"
 
 
 def report_markdown(
@@ -372,9 +439,20 @@ def report_markdown(
     ]
     if fast:
         lines += ["**Fast subset only** (rows with `fast: true`).", ""]
-    lines += ["## Error by group", "",
-              "| group | rows | expressed | ran | median abs error | p90 abs error | optimistic |",
-              "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    cv = any(o.cv is not None for o in ran)
+    if cv:
+        lines += [
+            "Cross-validated (`--cv`): every fitted part a row reads is refitted without one "
+            "calibration source or hardware platform at a time (simulator/crossval.py) and "
+            "the row re-run; a row's cross-validated error is its fold furthest from the "
+            "measurement. cv rows = rows some registered part reaches; the others have no "
+            "cross-validated value.", ""]  # fmt: skip
+    head = "| group | rows | expressed | ran | median abs error | p90 abs error | optimistic |"
+    rule = "|---|---:|---:|---:|---:|---:|---:|"
+    if cv:
+        head += " cv rows | cv median | cv p90 | cv pessimistic |"
+        rule += "---:|---:|---:|---:|"
+    lines += ["## Error by group", "", head, rule]
     groups = {i: r.group for i, r in rows.rows.items()}
     groups.update({i: u.group for i, u in rows.unexpressed.items()})
     blocks = [(g, g, {g}) for g in GROUPS]
@@ -389,10 +467,13 @@ def report_markdown(
         opt = sum(1 for o in got if o.optimistic)
         med, p90 = ("", "") if stats is None else (_apct(stats[0]), _apct(stats[1]))
         if key not in GROUPS or listed:
-            lines.append(
+            line = (
                 f"| {name} | {len(listed)} | {len(expressed)} | {len(got)} | {med} | {p90} | "
                 f"{opt} of {len(got)} |"
             )
+            if cv:
+                line += _cv_cells(got)
+            lines.append(line)
     missing = sorted(set(published) - set(rows.rows) - set(rows.unexpressed), key=_id_key)
     if missing:
         lines += ["", f"Not yet listed in rows.yaml: {', '.join(missing)}."]
@@ -406,16 +487,17 @@ def report_markdown(
             f"{_g(o.predicted)} {p.unit} | {_pct(o.signed_error)} |"
         )
     lines += ["", "## Every expressed row", "",
-              "| id | group | metric | published | predicted | error | in sample | "
-              "model fits | kernel classes | borrowed fits | status | scenario |",
-              "|---|---|---|---:|---:|---:|---|---|---|---|---|---|"]  # fmt: skip
+              "| id | group | metric | published | predicted | error | cv error | cv range | "
+              "cv fold | in sample | model fits | kernel classes | borrowed fits | status | "
+              "scenario |",
+              "|---|---|---|---:|---:|---:|---:|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for t, o in zip(table_rows(outcomes), outcomes, strict=True):
         unit = f" {_md_escape(t['unit'])}"
         lines.append(
             f"| {t['id']} | {t['group']} | {_md_escape(t['metric'])} | {t['published']} "
             f"{_md_escape(t['unit'])} | {t['predicted']}{unit if t['predicted'] else ''} | "
-            f"{_pct(o.signed_error)} | "
-            f"{t['in_sample']} | {t['model_fits']} | {t['kernel_classes']} | "
+            f"{_pct(o.signed_error)} | {_pct(o.cv_signed_error)} | {_cv_range(t)} | "
+            f"{t['cv_fold']} | {t['in_sample']} | {t['model_fits']} | {t['kernel_classes']} | "
             f"{t['borrowed_fits']} | {_md_escape(t['status'])} | `{t['scenario']}` |"
         )
     lines += ["", "Mapping of each published metric to the run's column:", ""]
@@ -455,6 +537,9 @@ def main(
     out_dir: Path | None = None,
     fast: bool = False,
     quiet: bool = False,
+    cv: bool = False,
+    groups: Sequence[str] = (),
+    ids: Sequence[str] = (),
 ) -> int:
     """``hetsim fidelity``: 0 on success, 1 if an expressed (not pending) row failed, 2
     when the calibration data or the rows file is missing or bad."""
@@ -466,7 +551,23 @@ def main(
         return 2
     rows = load_rows(rows_path)
     check_ids(rows, published, rows_path.name)
-    outcomes = evaluate(rows, published, rows_path.parent, fast)
+    unknown = sorted(set(groups) - set(GROUPS))
+    if unknown:
+        print(f"hetsim fidelity: --group {unknown[0]}: not one of {', '.join(GROUPS)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    bad = sorted(set(ids) - set(rows.rows))
+    if bad:
+        print(f"hetsim fidelity: --ids {bad[0]}: not an expressed row", file=sys.stderr)
+        return 2
+
+    def select(i: str, r: Row) -> bool:
+        return (not groups or r.group in groups) and (not ids or i in ids)
+
+    outcomes = evaluate(rows, published, rows_path.parent, fast, select)
+    if cv:
+        cross_validate(outcomes, rows_path.parent,
+                       None if quiet else (lambda m: print(m, file=sys.stderr)))  # fmt: skip
     markdown = report_markdown(outcomes, rows, published, fast)
     if out_dir is not None:
         write_report(out_dir, outcomes, markdown)
@@ -474,6 +575,8 @@ def main(
         for t in table_rows(outcomes):
             err = t["signed_error"] and f"{100 * float(t['signed_error']):+.1f}%"
             shown = err or t["status"]
+            if t["cv_error"]:
+                shown += f"  cv {100 * float(t['cv_error']):+.1f}% ({t['cv_fold']})"
             print(f"{t['id']:<4} {t['group']:<10} published {t['published']:>9} "
                   f"predicted {t['predicted'] or '-':>9} {t['unit']:<10} {shown}")  # fmt: skip
         if out_dir is not None:

@@ -13,8 +13,10 @@ issue 15's); weights held at fewer than 16 bits are dequantised on the fly at
 ``gpu_dequant_s_per_gb`` seconds per GB of weights (a named parameter, default 0: the
 dequantisation fused into the GEMV/GEMM). CPU ops use :class:`devices.cpu.CpuModel`.
 Copies: pinned host memory moves at the link rate; pageable memory is staged through a
-pinned bounce buffer by one CPU memcpy (read + write: half the per-core bandwidth),
-pipelined with the DMA, so it moves at ``min(link, core_bandwidth / 2)``; device-to-host
+pinned bounce buffer by a CPU memcpy pipelined with the DMA, and moves at the measured
+pageable / pinned ratio of its direction times the link rate (:mod:`devices.host_copy`,
+fitted to copy microbenchmarks by size; without them, the prior ``min(link,
+core_bandwidth / 2)``: one memcpy thread's read + write); device-to-host
 copies at ``d2h_bandwidth_ratio`` of the host-to-device rate; SSD reads at
 ``ssd_bandwidth_Bps`` pipelined with the PCIe copy. Host-resident KV is priced in its
 host format (``host_kv_bits``: ZeRO-Inference's OPT path allocates its host KV buffer in
@@ -51,6 +53,11 @@ class CopyPaths:
     d2h_bandwidth_ratio: float
     ssd_bandwidth_Bps: float
     secure: SecureCopy | None
+    pageable_h2d_ratio: float | None = None  # pageable / pinned (devices/host_copy.py)
+    pageable_d2h_ratio: float | None = None
+
+    def _pageable(self, rate: float, ratio: float | None) -> float:
+        return rate * ratio if ratio is not None else min(rate, self.pageable_Bps)
 
     def h2d_s(self, nbytes: float, pinned: bool, ssd_bytes: float = 0.0) -> float:
         """Host (and SSD) to GPU: one copy of ``nbytes`` from host memory plus
@@ -60,7 +67,7 @@ class CopyPaths:
             return 0.0
         rate = self.link.effective_bandwidth_Bps(total)
         if not pinned:
-            rate = min(rate, self.pageable_Bps)
+            rate = self._pageable(rate, self.pageable_h2d_ratio)
         t = self.link.latency_s + total / rate
         if ssd_bytes > 0:
             t = max(t, ssd_bytes / self.ssd_bandwidth_Bps)
@@ -74,7 +81,7 @@ class CopyPaths:
             return 0.0
         rate = self.link.effective_bandwidth_Bps(nbytes) * self.d2h_bandwidth_ratio
         if not pinned:
-            rate = min(rate, self.pageable_Bps)
+            rate = self._pageable(rate, self.pageable_d2h_ratio)
         t = self.link.latency_s + nbytes / rate
         if self.secure is not None:
             t = self.secure.copy_time_s(t, int(nbytes))

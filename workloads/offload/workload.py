@@ -25,6 +25,7 @@ from hetsim.devices.cluster import Cluster
 from hetsim.devices.cpu import CpuModel, LaunchMode, NumaMode, cpu_kernels
 from hetsim.devices.enclave import enclave_preset, protected_bytes
 from hetsim.devices.first_touch import PARALLEL_FAULTERS, THREAD_FIRST_TOUCH_BPS, FirstTouch
+from hetsim.devices.host_copy import pageable_ratios
 from hetsim.devices.memory import OutOfMemory
 from hetsim.devices.secure_copy import SecureCopy
 from hetsim.simulator.engine import InvariantViolation, Simulation
@@ -188,9 +189,12 @@ class OffloadWorkload(Workload):
             first_touch=FirstTouch(p.first_touch_thread_Bps, p.first_touch_parallel_faulters)
             if p.host_first_touch else None,
         )  # fmt: skip
+        pageable = pageable_ratios()
         self.copies = CopyPaths(
             link=self._link(cluster, cpu),
             pageable_Bps=kern.core_bandwidth_Bps / 2.0,
+            pageable_h2d_ratio=pageable.pageable_h2d_ratio,
+            pageable_d2h_ratio=pageable.pageable_d2h_ratio,
             d2h_bandwidth_ratio=p.d2h_bandwidth_ratio,
             ssd_bandwidth_Bps=p.ssd_bandwidth_Bps,
             secure=SecureCopy.preset("h100-cc", p.cc_crypto_throughput_Bps)
