@@ -197,8 +197,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         folder, files = Path(out), [f"sweep.{fmt}", "scenario.yaml"]
         for name in files:
             check_sweep_file(folder, name)
-        atomic_write(folder / files[0], lambda tmp: write_frame(table, tmp, fmt))
-        atomic_write_text(folder / files[1], yaml.safe_dump(sc.raw, sort_keys=False))
+        atomic_write(folder / files[0], lambda tmp: write_frame(table, tmp, fmt), "--out")
+        atomic_write_text(folder / files[1], yaml.safe_dump(sc.raw, sort_keys=False), "--out")
         finish_sweep_dir(folder, sweep_hash(sc), files)
         _say(args, f"results: {out} (the full table: {out}/{files[0]})")
     if failed:
@@ -295,6 +295,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         out_dir=Path(args.out) if args.out else None,
         fast=args.fast,
         quiet=args.quiet,
+        force=args.force,
     )
 
 
@@ -434,7 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_fid = sub.add_parser("fidelity", help="predicted vs published end-to-end measurements")
     p_fid.add_argument("--fast", action="store_true", help="only the rows marked fast: true")
-    p_fid.add_argument("--out", help="write report.md and report.csv to this directory")
+    p_fid.add_argument("--out", help="write report.md and report.csv to this directory (atomically); "
+                       "it must be new, empty or made by hetsim")  # fmt: skip
+    p_fid.add_argument("--force", action="store_true", help="write into an --out folder "
+                       "of other files (kept; a name clash is refused)")  # fmt: skip
     p_fid.add_argument("--rows", help="rows file (default: the repository's validation/rows.yaml)")
     p_fid.add_argument("--calibration-dir", help="folder holding endtoend.csv "
                        "(default: ../shared/calibration beside the repository)")  # fmt: skip

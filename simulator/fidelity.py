@@ -428,18 +428,20 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
-def write_report(out_dir: Path, outcomes: Sequence[Outcome], markdown: str) -> None:
-    """Write ``report.csv`` and ``report.md`` into ``out_dir``, each atomically."""
-    from hetsim.simulator.atomic import atomic_write, atomic_write_text
+def write_report(
+    out_dir: Path, outcomes: Sequence[Outcome], markdown: str, *, force: bool = False
+) -> None:
+    """Write ``report.csv`` and ``report.md`` into ``out_dir`` by the rules of ``run
+    --out`` (:func:`simulator.outdir.output_dir`: a new, empty or hetsim fidelity
+    folder, atomically; ``force``: beside the user's files, never over one)."""
+    from hetsim.simulator.outdir import output_dir
 
-    def write_csv(tmp: Path) -> None:
-        with tmp.open("w", newline="", encoding="utf-8") as fh:
+    with output_dir(out_dir, "fidelity", force=force) as tmp:
+        with (tmp / "report.csv").open("w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=list(COLUMNS), lineterminator="\n")
             w.writeheader()
             w.writerows(table_rows(outcomes))
-
-    atomic_write(out_dir / "report.csv", write_csv)
-    atomic_write_text(out_dir / "report.md", markdown)
+        (tmp / "report.md").write_text(markdown, encoding="utf-8")
 
 
 def main(
@@ -448,10 +450,15 @@ def main(
     out_dir: Path | None = None,
     fast: bool = False,
     quiet: bool = False,
+    force: bool = False,
 ) -> int:
     """``hetsim fidelity``: 0 on success, 1 if an expressed (not pending) row failed, 2
     when the calibration data or the rows file is missing or bad."""
+    from hetsim.simulator.outdir import check_output_dir
+
     rows_path = rows_path or default_rows()
+    if out_dir is not None:  # refuse before running, not after
+        check_output_dir(out_dir, "fidelity", force=force)
     try:
         published = load_published(calibration_dir or default_calibration_dir())
     except CalibrationMissing as e:
@@ -462,7 +469,7 @@ def main(
     outcomes = evaluate(rows, published, rows_path.parent, fast)
     markdown = report_markdown(outcomes, rows, published, fast)
     if out_dir is not None:
-        write_report(out_dir, outcomes, markdown)
+        write_report(out_dir, outcomes, markdown, force=force)
     if not quiet:
         for t in table_rows(outcomes):
             err = t["signed_error"] and f"{100 * float(t['signed_error']):+.1f}%"
