@@ -195,11 +195,11 @@ def load_published(calibration_dir: Path) -> dict[str, Published]:
 
 def load_rows(path: Path) -> RowsFile:
     """The rows file at ``path`` (ScenarioError naming file and field if bad)."""
+    from hetsim.simulator.boundary import read_text
+
     name = path.name
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ScenarioError(name, "", f"cannot read ({e.strerror})") from None
+        raw = yaml.safe_load(read_text(path, name))  # a regular file only, size-limited
     except yaml.YAMLError as e:
         raise ScenarioError(name, "", f"not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(raw, dict):
