@@ -585,7 +585,9 @@ def _inside(result_dir: Path, target: Path) -> str | None:
     return rel if rel != "." and safe_rel(rel) else None
 
 
-def _figures(folder: Path, scenario: dict[str, Any]) -> Iterator[tuple[str, Callable[[Path], None]]]:
+def _figures(
+    folder: Path, scenario: dict[str, Any]
+) -> Iterator[tuple[str, Callable[[Path], None]]]:
     """(file name, writer) of each standard figure of the run in ``folder``, drawn one
     at a time (each writer saves its figure in one format)."""
     import matplotlib.pyplot as plt

@@ -30,6 +30,7 @@ two renames.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -141,6 +142,23 @@ def make_dirs_within(folder: Path, rel: str, option: str = "--out") -> None:
         except OSError as e:
             raise OutputRefused(path, option, f"cannot write here: {e.strerror}") from None
         if not stat.S_ISDIR(path.lstat().st_mode):
+            raise OutputRefused(path, option, "is not a folder (a symbolic link or a file); "
+                                "hetsim writes through no link")  # fmt: skip
+
+
+def check_dirs_within(folder: Path, rel: str, option: str = "--out") -> None:
+    """Refuse ``folder/rel`` (a folder hetsim will write into) if a part of it that
+    exists is a symbolic link or not a folder."""
+    path = folder
+    for part in rel.rstrip("/").split("/"):
+        path = path / part
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise OutputRefused(path, option, f"cannot inspect: {e.strerror}") from None
+        if not stat.S_ISDIR(mode):
             raise OutputRefused(path, option, "is not a folder (a symbolic link or a file); "
                                 "hetsim writes through no link")  # fmt: skip
 
@@ -379,10 +397,8 @@ def _remove_verified_tree(folder: Path, marker: dict[str, Any]) -> bool:
         for name in dirs:
             p = Path(root) / name
             if not p.is_symlink():
-                try:
+                with contextlib.suppress(OSError):  # not empty: something not hetsim's
                     p.rmdir()
-                except OSError:
-                    pass  # not empty: something that is not hetsim's
     try:
         folder.rmdir()
     except OSError:
@@ -501,14 +517,19 @@ def output_dir(
         (tmp / MARKER).write_text(_marker_text(kind, files, digests, **marker))
         _install(tmp, dest, kind, force, files, digests)
     except OSError as e:
-        _remove_empty(created)
+        _discard(tmp, created)
         raise OutputRefused(dest, "--out", f"cannot write: {e.strerror}") from None
     except BaseException:
-        _remove_empty(created)
+        _discard(tmp, created)
         raise
-    finally:
-        if os.path.lexists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+    _discard(tmp, [])
+
+
+def _discard(tmp: Path, created: list[Path]) -> None:
+    """Remove the temporary folder (if still there) and the parents made for it."""
+    if os.path.lexists(tmp):
+        shutil.rmtree(tmp, ignore_errors=True)
+    _remove_empty(created)
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -642,12 +663,9 @@ def open_sweep_dir(
         dest.mkdir(parents=True, exist_ok=True)
         clean_stale(dest.parent, dest.name)
         files = list((marker or {}).get("files", []))
-        atomic_write_text(
-            dest / MARKER,
-            _marker_text("sweep", files, _digests(marker), scenario_hash=scenario_hash,
-                         complete=False),  # fmt: skip
-            what,
-        )
+        text = _marker_text("sweep", files, _digests(marker), scenario_hash=scenario_hash,
+                            complete=False)  # fmt: skip
+        atomic_write_text(dest / MARKER, text, what)
         make_dirs_within(dest, "shards", what)
         clean_stale(shards)
     except OSError as e:
