@@ -2,9 +2,15 @@
 
 Everything a user hands hetsim is read here, with limits, before any model sees it:
 
-* text: at most :data:`MAX_FILE_BYTES`, strict UTF-8 (the offending byte is named);
+* files: only regular files are read (never a FIFO, which would block, or a device
+  such as ``/dev/zero``, which never ends): scenario text of at most
+  :data:`MAX_FILE_BYTES`, data files a scenario names of at most
+  :data:`MAX_DATA_FILE_BYTES` (:func:`data_file_problem`);
+* text: strict UTF-8 (the offending byte is named);
 * YAML: duplicate keys refused, nesting at most :data:`MAX_DEPTH` deep, integers of at
-  most :data:`MAX_INT_DIGITS` digits (a position names each problem);
+  most :data:`MAX_INT_DIGITS` digits, lists and mappings of at most
+  :data:`MAX_LIST_ITEMS` entries and :data:`MAX_NODES` values in all, each refused
+  while the text is parsed, before it is all read (a position names each problem);
 * parsed values (:func:`check_tree`): at most :data:`MAX_NODES` values (YAML aliases
   count every time they expand), strings of at most :data:`MAX_STRING_CHARS`, no NaN or
   infinity, integers within 64 bits -- each problem as ``field.path: message``;
@@ -17,19 +23,27 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node
+from yaml.nodes import MappingNode, Node, SequenceNode
 
 from hetsim.simulator.errors import ScenarioError, TraceError
 
 MAX_FILE_BYTES = 64 << 20
+MAX_DATA_FILE_BYTES = 2 << 30
+"""A trace or table a scenario names: at most 2 GiB (the largest public trace hetsim
+reads, Alibaba's cluster-trace-gpu-v2023, is well under this)."""
 MAX_DEPTH = 64
 MAX_NODES = 1_000_000
+MAX_LIST_ITEMS = 10_000
+"""Entries of one YAML list or mapping in a scenario (the default sweep size): a longer
+list belongs in a data file, a sweep of more points in a sampled design."""
 MAX_STRING_CHARS = 1 << 20
 MAX_INT_DIGITS = 30
 MAX_FIELD_CHARS = 64 << 10
@@ -46,14 +60,28 @@ class SafeLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         self._depth += 1
+        self._nodes += 1
         try:
             if self._depth > MAX_DEPTH:
                 mark = self.peek_event().start_mark
                 raise InputRefused(problem=f"nested more than {MAX_DEPTH} levels deep",
                                    problem_mark=mark)  # fmt: skip
+            if self._nodes > MAX_NODES:
+                raise InputRefused(problem=f"more than {MAX_NODES} values",
+                                   problem_mark=self.peek_event().start_mark)  # fmt: skip
+            if isinstance(parent, SequenceNode | MappingNode) and (
+                len(parent.value) >= MAX_LIST_ITEMS
+            ):
+                what = "list" if isinstance(parent, SequenceNode) else "mapping"
+                raise InputRefused(
+                    problem=f"a {what} of more than {MAX_LIST_ITEMS} entries (a longer one "
+                    "belongs in a data file; a larger sweep in a sampled design)",
+                    problem_mark=parent.start_mark,
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -86,12 +114,38 @@ def _construct_int(loader: SafeLoader, node: Node) -> Any:
 SafeLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
+def data_file_problem(path: Path, limit: int = MAX_DATA_FILE_BYTES) -> str | None:
+    """Why ``path`` cannot be read as a data file (None: it can): it must be a regular
+    file (a link to one is fine) of at most ``limit`` bytes."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+    except ValueError:
+        return "not a usable path (a NUL byte)"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (a FIFO, a device or a folder); hetsim reads only files"
+    if st.st_size > limit:
+        return f"larger than {limit >> 20} MiB"
+    return None
+
+
+def read_limited(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (OSError otherwise, ValueError for a NUL
+    byte), at most ``limit + 1`` of them; a FIFO or device is never read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(0, "not a regular file (a FIFO, a device or a folder)")
+        return f.read(limit + 1)
+
+
 def read_text(path: Path, file: str | None = None) -> str:
-    """A file's text: at most :data:`MAX_FILE_BYTES`, strict UTF-8 (ScenarioError)."""
+    """A file's text: a regular file of at most :data:`MAX_FILE_BYTES`, strict UTF-8
+    (ScenarioError)."""
     name = file or str(path)
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+        data = read_limited(path, MAX_FILE_BYTES)
     except OSError as e:
         raise ScenarioError(name, "", f"cannot read file: {e.strerror}") from None
     except ValueError as e:  # a NUL byte in the path
@@ -184,6 +238,10 @@ def check_tree(data: Any, file: str, prefix: str = "") -> None:
         if len(where) > MAX_DEPTH + 1:
             raise ScenarioError(file, _path(where[:MAX_DEPTH]), f"nested more than {MAX_DEPTH} "
                                 "levels deep")  # fmt: skip
+        if isinstance(node, dict | list | tuple) and len(node) > MAX_LIST_ITEMS:
+            raise ScenarioError(file, _path(where), f"more than {MAX_LIST_ITEMS} entries (a "
+                                "longer list belongs in a data file; a larger sweep in a "
+                                "sampled design)")  # fmt: skip
         if isinstance(node, dict):
             for key, value in node.items():
                 problem = value_problem(key)

@@ -71,7 +71,7 @@ def _print_summary(summary: dict[str, Any], out: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run one scenario, print its summary, write results and a trace if asked."""
-    from hetsim.simulator.outdir import check_output_dir, check_trace_target
+    from hetsim.simulator.outdir import check_dirs_within, check_output_dir, check_trace_target
     from hetsim.simulator.runner import as_scenario, simulate
 
     sc = as_scenario(args.file, _parse_set(args.set), args.seed)
@@ -81,6 +81,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ScenarioError("--plots", "", "needs --out DIR (the figures go to DIR/figures)")
     if args.out is not None:  # refuse before running, not after
         check_output_dir(args.out, "run", force=args.force)
+        if args.plots:
+            check_dirs_within(Path(args.out), "figures", "--plots")
     if args.trace is not None:
         check_trace_target(args.trace)
         if not sc.outputs.spans:  # a trace needs the spans the scenario turned off
@@ -200,8 +202,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         folder, files = Path(out), [f"sweep.{fmt}", "scenario.yaml"]
         for name in files:
             check_sweep_file(folder, name)
-        atomic_write(folder / files[0], lambda tmp: write_frame(table, tmp, fmt))
-        atomic_write_text(folder / files[1], yaml.safe_dump(sc.raw, sort_keys=False))
+        atomic_write(folder / files[0], lambda tmp: write_frame(table, tmp, fmt), "--out")
+        atomic_write_text(folder / files[1], yaml.safe_dump(sc.raw, sort_keys=False), "--out")
         finish_sweep_dir(folder, sweep_hash(sc), files)
         _say(args, f"results: {out} (the full table: {out}/{files[0]})")
     if failed:
@@ -301,6 +303,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         cv=args.cv,
         groups=args.group or (),
         ids=[i for part in (args.ids or []) for i in part.split(",") if i],
+        force=args.force,
     )
 
 
@@ -441,7 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_fid = sub.add_parser("fidelity", help="predicted vs published end-to-end measurements")
     p_fid.add_argument("--fast", action="store_true", help="only the rows marked fast: true")
-    p_fid.add_argument("--out", help="write report.md and report.csv to this directory")
+    p_fid.add_argument("--out", help="write report.md and report.csv to this directory "
+                       "(atomically); it must be new, empty or made by hetsim")  # fmt: skip
+    p_fid.add_argument("--force", action="store_true", help="write into an --out folder "
+                       "of other files (kept; a name clash is refused)")  # fmt: skip
     p_fid.add_argument("--rows", help="rows file (default: the repository's validation/rows.yaml)")
     p_fid.add_argument("--calibration-dir", help="folder holding endtoend.csv "
                        "(default: the shipped validation/data)")  # fmt: skip

@@ -105,6 +105,17 @@ def _short(text: str) -> str:
     return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
+class FieldError(ValueError):
+    """A scenario field whose value only building the scenario can check (a policy
+    parameter against the model it is given): the dotted field and the message; the
+    run reports it as ``FILE: field: message`` (exit 2)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
 class InvariantViolation(RuntimeError):
     """A run broke one of its own invariants (lost work, memory over capacity, ...).
     Defined here (no heavy imports) so the command line can name it without loading the

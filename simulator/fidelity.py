@@ -229,11 +229,11 @@ def load_published(calibration_dir: Path) -> dict[str, Published]:
 
 def load_rows(path: Path) -> RowsFile:
     """The rows file at ``path`` (ScenarioError naming file and field if bad)."""
+    from hetsim.simulator.boundary import read_text
+
     name = path.name
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ScenarioError(name, "", f"cannot read ({e.strerror})") from None
+        raw = yaml.safe_load(read_text(path, name))  # a regular file only, size-limited
     except yaml.YAMLError as e:
         raise ScenarioError(name, "", f"not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(raw, dict):
@@ -517,18 +517,20 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
-def write_report(out_dir: Path, outcomes: Sequence[Outcome], markdown: str) -> None:
-    """Write ``report.csv`` and ``report.md`` into ``out_dir``, each atomically."""
-    from hetsim.simulator.atomic import atomic_write, atomic_write_text
+def write_report(
+    out_dir: Path, outcomes: Sequence[Outcome], markdown: str, *, force: bool = False
+) -> None:
+    """Write ``report.csv`` and ``report.md`` into ``out_dir`` by the rules of ``run
+    --out`` (:func:`simulator.outdir.output_dir`: a new, empty or hetsim fidelity
+    folder, atomically; ``force``: beside the user's files, never over one)."""
+    from hetsim.simulator.outdir import output_dir
 
-    def write_csv(tmp: Path) -> None:
-        with tmp.open("w", newline="", encoding="utf-8") as fh:
+    with output_dir(out_dir, "fidelity", force=force) as tmp:
+        with (tmp / "report.csv").open("w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=list(COLUMNS), lineterminator="\n")
             w.writeheader()
             w.writerows(table_rows(outcomes))
-
-    atomic_write(out_dir / "report.csv", write_csv)
-    atomic_write_text(out_dir / "report.md", markdown)
+        (tmp / "report.md").write_text(markdown, encoding="utf-8")
 
 
 def main(
@@ -540,10 +542,15 @@ def main(
     cv: bool = False,
     groups: Sequence[str] = (),
     ids: Sequence[str] = (),
+    force: bool = False,
 ) -> int:
     """``hetsim fidelity``: 0 on success, 1 if an expressed (not pending) row failed, 2
     when the calibration data or the rows file is missing or bad."""
+    from hetsim.simulator.outdir import check_output_dir
+
     rows_path = rows_path or default_rows()
+    if out_dir is not None:  # refuse before running, not after
+        check_output_dir(out_dir, "fidelity", force=force)
     try:
         published = load_published(calibration_dir or default_calibration_dir())
     except CalibrationMissing as e:
@@ -570,7 +577,7 @@ def main(
                        None if quiet else (lambda m: print(m, file=sys.stderr)))  # fmt: skip
     markdown = report_markdown(outcomes, rows, published, fast)
     if out_dir is not None:
-        write_report(out_dir, outcomes, markdown)
+        write_report(out_dir, outcomes, markdown, force=force)
     if not quiet:
         for t in table_rows(outcomes):
             err = t["signed_error"] and f"{100 * float(t['signed_error']):+.1f}%"

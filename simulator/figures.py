@@ -10,7 +10,7 @@ domain; the drawings are the few builders below. Axes are labelled in words and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -20,16 +20,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from hetsim.simulator.atomic import atomic_write
 from hetsim.simulator.errors import ScenarioError
-from hetsim.simulator.outdir import (
-    OutputKind,
-    OutputRefused,
-    check_output_dir,
-    foreign_files,
-    read_marker,
-    record_files,
-)
+from hetsim.simulator.outdir import check_output_dir, output_dir, read_marker, safe_rel, write_owned
 from hetsim.simulator.units import axis_label
 
 FORMATS = ("png", "svg")
@@ -552,26 +544,56 @@ def write_figures(
     result_dir: str | Path, out_dir: str | Path | None = None, *, force: bool = False
 ) -> list[Path]:
     """Draw the standard figures of the run in ``result_dir`` into ``out_dir`` (default
-    ``result_dir/figures``), each as PNG and SVG, atomically; returns the files, listed
-    in the marker of the folder that owns them (:func:`_figure_owner`; ``force``: an
-    ``out_dir`` of the user's files is written beside them, never over one)."""
+    ``result_dir/figures``), each as PNG and SVG; returns the files.
+
+    Inside a result folder hetsim made, each figure is written atomically through real
+    folders only (a symbolic link on the way is refused) and listed in the result
+    folder's marker, with its hash, as it lands; an existing file there that hetsim did
+    not write is refused. Anywhere else, ``out_dir`` follows the rules of ``run --out``
+    (:func:`simulator.outdir.output_dir`: new, empty or a hetsim plot folder; ``force``:
+    beside the user's files, never over one).
+    """
     import matplotlib
 
     if matplotlib.get_backend().lower() not in ("agg", "svg", "pdf"):
         matplotlib.use("Agg")  # files only: no window
-    import matplotlib.pyplot as plt
-
     folder = Path(result_dir)
     scenario_file = folder / "scenario.yaml"
     if not scenario_file.is_file():
         raise ScenarioError(str(folder), "", "not a hetsim result folder (no scenario.yaml)")
     scenario = yaml.safe_load(scenario_file.read_text(encoding="utf-8")) or {}
+    target = Path(out_dir) if out_dir is not None else folder / "figures"
+    rel_dir = _inside(folder, target)
+    if rel_dir is not None:
+        return [write_owned(folder, f"{rel_dir}/{name}", draw)
+                for name, draw in _figures(folder, scenario)]  # fmt: skip
+    check_output_dir(target, "plot", force=force)  # before drawing anything
+    with output_dir(target, "plot", force=force) as tmp:
+        names = []
+        for name, draw in _figures(folder, scenario):
+            draw(tmp / name)
+            names.append(name)
+    return [target / n for n in names]
+
+
+def _inside(result_dir: Path, target: Path) -> str | None:
+    """``target`` relative to ``result_dir`` when it lies inside it (lexically, no
+    ``..``) and hetsim made ``result_dir``; else None."""
+    if not target.is_relative_to(result_dir) or read_marker(result_dir) is None:
+        return None
+    rel = target.relative_to(result_dir).as_posix()
+    return rel if rel != "." and safe_rel(rel) else None
+
+
+def _figures(
+    folder: Path, scenario: dict[str, Any]
+) -> Iterator[tuple[str, Callable[[Path], None]]]:
+    """(file name, writer) of each standard figure of the run in ``folder``, drawn one
+    at a time (each writer saves its figure in one format)."""
+    import matplotlib.pyplot as plt
+
     kind = str((scenario.get("workload") or {}).get("kind", ""))
     name = str(scenario.get("name", folder.name))
-    target = Path(out_dir) if out_dir is not None else folder / "figures"
-    owner, owned_kind = _figure_owner(folder, target, force)
-    target.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
     summary = _read_summary(folder)
     for spec in FIGURES.get(kind, ()):
         raw = _read_table(folder, spec.table)
@@ -581,39 +603,11 @@ def write_figures(
         frame.attrs["summary"] = summary
         fig = DRAW[spec.draw](spec, frame)
         fig.suptitle(f"{name}: {spec.title}", fontsize="medium")
-        for fmt in FORMATS:
-            path = target / f"{spec.name}.{fmt}"
-            _check_not_foreign(owner, path)
-            atomic_write(path, partial(_save, fig, fmt))
-            written.append(path)
-        plt.close(fig)
-    if written:  # later runs then treat the figures as hetsim's own, not the user's
-        rel = [p.relative_to(owner).as_posix() for p in written]
-        record_files(owner, rel, kind=owned_kind)
-    return written
-
-
-def _figure_owner(
-    result_dir: Path, target: Path, force: bool = False
-) -> tuple[Path, OutputKind | None]:
-    """The folder whose marker lists the figures, and the marker kind to create if it
-    has none: the result folder when ``target`` lies inside it and hetsim made it;
-    otherwise ``target`` itself, which must be absent, empty or a hetsim plot folder."""
-    if target.is_relative_to(result_dir) and read_marker(result_dir) is not None:
-        return result_dir, None
-    check_output_dir(target, "plot", force=force)
-    return target, "plot"
-
-
-def _check_not_foreign(owner: Path, path: Path) -> None:
-    """Refuse to replace a file at ``path`` that hetsim did not write."""
-    if not path.exists() and not path.is_symlink():
-        return
-    rel = path.relative_to(owner).as_posix() if path.is_relative_to(owner) else None
-    if not path.is_symlink() and rel is not None and rel not in foreign_files(owner):
-        return
-    raise OutputRefused(path, "", "exists and hetsim did not write it; move it or choose "
-                        "another --out")  # fmt: skip
+        try:
+            for fmt in FORMATS:
+                yield f"{spec.name}.{fmt}", partial(_save, fig, fmt)
+        finally:
+            plt.close(fig)
 
 
 def _save(fig: Any, fmt: str, path: Path) -> None:

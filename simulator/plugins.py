@@ -71,7 +71,10 @@ def load_plugin(ref: str, base_dir: Path | None = None, origin: str = "plugin") 
     ``base_dir``, else the working directory). Loading a plugin twice is a no-op."""
     load_plugins()
     is_file = ref.endswith(".py") or os.sep in ref or "/" in ref
-    key = str(_file_path(ref, base_dir)) if is_file else ref.partition(":")[0]
+    try:
+        key = str(_file_path(ref, base_dir)) if is_file else ref.partition(":")[0]
+    except (ValueError, OSError) as e:
+        raise PluginError(f"{origin}: {e}") from None
     if key in _loaded:
         return _loaded[key]
     module = _import_file(Path(key), origin) if is_file else _import_name(key, origin)
@@ -80,7 +83,9 @@ def load_plugin(ref: str, base_dir: Path | None = None, origin: str = "plugin") 
 
 
 def _file_path(ref: str, base_dir: Path | None) -> Path:
-    path = Path(ref).expanduser()
+    from hetsim.workloads.paths import expand_user
+
+    path = expand_user(ref)
     if not path.is_absolute():
         path = (base_dir or Path.cwd()) / path
     return path.resolve()
@@ -98,7 +103,7 @@ def _import_name(name: str, origin: str) -> ModuleType:
 
 
 def _import_file(path: Path, origin: str) -> ModuleType:
-    if not path.is_file():
+    if not path.is_file():  # a FIFO or device is not a file either: never read
         raise PluginError(f"{origin}: no such plugin file {str(path)!r}")
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
     name = f"hetsim_plugin_{path.stem}_{digest}"

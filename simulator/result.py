@@ -90,7 +90,7 @@ class Result:
         An existing ``path`` is replaced only if it is a trace hetsim wrote.
         """
         check_trace_target(path)
-        atomic_write_text(path, trace_json(self.recorder, generator=TRACE_GENERATOR))
+        atomic_write_text(path, trace_json(self.recorder, generator=TRACE_GENERATOR), "--trace")
         return Path(path)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from hetsim.simulator.boundary import csv_field_limit
 from hetsim.simulator.engine import ClockLimit, InvariantViolation, Simulation
-from hetsim.simulator.errors import ScenarioError, TraceError
+from hetsim.simulator.errors import FieldError, ScenarioError, TraceError
 from hetsim.simulator.overload import METRICS as OVERLOAD_METRICS
 from hetsim.simulator.overload import load_check
 from hetsim.simulator.result import Result
@@ -84,6 +84,8 @@ def build(sc: Scenario, sim: Simulation) -> Any:
             return sc.workload_cls(sim, cluster, sc.workload, policies, sc.base_dir)
     except TraceError:
         raise  # names the trace file, line and column itself
+    except FieldError as e:
+        raise ScenarioError(sc.file, e.field, e.message) from None
     except BAD_INPUT_ERRORS as e:
         raise ScenarioError(sc.file, "workload", _one_line(e)) from None
 

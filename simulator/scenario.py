@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
 
 from hetsim.simulator import registry
-from hetsim.simulator.boundary import check_tree, read_text, yaml_value
+from hetsim.simulator.boundary import check_tree, data_file_problem, read_text, yaml_value
 from hetsim.simulator.errors import ScenarioError, from_validation
 from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.plugins import PluginError, load_plugin, load_plugins
@@ -225,7 +225,7 @@ def _load_extensions(file: str, top: ScenarioModel, base: Path) -> None:
     for i, ref in enumerate(top.catalogue):
         try:
             load_user_catalogue(resolve_path(ref, base))
-        except UserCatalogueError as e:
+        except (UserCatalogueError, ValueError) as e:
             raise ScenarioError(file, f"catalogue[{i}]", str(e)) from None
 
 
@@ -283,28 +283,35 @@ def _validate_workload(file: str, raw: dict[str, Any], base: Path) -> tuple[Any,
 
 
 def _check_paths(file: str, prefix: str, data: Any, base: Path) -> None:
-    """Every field called ``path`` or ``*_path`` must name a readable file."""
+    """Every field called ``path`` or ``*_path`` (and ``trace_dir`` with its ``file``)
+    must name a regular file hetsim may read (:func:`boundary.data_file_problem`)."""
     if isinstance(data, dict):
         for key, value in data.items():
             where = f"{prefix}.{key}"
             named_path = isinstance(key, str) and (key == "path" or key.endswith("_path"))
             if named_path and isinstance(value, str):
-                try:
-                    target = resolve_path(value, base)
-                except ValueError as e:
-                    raise ScenarioError(file, where, str(e)) from None
-                try:
-                    with open(target, "rb"):
-                        pass
-                except OSError as e:
-                    raise ScenarioError(
-                        file, where, f"cannot read {value!r}: {e.strerror}"
-                    ) from None
+                _check_file(file, where, value, base)
+            elif key == "trace_dir" and isinstance(value, str):
+                name = data.get("file")
+                if isinstance(name, str):
+                    _check_file(file, f"{prefix}.file", value, base, name)
             else:
                 _check_paths(file, where, value, base)
     elif isinstance(data, list):
         for i, value in enumerate(data):
             _check_paths(file, f"{prefix}[{i}]", value, base)
+
+
+def _check_file(file: str, where: str, value: str, base: Path, name: str | None = None) -> None:
+    try:
+        target = resolve_path(value, base)
+    except ValueError as e:
+        raise ScenarioError(file, where, str(e)) from None
+    shown = value if name is None else f"{value}/{name}"
+    problem = data_file_problem(target / name if name is not None else target)
+    if problem is not None:
+        problem = problem.removeprefix("cannot read: ")
+        raise ScenarioError(file, where, f"cannot read {shown!r}: {problem}")
 
 
 def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str, PolicyChoice]:

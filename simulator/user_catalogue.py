@@ -48,7 +48,12 @@ class UserCatalogueError(ValueError):
 
 def load_user_catalogue(path: Path) -> None:
     """Register every entry of the user catalogue at ``path`` (once per process)."""
-    path = path.expanduser().resolve()
+    from hetsim.workloads.paths import expand_user
+
+    try:
+        path = expand_user(str(path)).resolve()
+    except (ValueError, OSError) as e:
+        raise UserCatalogueError(str(e)) from None
     if path in _loaded:
         return
     data = _read(path)
@@ -86,6 +91,11 @@ def load_env_catalogues() -> None:
 
 
 def _read(path: Path) -> Mapping[str, Any]:
+    from hetsim.simulator.boundary import MAX_FILE_BYTES, data_file_problem
+
+    problem = data_file_problem(path, MAX_FILE_BYTES)
+    if problem is not None:
+        raise UserCatalogueError(f"{path}: {problem}")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as e:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hetsim.simulator.atomic import temp_name
 from hetsim.simulator.cli import main
 from hetsim.simulator.outdir import MARKER, clean_stale, record_files
 from tests.cli_helpers import TINY
@@ -148,12 +149,12 @@ def test_read_only_parent_even_as_root(
 ) -> None:
     """The same error when the temporary folder cannot be made (root ignores modes, so
     the refusal of the file system is simulated)."""
-    import tempfile
+    from hetsim.simulator import outdir
 
     def denied(*_: object, **__: object) -> str:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tempfile, "mkdtemp", denied)
+    monkeypatch.setattr(outdir, "_make_temp_dir", denied)
     out = tmp_path / "ro" / "out"
     err = refused(capsys, str(scenario), "--out", str(out))
     assert err == f"{out}: --out: cannot write here: Permission denied"
@@ -219,14 +220,24 @@ def test_force_writes_beside_user_files_and_never_over_them(
     assert (clash / "summary.csv").read_text() == "my summary"
 
 
+def _dead_temporary(parent: Path, name: str, pid: int) -> Path:
+    """A folder temporary as a hetsim writer killed at ``pid`` leaves it: its marked
+    name and the marker naming it."""
+    tmp = parent / temp_name(name, "tmp", pid)
+    tmp.mkdir()
+    body = {"generator": "hetsim", "temporary": tmp.name, "pid": pid}
+    (tmp / MARKER).write_text(json.dumps(body))
+    (tmp / "summary.csv").write_text("half")
+    return tmp
+
+
 def test_stale_temporaries_of_dead_writers_are_cleaned(
     tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dead = 2**22 + 12345  # above the default pid_max: no such process
-    (tmp_path / f".r.tmp-{dead}-abc").mkdir()
-    (tmp_path / f".r.tmp-{dead}-abc" / "summary.csv").write_text("half")
-    alive = tmp_path / f".r.tmp-{os.getppid()}-xyz"  # a live writer's: kept
-    alive.mkdir()
+    _dead_temporary(tmp_path, "r", dead)
+    (tmp_path / temp_name("r", "tmp", dead)).write_bytes(b"half a file")  # atomic_write's
+    alive = _dead_temporary(tmp_path, "r", os.getppid())  # a live writer's: kept
     assert run(capsys, str(scenario), "--out", str(tmp_path / "r")) == (0, "")
     hidden = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
     assert hidden == [alive.name]
@@ -234,12 +245,12 @@ def test_stale_temporaries_of_dead_writers_are_cleaned(
 
 def test_folder_left_aside_by_a_killed_writer_is_restored(tmp_path: Path) -> None:
     dead = 2**22 + 12345
-    aside = tmp_path / f".r.old-{dead}"
+    aside = tmp_path / temp_name("r", "old", dead)
     aside.mkdir()
     (aside / MARKER).write_text(json.dumps({"generator": "hetsim", "kind": "run", "files": []}))
     assert clean_stale(tmp_path, "r") == 1
     assert (tmp_path / "r" / MARKER).exists() and not aside.exists()
-    foreign = tmp_path / f".q.old-{dead}"  # no marker: not provably hetsim's, left alone
+    foreign = tmp_path / temp_name("q", "old", dead)  # no marker: not provably hetsim's
     foreign.mkdir()
     assert clean_stale(tmp_path, "q") == 0 and foreign.exists()
 
@@ -330,7 +341,7 @@ def test_corrupt_shard_is_rerun_on_resume(
     shards[0].write_bytes(shards[0].read_bytes()[:40])  # cut short
     shards[1].write_bytes(b"garbage")
     dead = 2**22 + 12345
-    (out / "shards" / f".{shards[2].name}.tmp-{dead}-q").write_bytes(b"half")
+    (out / "shards" / temp_name(shards[2].name, "tmp", dead)).write_bytes(b"half")
     assert sweep(capsys, str(path), "--resume", str(out)) == (0, "")
     again = pd.read_csv(out / "sweep.csv")
     volatile = ["wall_s"]

@@ -2,7 +2,8 @@
 
 - ``pkg:serving/azure_conv_2023_sample.csv`` names a data file shipped with hetsim
   (``workloads/data/``, installed with the package);
-- an absolute path is used as it is (``~`` is expanded);
+- an absolute path is used as it is (``~`` is expanded; a NUL byte or an unknown
+  ``~user`` is a ValueError);
 - any other path is relative to the folder of the scenario file that names it, so a
   scenario and its traces can be copied together anywhere.
 """
@@ -28,8 +29,20 @@ def resolve_path(path: str | Path, base_dir: Path) -> Path:
         if rel.is_absolute() or ".." in rel.parts:
             raise ValueError(f"{text!r}: a pkg: path must stay inside the shipped data")
         return DATA_DIR / rel
-    p = Path(text).expanduser()
+    p = expand_user(text)
     return p if p.is_absolute() else base_dir / p
+
+
+def expand_user(text: str) -> Path:
+    """``text`` as a Path with a leading ``~`` or ``~user`` expanded; ValueError for a
+    NUL byte or a home folder that cannot be found (``~nosuchuser/x``)."""
+    if "\x00" in text:
+        raise ValueError(f"{text!r}: a NUL byte is not allowed in a path")
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # pathlib: "Could not determine home directory"
+        user = text[1:].split("/", 1)[0]
+        raise ValueError(f"{text!r}: no home folder for {'~' + user!r}") from None
 
 
 def shipped_files() -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from hetsim.simulator.errors import FieldError
 from hetsim.simulator.registry import policies
 from hetsim.workloads.offload.view import OffloadPlan, OffloadView
 
@@ -34,8 +35,19 @@ class FixedPlacement:
         self.params = params
 
     def place(self, view: OffloadView) -> OffloadPlan:
-        """The configured plan (``cpu_layers: -1`` -> all layers)."""
+        """The configured plan (``cpu_layers: -1`` -> all layers); a field the model
+        or batch rules out is a :class:`FieldError` naming it (bad input, not a bug)."""
         d = self.params.model_dump()
         if d["cpu_layers"] == -1:
             d["cpu_layers"] = view.layers
+        where = "policies.placement"
+        if d["cpu_layers"] > view.layers:
+            raise FieldError(f"{where}.cpu_layers", f"{d['cpu_layers']} is more than the "
+                             f"model's {view.layers} layers (-1: every layer)")  # fmt: skip
+        if d["weights_gpu"] + d["weights_cpu"] > 1 + 1e-9:
+            raise FieldError(f"{where}.weights_cpu", f"weights_gpu + weights_cpu = "
+                             f"{d['weights_gpu'] + d['weights_cpu']:.6g} exceeds 1")  # fmt: skip
+        if d["gpu_batches"] > view.batch:
+            raise FieldError(f"{where}.gpu_batches", f"{d['gpu_batches']} is more than the "
+                             f"batch of {view.batch} requests")  # fmt: skip
         return OffloadPlan(**d)

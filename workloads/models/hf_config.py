@@ -69,7 +69,13 @@ def dense_from_hf_config(name: str, config: dict[str, Any], source: str = "") ->
 
 
 def read_hf_config(path: Path) -> dict[str, Any]:
-    """The JSON object of a config.json (ValueError naming the file when it is not one)."""
+    """The JSON object of a config.json (ValueError naming the file when it is not one,
+    or not a regular file of at most 64 MiB)."""
+    from hetsim.simulator.boundary import MAX_FILE_BYTES, data_file_problem
+
+    problem = data_file_problem(path, MAX_FILE_BYTES)
+    if problem is not None:
+        raise ValueError(f"{path}: {problem}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
