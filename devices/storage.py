@@ -140,7 +140,9 @@ def storage_spec(name: str, overrides: dict[str, Any] | None = None) -> StorageS
         return spec
     for key in overrides:
         if key not in ("read", "write", "capacity_bytes"):
-            raise StorageError(f"disk.{key}: unknown field; valid: capacity_bytes, read, write, type")
+            raise StorageError(
+                f"disk.{key}: unknown field; valid: capacity_bytes, read, write, type"
+            )
     out = spec
     for direction in ("read", "write"):
         if direction in overrides:
