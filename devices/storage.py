@@ -143,15 +143,16 @@ def storage_spec(name: str, overrides: dict[str, Any] | None = None) -> StorageS
             raise StorageError(
                 f"disk.{key}: unknown field; valid: capacity_bytes, read, write, type"
             )
-    out = spec
-    for direction in ("read", "write"):
-        if direction in overrides:
-            base = getattr(spec, direction)
-            merged = {"peak_Bps": base.peak_Bps, "latency_s": base.latency_s}
-            if not isinstance(overrides[direction], dict):
-                raise StorageError(f"disk.{direction}: must be a mapping")
-            merged.update(overrides[direction])
-            out = replace(out, **{direction: _direction(f"disk.{direction}", merged)})
+
+    def merged(direction: str, base: DiskDirection) -> DiskDirection:
+        if direction not in overrides:
+            return base
+        if not isinstance(overrides[direction], dict):
+            raise StorageError(f"disk.{direction}: must be a mapping")
+        raw = {"peak_Bps": base.peak_Bps, "latency_s": base.latency_s, **overrides[direction]}
+        return _direction(f"disk.{direction}", raw)
+
+    out = replace(spec, read=merged("read", spec.read), write=merged("write", spec.write))
     if "capacity_bytes" in overrides:
         cap = _number("disk.capacity_bytes", overrides["capacity_bytes"], True)
         out = replace(out, capacity_bytes=cap)

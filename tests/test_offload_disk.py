@@ -169,5 +169,18 @@ def test_bad_disk_fields_are_named(tmp_path: Path, capsys: pytest.CaptureFixture
     bad = base + "\n  disk: {type: gcp-t4-vm-ssd, read: {peak_Bps: -1}}"
     msg = cli_error(tmp_path, capsys, _flexgen_text(base, bad))
     assert msg.startswith("workload: disk.read.peak_Bps: must be > 0"), msg
-    with pytest.raises(StorageError, match="disk.speed: unknown field"):
+    with pytest.raises(StorageError, match=r"disk\.speed: unknown field"):
         storage_spec("gcp-t4-vm-ssd", {"speed": 1})
+
+
+@pytest.mark.slow
+def test_shipped_write_latency_equals_a_refit() -> None:
+    from hetsim.devices.storage import storage_catalogue
+    from hetsim.devices.storage_calibration import fit, load_points, residuals
+
+    pts = load_points("mixdk-nvme", "write")
+    d = fit(pts)
+    for drive in storage_catalogue().values():
+        assert drive.write.latency_s == pytest.approx(d.latency_s, abs=0.05e-6)
+    res = sorted(abs(r) for r in residuals(d, pts))
+    assert res[len(res) // 2] < 0.05 and res[-1] < 0.25
