@@ -158,9 +158,10 @@ class OffloadParams(WorkloadParams):
         "pipelined) or O_DIRECT into the user buffer",
     )
     disk_staging_pinned: bool = Field(
-        False,
+        True,
         description="the host buffer that stages disk -> GPU copies is pinned (DMA at the "
-        "link rate) or pageable (CUDA's bounce buffer)",
+        "link rate; FlexGen's copy threads relay through a pinned 1 GB buffer each) or "
+        "pageable (CUDA's bounce buffer)",
     )
     disk_request_bytes: PositiveFloat = Field(
         1048576.0,
