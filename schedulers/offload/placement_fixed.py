@@ -23,6 +23,7 @@ class FixedParams(BaseModel):
     overlap: bool = True
     gpu_batches: int = Field(1, ge=1)
     pinned: bool = True
+    kv_disk: float = Field(0.0, ge=0, le=1, description="KV fraction on the disk tier (cd)")
 
 
 @policies.register("offload.placement", "fixed")

@@ -18,7 +18,9 @@ pageable / pinned ratio of its direction times the link rate (:mod:`devices.host
 fitted to copy microbenchmarks by size; without them, the prior ``min(link,
 core_bandwidth / 2)``: one memcpy thread's read + write); device-to-host
 copies at ``d2h_bandwidth_ratio`` of the host-to-device rate; SSD reads at
-``ssd_bandwidth_Bps`` pipelined with the PCIe copy. Host-resident KV is priced in its
+``ssd_bandwidth_Bps`` pipelined with the PCIe copy when no disk tier is named; with one
+(:class:`DiskPath`, the drive's measured curve) reads and writes of weights and KV go
+through host memory on the drive's own resource. Host-resident KV is priced in its
 host format (``host_kv_bits``: ZeRO-Inference's OPT path allocates its host KV buffer in
 fp32), and a CPU attention that converts it to a wider tensor first
 (``cpu_kv_upcast_bits``: its BLOOM path calls ``.float()`` on the fp16 KV every step)
@@ -41,6 +43,7 @@ from hetsim.devices.first_touch import FirstTouch
 from hetsim.devices.roofline import op_time_s
 from hetsim.devices.secure_copy import SecureCopy
 from hetsim.devices.spec import DeviceSpec, LinkSpec
+from hetsim.devices.storage import StorageSpec
 from hetsim.workloads.models.dense import ModelSpec
 
 
@@ -196,3 +199,47 @@ class DenseCosts:
         """LM head on the CPU (held in the CPU weight format at the layers' bits)."""
         nbytes = self.lm_params * self.weight_bits / 8
         return self.cpu.matmul_time_s(self.lm_params, tokens, nbytes, self.cpu_format)
+
+
+@dataclass(frozen=True)
+class DiskPath:
+    """The disk tier's path to host memory and on to the GPU (:mod:`devices.storage`).
+
+    A read or write of ``n`` bytes moves in requests of ``request_bytes`` with
+    ``queue_depth`` in flight at the drive's curve. ``io: page_cache`` goes through the
+    kernel page cache: one extra CPU memcpy between the page cache and the user buffer,
+    pipelined with the drive, at ``memcpy_Bps`` (half one core's bandwidth: read +
+    write); ``o_direct`` moves the drive's DMA straight into the user buffer. A disk to
+    GPU transfer is pipelined through a host staging buffer, ``staging_pinned`` or
+    pageable (staged once more by the CUDA runtime's bounce buffer at the pageable rate).
+    """
+
+    spec: StorageSpec
+    request_bytes: float
+    queue_depth: float
+    io: str
+    memcpy_Bps: float
+    staging_pinned: bool
+
+    def _host_rate_s(self, nbytes: float) -> float:
+        return nbytes / self.memcpy_Bps if self.io == "page_cache" else 0.0
+
+    def read_s(self, nbytes: float) -> float:
+        """Disk to host memory: the drive's read time, or the page-cache copy if slower."""
+        if nbytes <= 0:
+            return 0.0
+        t = self.spec.read.transfer_s(nbytes, self.request_bytes, self.queue_depth)
+        return max(t, self._host_rate_s(nbytes))
+
+    def write_s(self, nbytes: float) -> float:
+        """Host memory to disk: the drive's write time, or the page-cache copy if slower."""
+        if nbytes <= 0:
+            return 0.0
+        t = self.spec.write.transfer_s(nbytes, self.request_bytes, self.queue_depth)
+        return max(t, self._host_rate_s(nbytes))
+
+    def to_gpu_s(self, nbytes: float, copies: CopyPaths) -> float:
+        """Disk to GPU through the host staging buffer (drive, host and PCIe pipelined)."""
+        if nbytes <= 0:
+            return 0.0
+        return max(self.read_s(nbytes), copies.h2d_s(nbytes, self.staging_pinned))

@@ -20,6 +20,13 @@ engine (FIFO), the GPU, and the CPU (attention over host-resident KV). Per layer
    (CUDA runtime API, "API synchronization behavior"), so neither starts while the
    other runs.
 
+5. with a disk tier, the disk is one FIFO resource shared by reads and writes: each
+   micro-batch's disk-resident KV is read into host memory (in schedule order) before
+   its attention (and before its host-to-GPU copy when the GPU attends); the next
+   layer's disk-resident weights hold the disk for their disk time while their pipelined
+   disk -> host -> GPU copy holds the copy engine; new KV written to disk (by the
+   workload, after the layer) queues behind them.
+
 All times are absolute seconds; the function returns the layer's end and the new clock
 of each resource, so a step is a fold over its layers.
 """
@@ -31,7 +38,8 @@ from dataclasses import dataclass
 
 @dataclass
 class Clocks:
-    """Free times of the three resources and the arrival time of the next weights."""
+    """Free times of the resources (copy engines, GPU, CPU, disk) and the arrival time of
+    the next weights."""
 
     h2d_s: float = 0.0
     d2h_s: float = 0.0
@@ -41,6 +49,8 @@ class Clocks:
     h2d_busy_s: float = 0.0
     gpu_busy_s: float = 0.0
     cpu_busy_s: float = 0.0
+    disk_s: float = 0.0
+    disk_busy_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,8 @@ class LayerWork:
     )
     cpu_attention_s: float  # per micro-batch (0 if attention on the GPU)
     gpu_post_s: float  # per micro-batch: after attention (0 if no CPU attention)
+    weights_disk_s: float = 0.0  # disk time of the following layer's disk-resident weights
+    kv_disk_read_s: float = 0.0  # per micro-batch, disk-resident KV read into host memory
 
 
 def zigzag_order(layer: int, batches: int) -> list[int]:
@@ -73,19 +85,33 @@ def run_layer(
     ``host_shared``: copies and CPU attention serialise on one host thread (step 4)."""
     order = zigzag_order(layer, batches)
     kv_ready: dict[int, float] = {}
+    on_disk: dict[int, float] = {}
+    for b in order:
+        on_disk[b] = start_s
+        if w.kv_disk_read_s > 0:
+            s = max(c.disk_s, start_s)
+            c.disk_s = s + w.kv_disk_read_s
+            c.disk_busy_s += w.kv_disk_read_s
+            on_disk[b] = c.disk_s
+            if trace is not None:
+                trace.append(("disk-kv", layer, b, s, c.disk_s))
     for b in order:
         if w.kv_copy_s > 0:
-            s = max(c.h2d_s, start_s)
+            s = max(c.h2d_s, start_s, on_disk[b])
             c.h2d_s = s + w.kv_copy_s
             c.h2d_busy_s += w.kv_copy_s
             kv_ready[b] = c.h2d_s
             if trace is not None:
                 trace.append(("h2d-kv", layer, b, s, c.h2d_s))
         else:
-            kv_ready[b] = start_s
+            kv_ready[b] = on_disk[b]
     next_ready = None
     if overlap and w.next_weights_copy_s > 0:
         s = max(c.h2d_s, start_s, c.cpu_s if host_shared else start_s)
+        if w.weights_disk_s > 0:
+            s = max(s, c.disk_s)
+            c.disk_s = s + w.weights_disk_s
+            c.disk_busy_s += w.weights_disk_s
         c.h2d_s = s + w.next_weights_copy_s
         c.h2d_busy_s += w.next_weights_copy_s
         next_ready = c.h2d_s
@@ -95,13 +121,13 @@ def run_layer(
     end = start_s
     cpu_done: dict[int, float] = {}
     for b in order:  # GPU projections (or the whole layer) per micro-batch
-        s = max(gpu, c.weights_ready_s, kv_ready[b])
+        s = max(gpu, c.weights_ready_s, kv_ready[b] if w.cpu_attention_s <= 0 else gpu)
         gpu = s + w.gpu_pre_s
         c.gpu_busy_s += w.gpu_pre_s
         if trace is not None:
             trace.append(("gpu", layer, b, s, gpu))
         if w.cpu_attention_s > 0:
-            cs = max(c.cpu_s, gpu, c.h2d_s if host_shared else gpu)
+            cs = max(c.cpu_s, gpu, c.h2d_s if host_shared else gpu, on_disk[b])
             c.cpu_s = cs + w.cpu_attention_s
             c.cpu_busy_s += w.cpu_attention_s
             cpu_done[b] = c.cpu_s
@@ -121,6 +147,10 @@ def run_layer(
         c.weights_ready_s = next_ready
     elif w.next_weights_copy_s > 0:  # no overlap: copy after the layer
         s = max(c.h2d_s, end, c.cpu_s if host_shared else end)
+        if w.weights_disk_s > 0:
+            s = max(s, c.disk_s)
+            c.disk_s = s + w.weights_disk_s
+            c.disk_busy_s += w.weights_disk_s
         c.h2d_s = s + w.next_weights_copy_s
         c.h2d_busy_s += w.next_weights_copy_s
         c.weights_ready_s = c.h2d_s

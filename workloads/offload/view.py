@@ -18,7 +18,8 @@ class OffloadPlan:
       resident on the GPU / in host memory; the rest is read from SSD.
     - ``cpu_layers``: the last ``cpu_layers`` layers run on the CPU from host memory
       (llama.cpp ``-ngl``; all layers = CPU-only inference).
-    - ``kv_gpu``: fraction of the KV cache on the GPU (the rest in host memory).
+    - ``kv_gpu``: fraction of the KV cache on the GPU; ``kv_disk``: fraction on the disk
+      tier (FlexGen's cg / cd; the rest, cc, in host memory).
     - ``attention_on_cpu``: attention over host-resident KV runs on the CPU (FlexGen's
       CPU delegation, llama.cpp ``-nkvo``) instead of copying the KV to the GPU.
     - ``overlap``: copy the next layer's weights while this layer computes (double
@@ -37,6 +38,7 @@ class OffloadPlan:
     overlap: bool = True
     gpu_batches: int = 1
     pinned: bool = True
+    kv_disk: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -53,3 +55,4 @@ class OffloadView:
     cpu_free_bytes: int
     estimate_s: Callable[[OffloadPlan], float]
     fits: Callable[[OffloadPlan], bool]
+    disk_free_bytes: int = 0  # 0: no disk tier named (KV cannot go to disk)

@@ -7,8 +7,10 @@ it layer by layer with the zig-zag block schedule (:mod:`workloads.offload.sched
 GPU layers stream the non-resident part of their weights over PCIe (from host memory or
 SSD), CPU layers (``cpu_layers``) run on the CPU model from host memory. One SimPy
 timeout per layer-step. TEE: ``tee: h100-cc`` sends every host<->GPU copy through the
-encrypted bounce buffer; ``tee: tdx`` (TDX trust domain) and ``tee: sgx-mee`` (SGX
-enclave) make every CPU memory read carry the metadata traffic of
+encrypted bounce buffer. ``disk`` names a drive of ``devices/storage.yaml``: the disk
+tier then holds the plan's disk share of the weights and KV (``kv_disk``), read and
+written through host memory on the drive's own FIFO resource. ``tee: tdx`` (TDX trust
+domain) and ``tee: sgx-mee`` (SGX enclave) make every CPU memory read carry the metadata traffic of
 :func:`devices.enclave.protected_bytes` (28-bit MAC per line for TDX; counter + MAC per
 line for SGX; EPC paging of models larger than the EPC is not modelled).
 """
@@ -28,11 +30,13 @@ from hetsim.devices.first_touch import PARALLEL_FAULTERS, THREAD_FIRST_TOUCH_BPS
 from hetsim.devices.host_copy import pageable_ratios
 from hetsim.devices.memory import OutOfMemory
 from hetsim.devices.secure_copy import SecureCopy
+from hetsim.devices.storage import storage_spec
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams, check_steps
 from hetsim.workloads.models.dense import model_spec
-from hetsim.workloads.offload.costs import CopyPaths, DenseCosts
+from hetsim.workloads.models.moe import moe_models
+from hetsim.workloads.offload.costs import CopyPaths, DenseCosts, DiskPath
 from hetsim.workloads.offload.schedule import Clocks, LayerWork, run_layer
 from hetsim.workloads.offload.view import OffloadPlan, OffloadView
 
@@ -46,6 +50,9 @@ METRICS: dict[str, str] = {
     "throughput_tokens_per_s": "batch x output tokens / (prefill + decode time) (FlexGen's and "
     "ZeRO-Inference's generation throughput)",
     "h2d_bytes": "bytes copied host (or SSD) to GPU: streamed weights and host KV",
+    "disk_read_bytes": "bytes read from the disk tier (weights and KV; only with workload.disk)",
+    "disk_write_bytes": "bytes written to the disk tier (new KV; only with workload.disk)",
+    "disk_busy_frac": "disk busy seconds / end time (only with workload.disk)",
     "gpu_busy_frac": "GPU busy seconds / end time",
     "cpu_busy_frac": "CPU busy seconds / end time",
     "h2d_busy_frac": "host-to-device copy engine busy seconds / end time",
@@ -138,7 +145,35 @@ class OffloadParams(WorkloadParams):
         "and 30) over 1 thread, 2 x Xeon 8336C, Linux 6.2 (devices/first_touch.py); "
         "swept 1-24",
     )
-    ssd_bandwidth_Bps: PositiveFloat = 3.5e9
+    ssd_bandwidth_Bps: PositiveFloat = Field(
+        3.5e9, description="flat SSD read rate of disk-resident weights when no disk is named"
+    )
+    disk: dict[str, Any] | None = Field(
+        None,
+        description="the disk tier: {type: <devices/storage.yaml drive>} with optional "
+        "read/write {peak_Bps, latency_s} and capacity_bytes overrides; none: no disk tier",
+    )
+    disk_io: Literal["page_cache", "o_direct"] = Field(
+        "page_cache",
+        description="disk reads/writes through the kernel page cache (one more CPU memcpy, "
+        "pipelined) or O_DIRECT into the user buffer",
+    )
+    disk_staging_pinned: bool = Field(
+        True,
+        description="the host buffer that stages disk -> GPU copies is pinned (DMA at the "
+        "link rate; FlexGen's copy threads relay through a pinned 1 GB buffer each) or "
+        "pageable (CUDA's bounce buffer)",
+    )
+    disk_request_bytes: PositiveFloat = Field(
+        1048576.0,
+        description="bytes per disk request (reconstruction: 1 MiB, the request size of the "
+        "drives' sequential fio figures)",
+    )
+    disk_queue_depth: PositiveInt = Field(
+        4,
+        description="disk requests in flight (reconstruction: one per I/O thread; FlexGen's "
+        "TorchDisk runs 4 copy threads)",
+    )
     d2h_bandwidth_ratio: PositiveFloat = Field(0.854, description="H02: 46.8 / 54.8 GB/s")
     gpu_dequant_s_per_gb: NonNegativeFloat = 0.0
     tee: Literal["none", "h100-cc", "tdx", "tdx+h100-cc", "sgx-mee"] = "none"
@@ -160,6 +195,11 @@ class OffloadWorkload(Workload):
     ) -> None:  # fmt: skip
         super().__init__(sim, cluster, params, policies, base_dir)
         p = params
+        if p.model in moe_models():
+            raise ValueError(
+                f"model: {p.model} is a mixture-of-experts model; the offload workload prices "
+                "dense models only (use workload.kind: moe, workloads/moe)"
+            )
         self.model = model_spec(p.model)
         self.gpu_name = cluster.accelerator(p.gpu, "gpu")
         cpu = p.cpu or cluster.host_of(self.gpu_name)
@@ -200,6 +240,20 @@ class OffloadWorkload(Workload):
             secure=SecureCopy.preset("h100-cc", p.cc_crypto_throughput_Bps)
             if p.tee.endswith("h100-cc") else None,
         )  # fmt: skip
+        self.disk: DiskPath | None = None
+        if p.disk is not None:
+            over = dict(p.disk)
+            if "type" not in over:
+                raise ValueError("disk.type: missing required field (a devices/storage.yaml drive)")
+            name = str(over.pop("type"))
+            self.disk = DiskPath(
+                spec=storage_spec(name, over), request_bytes=p.disk_request_bytes,
+                queue_depth=p.disk_queue_depth, io=p.disk_io,
+                memcpy_Bps=kern.core_bandwidth_Bps / 2.0,
+                staging_pinned=p.disk_staging_pinned,
+            )  # fmt: skip
+        self.disk_read_bytes = 0.0
+        self.disk_write_bytes = 0.0
         self.plan = policies["placement"].place(self._view())
         self._check_plan(self.plan)
         self._allocate(self.plan)
@@ -232,6 +286,7 @@ class OffloadWorkload(Workload):
             cpu_free_bytes=self.cluster.memory(self.cpu_name).free_bytes,
             estimate_s=self.estimate_s,
             fits=lambda plan: all(v <= 0 for v in self._shortfall(plan).values()),
+            disk_free_bytes=int(self.disk.spec.capacity_bytes) if self.disk else 0,
         )
 
     def _check_plan(self, plan: OffloadPlan) -> None:
@@ -240,9 +295,12 @@ class OffloadWorkload(Workload):
             and plan.weights_gpu + plan.weights_cpu <= 1 + 1e-9
             and 0 <= plan.kv_gpu <= 1 and 0 <= plan.cpu_layers <= self.model.layers
             and 1 <= plan.gpu_batches <= self.params.batch
+            and 0 <= plan.kv_disk <= 1 and plan.kv_gpu + plan.kv_disk <= 1 + 1e-9
         )  # fmt: skip
         if not ok:
             raise InvariantViolation(f"offload placement returned an invalid plan {plan}")
+        if plan.kv_disk > 0 and self.disk is None:
+            raise ValueError("policies.placement: kv_disk > 0 needs a disk tier (workload.disk)")
 
     def _needs(self, plan: OffloadPlan) -> dict[str, float]:
         p, c, m = self.params, self.costs, self.model
@@ -259,15 +317,26 @@ class OffloadWorkload(Workload):
         # embedding + LM head resident in fp16, or one fetched copy at a time
         gpu += self._lm_bytes() if p.embeddings_streamed else 2 * c.lm_params * 2
         host = gpu_layers * lw * plan.weights_cpu + plan.cpu_layers * lw
-        host += gpu_layers * kv_host * (1 - plan.kv_gpu) + plan.cpu_layers * kv_host
-        return {"gpu": gpu, "host": host}
+        host += gpu_layers * kv_host * (1 - plan.kv_gpu - plan.kv_disk) + plan.cpu_layers * kv_host
+        need = {"gpu": gpu, "host": host}
+        if self.disk is not None:
+            wd = max(0.0, 1 - plan.weights_gpu - plan.weights_cpu)
+            need["disk"] = gpu_layers * (lw * wd + kv_host * plan.kv_disk)
+            # host staging of the disk tier (FlexGen's cpu_w_g): one layer's disk weights and
+            # one micro-batch's disk KV of one layer, read in and written out
+            micro_kv = self._micro(plan) * (p.prompt_tokens + p.output_tokens)
+            need["host"] += lw * wd + 2 * micro_kv * c.host_kv_bytes_per_token_layer * plan.kv_disk
+        return need
 
     def _shortfall(self, plan: OffloadPlan) -> dict[str, float]:
         need = self._needs(plan)
-        return {
+        out = {
             "gpu": need["gpu"] - self.cluster.memory(self.gpu_name).free_bytes,
             "host": need["host"] - self.cluster.memory(self.cpu_name).free_bytes,
         }
+        if self.disk is not None:
+            out["disk"] = need["disk"] - self.disk.spec.capacity_bytes
+        return out
 
     def _allocate(self, plan: OffloadPlan) -> None:
         need = self._needs(plan)
@@ -280,18 +349,21 @@ class OffloadWorkload(Workload):
                     f"policies.placement: the plan needs {int(need[tag])} bytes on {dev}, "
                     f"{e.free_bytes} free"
                 ) from None
+        if self.disk is not None and need["disk"] > self.disk.spec.capacity_bytes:
+            raise ValueError(
+                f"policies.placement: the plan needs {int(need['disk'])} bytes on the disk "
+                f"{self.disk.spec.name}, {int(self.disk.spec.capacity_bytes)} there"
+            )
 
     # ---- costs of one layer-step ----------------------------------------------------
     def _work(self, plan: OffloadPlan, seqs: int, new: int, ctx: int) -> LayerWork:
         c = self.costs
-        lw = c.layer_weight_bytes
-        host_b, ssd_b = (
-            lw * plan.weights_cpu,
-            lw * max(0.0, 1 - plan.weights_gpu - plan.weights_cpu),
-        )
-        wcopy = self.copies.h2d_s(host_b, plan.pinned, ssd_b)
+        wcopy, wdisk = self._weights_copy(plan)
         lin = c.gpu_linear_s(seqs * new)
         kv_host = 1.0 - plan.kv_gpu
+        # disk-resident KV of this micro-batch read into host memory before its attention
+        kv_disk_b = seqs * ctx * c.host_kv_bytes_per_token_layer * plan.kv_disk
+        kv_rd = self.disk.read_s(kv_disk_b) if self.disk is not None else 0.0
         gpu_att = c.gpu_attention_s(seqs, new, ctx)
         prefill = ctx == 0 and self.params.prompt_tokens > 0
         on_cpu = plan.attention_on_cpu and (self.params.cpu_attention_in_prefill or not prefill)
@@ -305,10 +377,28 @@ class OffloadWorkload(Workload):
             act = 2.0 * self.model.hidden * seqs * new
             cpu_att += self.copies.h2d_s(3 * act, plan.pinned) + self.copies.d2h_s(act)
             return LayerWork(wcopy, 0.0, lin * share + gpu_att * plan.kv_gpu, cpu_att,
-                             lin * (1 - share))  # fmt: skip
-        kv_bytes = seqs * ctx * c.host_kv_bytes_per_token_layer * kv_host
+                             lin * (1 - share), wdisk, kv_rd)  # fmt: skip
+        kv_bytes = seqs * ctx * c.host_kv_bytes_per_token_layer * (kv_host - plan.kv_disk)
         kv_copy = self.copies.h2d_s(kv_bytes, plan.pinned) if kv_bytes > 0 else 0.0
-        return LayerWork(wcopy, kv_copy, lin + gpu_att, 0.0, 0.0)
+        if kv_disk_b > 0 and self.disk is not None:  # on through the staging buffer
+            kv_copy += self.copies.h2d_s(kv_disk_b, self.disk.staging_pinned)
+        return LayerWork(wcopy, kv_copy, lin + gpu_att, 0.0, 0.0, wdisk, kv_rd)
+
+    def _weights_copy(self, plan: OffloadPlan) -> tuple[float, float]:
+        """One layer's streamed weights to the GPU: (copy time, disk time of its disk share).
+        Without a disk tier the disk share reads at ``ssd_bandwidth_Bps`` inside the copy."""
+        lw = self.costs.layer_weight_bytes
+        host_b = lw * plan.weights_cpu
+        disk_b = lw * max(0.0, 1 - plan.weights_gpu - plan.weights_cpu)
+        if self.disk is None:
+            return self.copies.h2d_s(host_b, plan.pinned, disk_b), 0.0
+        if disk_b <= 0:
+            return self.copies.h2d_s(host_b, plan.pinned), 0.0
+        disk_t = self.disk.read_s(disk_b)
+        pcie_t = self.copies.h2d_s(host_b, plan.pinned) + self.copies.h2d_s(
+            disk_b, self.disk.staging_pinned
+        )
+        return max(pcie_t, disk_t), disk_t
 
     def _attention_share(self) -> float:
         m = self.model
@@ -331,7 +421,10 @@ class OffloadWorkload(Workload):
             if layer < gpu_layers:
                 w = self._work(plan, micro, new, ctx)
                 if layer == gpu_layers - 1 and plan.cpu_layers:
-                    w = LayerWork(0.0, w.kv_copy_s, w.gpu_pre_s, w.cpu_attention_s, w.gpu_post_s)
+                    w = LayerWork(0.0, w.kv_copy_s, w.gpu_pre_s, w.cpu_attention_s, w.gpu_post_s,
+                                  0.0, w.kv_disk_read_s)  # fmt: skip
+                if self.disk is not None:
+                    self.disk_read_bytes += self._disk_reads(plan, w, micro, ctx)
                 t = run_layer(c, layer, batches, w, t, plan.overlap, host_shared=shared)
                 # new KV to host memory: its own D2H engine, off the critical path, unless
                 # a pageable copy holds the host thread that issues the next weights
@@ -346,8 +439,16 @@ class OffloadWorkload(Workload):
                 if shared:
                     c.h2d_s = max(c.h2d_s, t) + kv_w
                     c.h2d_busy_s += kv_w
+                    landed = c.h2d_s
                 else:
                     c.d2h_s = max(c.d2h_s, t) + kv_w
+                    landed = c.d2h_s
+                if self.disk is not None and plan.kv_disk > 0:  # on from host memory to disk
+                    nb = micro * new * self.costs.host_kv_bytes_per_token_layer * plan.kv_disk
+                    dw = batches * self.disk.write_s(nb)
+                    c.disk_s = max(c.disk_s, landed) + dw
+                    c.disk_busy_s += dw
+                    self.disk_write_bytes += batches * nb
             else:
                 dt = self._cpu_layer_s(plan, p.batch, new, ctx)
                 if layer == gpu_layers:  # the CPU layers run as one graph per step
@@ -375,6 +476,14 @@ class OffloadWorkload(Workload):
                 lm += fetch
         return ends, lm
 
+    def _disk_reads(self, plan: OffloadPlan, w: LayerWork, micro: int, ctx: int) -> float:
+        """Bytes one layer-step reads from disk: the next layer's disk weights (when it
+        copies them) and every micro-batch's disk KV."""
+        lw = self.costs.layer_weight_bytes
+        nbytes = lw * max(0.0, 1 - plan.weights_gpu - plan.weights_cpu) if w.weights_disk_s else 0.0
+        kv = micro * ctx * self.costs.host_kv_bytes_per_token_layer * plan.kv_disk
+        return nbytes + plan.gpu_batches * kv
+
     def _lm_bytes(self) -> float:
         """Bytes of one vocab x hidden matrix (embedding or LM head) at the weight bits."""
         return self.costs.lm_params * self.params.weight_bits / 8
@@ -386,11 +495,9 @@ class OffloadWorkload(Workload):
         return out
 
     def _first_copy_s(self, plan: OffloadPlan) -> float:
-        lw = self.costs.layer_weight_bytes
         if plan.weights_gpu >= 1 or plan.cpu_layers == self.model.layers:
             return 0.0
-        ssd = lw * max(0.0, 1 - plan.weights_gpu - plan.weights_cpu)
-        return self.copies.h2d_s(lw * plan.weights_cpu, plan.pinned, ssd)
+        return self._weights_copy(plan)[0]
 
     def estimate_s(self, plan: OffloadPlan) -> float:
         """The ``flexgen-analytic`` estimator a placement policy sees: per layer the
@@ -403,8 +510,13 @@ class OffloadWorkload(Workload):
             w = self._work(plan, micro, new, ctx)
             gpu = b * (w.gpu_pre_s + w.gpu_post_s)
             per = max(w.next_weights_copy_s + b * w.kv_copy_s, gpu, b * w.cpu_attention_s)
+            if self.disk is not None:  # the drive: disk weights, KV reads and new-KV writes
+                nb = micro * new * self.costs.host_kv_bytes_per_token_layer * plan.kv_disk
+                disk = w.weights_disk_s + b * (w.kv_disk_read_s + self.disk.write_s(nb))
+                per = max(per, disk)
             if not plan.overlap:
                 per = w.next_weights_copy_s + gpu + b * (w.kv_copy_s + w.cpu_attention_s)
+                per += b * w.kv_disk_read_s
             total += gpu_layers * per
             total += plan.cpu_layers * self._cpu_layer_s(plan, self.params.batch, new, ctx)
         return total
@@ -419,6 +531,11 @@ class OffloadWorkload(Workload):
         first = self._first_copy_s(plan)
         c.h2d_s = c.weights_ready_s = first
         c.h2d_busy_s += first
+        if self.disk is not None and first > 0:
+            _, c.disk_s = self._weights_copy(plan)
+            c.disk_busy_s += c.disk_s
+            lw = self.costs.layer_weight_bytes
+            self.disk_read_bytes += lw * max(0.0, 1 - plan.weights_gpu - plan.weights_cpu)
         for index, (phase, new, ctx) in enumerate(self._phases()):
             start = env.now
             ends, lm = self._step(plan, c, start, new, ctx, self.params.batch)
@@ -427,6 +544,8 @@ class OffloadWorkload(Workload):
             yield env.timeout(lm)
             if c.d2h_s > env.now:  # the step's KV writes finish before the next step
                 yield env.timeout(c.d2h_s - env.now)
+            if c.disk_s > env.now:  # and those to disk
+                yield env.timeout(c.disk_s - env.now)
             c.gpu_s = max(c.gpu_s, env.now)
             c.cpu_s = max(c.cpu_s, env.now)
             self.phase_s[phase] += env.now - start
@@ -475,10 +594,13 @@ class OffloadWorkload(Workload):
         ssd = max(0.0, 1 - pl.weights_gpu - pl.weights_cpu)
         c = self.clocks
         span = max(end_s, 1e-12)
-        return {
+        kv = f"kv_gpu {pl.kv_gpu:.0%} "
+        if self.disk is not None:  # FlexGen's cg/cc/cd
+            kv = f"kv {pl.kv_gpu:.0%}/{1 - pl.kv_gpu - pl.kv_disk:.0%}/{pl.kv_disk:.0%} "
+        out: dict[str, float | int | str] = {
             "plan": (
                 f"w {pl.weights_gpu:.0%}/{pl.weights_cpu:.0%}/{ssd:.0%} cpu_layers "
-                f"{pl.cpu_layers} kv_gpu {pl.kv_gpu:.0%} "
+                f"{pl.cpu_layers} {kv}"
                 f"att {'cpu' if pl.attention_on_cpu else 'gpu'}"
                 f" overlap {int(pl.overlap)} mb {pl.gpu_batches} pinned {int(pl.pinned)}"
             ),
@@ -494,3 +616,8 @@ class OffloadWorkload(Workload):
             "h2d_busy_frac": c.h2d_busy_s / span,
             "cpu_bandwidth_GBps": self.cpu.bandwidth_Bps / 1e9,
         }  # fmt: skip
+        if self.disk is not None:
+            out["disk_read_bytes"] = self.disk_read_bytes
+            out["disk_write_bytes"] = self.disk_write_bytes
+            out["disk_busy_frac"] = c.disk_busy_s / span
+        return out
