@@ -170,3 +170,35 @@ def test_infeasible_persistence_is_one_clear_error() -> None:
     routing = {"kind": "synthetic", "persistent_share": 0.5, "persistence": 0.95}
     with pytest.raises(ScenarioError, match="persistent_share"):
         hetsim.load_scenario("scenarios/hybrimoe.yaml", overrides={"workload.routing": routing})
+
+
+# ---- impact prefetch: idle PCIe means idle up to the barrier ------------------------
+
+
+def _la(layer: int, depth: int, cpu_s: float) -> Any:
+    from hetsim.workloads.moe.view import LookaheadLayer
+
+    return LookaheadLayer(
+        layer=layer, depth=depth, probs=np.asarray([0.0, 0.3, 0.0, 0.6]), predicted=(3, 1),
+        predicted_probs=(0.6, 0.3), loads=(1, 1), cached=(False, False), gpu_s=(1.0, 1.0),
+        cpu_s=(cpu_s, cpu_s),
+    )  # fmt: skip
+
+
+def test_impact_prefetch_charges_an_overrun_to_the_next_layer() -> None:
+    from hetsim.schedulers.moe.prefetch_impact import ImpactPrefetch, ImpactPrefetchParams
+    from hetsim.workloads.moe.view import PrefetchView
+
+    # copy 2 s, the engine free at 2, the barrier at 3: a copy now runs 2-4, 1 s past
+    # the barrier. Next layer (depth 1; GPU 1, CPU 10, two uncached): copies end at 2, 4,
+    # GPU at 3, 5 -> makespan 5; with the engine busy 1 s, copies end 3, 5, GPU 4, 6 -> 6:
+    # the overrun costs 1 s. Its own experts would land late (4 > 1 x 3): no candidate.
+    # Layer at depth 2 (CPU 0.9): uncached, the CPU takes both -> 1.8; with one cached,
+    # CPU 0.9 and GPU 1 -> 1: impact 0.8 < 1 -> not worth the overrun.
+    view = PrefetchView(3, "decode", 2.0, 0.0, 2.0, 3.0, (_la(4, 1, 10.0), _la(5, 2, 0.9)))
+    assert ImpactPrefetch(ImpactPrefetchParams(), np.random.default_rng(0)).prefetch(view) == ()
+    free = ImpactPrefetchParams(pcie_contention=False)
+    assert ImpactPrefetch(free, np.random.default_rng(0)).prefetch(view) == ((5, 3),)
+    # a larger impact (depth-2 CPU 1.5: 3 -> 1.5, impact 1.5 > 1) pays for the overrun
+    view = view._replace(lookahead=(_la(4, 1, 10.0), _la(5, 2, 1.5)))
+    assert ImpactPrefetch(ImpactPrefetchParams(), np.random.default_rng(0)).prefetch(view) == ((5, 3),)
