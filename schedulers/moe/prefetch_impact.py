@@ -12,9 +12,14 @@ Reconstruction: the paper gives no formula for the idle-PCIe test or for the sta
 later layers. Here each later layer is simulated from idle resources with its other
 predicted experts' residency as now, and a candidate counts only if its copy would
 arrive before its layer starts, estimated as ``depth`` times the current layer's
-duration from now (a late copy would leave the expert to the CPU anyway). Decode only by
-default (in prefill the copy engine is busy with demand loads). The public code instead
-prefetches by MRS score (``prefetch_size``, default 0).
+duration from now (a late copy would leave the expert to the CPU anyway). PCIe counts as
+idle up to the current layer's barrier: a copy that would still be on the wire when the
+next layer's router runs (the copy engine does not pre-empt a started copy) delays that
+layer's demand copies, so with ``pcie_contention`` (default) its impact must exceed the
+growth of the next layer's simulated makespan with the copy engine busy for the
+overrun (the same HSS on the next layer's predicted experts and residency). Decode only
+by default (in prefill the copy engine is busy with demand loads). The public code
+instead prefetches by MRS score (``prefetch_size``, default 0).
 """
 
 from __future__ import annotations
@@ -54,13 +59,16 @@ def _bits(cached: Sequence[bool]) -> int:
 
 class ImpactPrefetchParams(BaseModel):
     """``lookahead_layers``: layers predicted ahead; ``max_per_layer``: copies issued at
-    one layer at most; ``min_impact_s``: smallest makespan reduction worth a copy."""
+    one layer at most; ``min_impact_s``: smallest makespan reduction worth a copy;
+    ``pcie_contention``: charge a copy that overruns the layer's barrier the delay it
+    causes the next layer's demand copies (module docstring)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     lookahead_layers: int = Field(3, ge=1, le=8)
     max_per_layer: int = Field(4, ge=1)
     min_impact_s: Seconds = Field(0.0, ge=0)
     decode_only: bool = True
+    pcie_contention: bool = True
 
 
 @policies.register("moe.prefetch", "impact")
@@ -121,6 +129,14 @@ class ImpactPrefetch:
             memo[bits] = hit
         return hit
 
+    def _span_busy(self, cid: int, bits: int, pcie_busy_s: float) -> float:
+        """:meth:`_span` with the copy engine busy for ``pcie_busy_s`` at the layer's start."""
+        gpu_s, cpu_s, loads, copy_s, cpu_first_s = self._inputs[cid]
+        n = len(gpu_s)
+        cached = [bool(bits >> i & 1) for i in range(n)]
+        return hss(list(gpu_s), list(cpu_s), cached, [0.0] * n, list(loads), copy_s,
+                   pcie_free_s=pcie_busy_s, cpu_first_s=cpu_first_s).makespan_s  # fmt: skip
+
     def _best(
         self,
         view: PrefetchView,
@@ -179,6 +195,12 @@ class ImpactPrefetch:
             best = self._best(view, layers, state, t + view.copy_s)
             if best is None or best[0] <= self.params.min_impact_s:
                 break
+            overrun = t + view.copy_s - view.layer_end_s
+            if overrun > 0 and self.params.pcie_contention and view.lookahead[0].depth == 1:
+                cid, bits = layers[0][0], state[0]
+                delay = self._span_busy(cid, bits, overrun) - self._span(cid, bits)
+                if best[0] - delay <= self.params.min_impact_s:
+                    break
             li, i = best[3], best[4]
             state[li] |= 1 << i
             la = view.lookahead[li]

@@ -19,6 +19,17 @@ and skew 0.5 give a mean top-1 share of 0.25 under AdapMoE's T = 0.005 (publishe
 time (published 14-28%, 12.5% random). Routing is softmax for every model (DeepSeek-V3's
 sigmoid scores and group limit are not modelled).
 
+- score persistence (HybriMoE Fig. 3b: experts with high but unselected scores are
+  selected more often in later tokens): a share ``persistent_share`` of ``x``'s variance
+  is a slow AR(1) component of coefficient ``persistence`` and the rest a fast one whose
+  coefficient is solved so that the lag-1 correlation stays ``token_reuse``:
+  ``x = sqrt(s) y + sqrt(1 - s) f``, ``rho_f = (token_reuse - s persistence) / (1 - s)``.
+  Two consecutive tokens' logits then have the same joint law as without it (so the
+  published consecutive-repeat rate is kept), while a score several tokens back still
+  predicts selection. No published measurement sets ``s``; it is a named reconstruction
+  (default 0: memory of one token only), swept in scenarios/hybrimoe-ablation.yaml over
+  its feasible range ``s <= token_reuse / persistence``.
+
 Replay file format (``kind: replay``): a NumPy ``.npy`` array or an ``.npz`` with array
 ``probs`` of shape ``(tokens, moe_layers, experts)`` holding router probabilities, and
 optionally ``predicted`` of the same shape (layer ``l`` predicted from layer ``l - 1``);
@@ -31,7 +42,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hetsim.workloads.models.moe import MoEModel
 
@@ -49,6 +60,28 @@ class SyntheticRouting(BaseModel):
     accuracy: float | list[float] | None = Field(
         None, description="next-layer prediction accuracy; None: model profile or 0.866"
     )
+    persistent_share: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="share of the token-to-token logit variance that persists over many "
+        "tokens (HybriMoE Fig. 3b's reuse of high-but-unselected experts; reconstruction, "
+        "0 = none); at most token_reuse / persistence",
+    )
+    persistence: float = Field(
+        0.95, gt=0, lt=1, description="AR(1) coefficient of the persistent component"
+    )
+
+    @model_validator(mode="after")
+    def _feasible(self) -> SyntheticRouting:
+        """The fast component's coefficient must not be negative."""
+        if self.persistent_share * self.persistence > self.token_reuse + 1e-12:
+            raise ValueError(
+                f"persistent_share: {self.persistent_share} x persistence "
+                f"{self.persistence} exceeds token_reuse {self.token_reuse} (the lag-1 "
+                "correlation it must keep)"
+            )
+        return self
 
 
 class ReplayRouting(BaseModel):
@@ -203,6 +236,9 @@ def _synthetic(
     tokens, layers, experts = shape
     bias = rng.normal(0.0, spec.popularity_skew, (layers, experts)).astype(np.float32)
     fresh = rng.standard_normal(shape, dtype=np.float32)
+    s = spec.persistent_share
+    if s > 0:
+        return _two_speed(spec, bias, fresh, rng)
     rho = np.float32(spec.token_reuse)
     keep = np.float32(np.sqrt(1.0 - spec.token_reuse**2))
     # x[t] = rho x[t - 1] + keep fresh[t], then bias + scale x, computed in place in
@@ -213,6 +249,33 @@ def _synthetic(
         row = x[t]
         np.multiply(row, keep, out=row)
         row += rho * x[t - 1]
+    x *= np.float32(spec.logit_scale)
+    x += bias[None]
+    return x
+
+
+def _ar1(fresh: np.ndarray, rho: float) -> np.ndarray:
+    """``fresh`` turned in place into an AR(1) process of coefficient ``rho`` along
+    axis 0 with stationary variance 1 (``x[0] = fresh[0]``)."""
+    r = np.float32(rho)
+    keep = np.float32(np.sqrt(1.0 - rho**2))
+    for t in range(1, len(fresh)):
+        row = fresh[t]
+        np.multiply(row, keep, out=row)
+        row += r * fresh[t - 1]
+    return fresh
+
+
+def _two_speed(
+    spec: SyntheticRouting, bias: np.ndarray, fresh: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Logits with a persistent and a fast component (module docstring)."""
+    s, slow_rho = spec.persistent_share, spec.persistence
+    fast_rho = max(0.0, (spec.token_reuse - s * slow_rho) / (1.0 - s))
+    slow = _ar1(rng.standard_normal(fresh.shape, dtype=np.float32), slow_rho)
+    x = _ar1(fresh, fast_rho)
+    x *= np.float32(np.sqrt(1.0 - s))
+    x += np.float32(np.sqrt(s)) * slow
     x *= np.float32(spec.logit_scale)
     x += bias[None]
     return x
