@@ -89,7 +89,9 @@ def test_forged_marker_listing_paths_outside_is_refused(
 
 
 # ---- 2. a symlinked figures folder ----------------------------------------------------
-def _result_with_figures(tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+def _result_with_figures(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> Path:
     """A result folder whose figures hetsim recorded (as ``--plots`` does), moved by the
     user into their paper folder and left as a symbolic link."""
     out = tmp_path / "R"
@@ -222,7 +224,10 @@ def _read_only(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
 
 
 def test_empty_read_only_folder_is_not_damaged(
-    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    scenario: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -244,7 +249,10 @@ def test_empty_read_only_folder_is_not_damaged(
 
 
 def test_full_disk_leaves_the_folder_as_it_was(
-    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    scenario: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from hetsim.simulator.result import Result
 
@@ -269,7 +277,10 @@ def test_full_disk_leaves_the_folder_as_it_was(
 
 
 def test_full_disk_while_writing_a_trace(
-    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    scenario: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     trace = tmp_path / "t.json"
     assert cli(capsys, "run", str(scenario), "--trace", str(trace)) == (0, "")
