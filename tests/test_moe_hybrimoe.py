@@ -88,7 +88,10 @@ def test_mixtral_decode_loads_exactly_when_they_pay(seed: int) -> None:
 def test_impact_prefetch_uses_idle_decode_pcie(model: str, seed: int) -> None:
     # where a copy lands within three decode layers, impact prefetch issues copies in
     # decode and shortens it (paper's direction)
-    over = {"workload.model": model, "workload.routing": {"kind": "synthetic", "persistent_share": 0.2}}
+    over = {
+        "workload.model": model,
+        "workload.routing": {"kind": "synthetic", "persistent_share": 0.2},
+    }
     on = _run(seed, HYBRIMOE, **over).summary.iloc[0]
     off = _run(seed, HSS_ONLY, **over).summary.iloc[0]
     assert on.prefetches > 0
@@ -201,4 +204,6 @@ def test_impact_prefetch_charges_an_overrun_to_the_next_layer() -> None:
     assert ImpactPrefetch(free, np.random.default_rng(0)).prefetch(view) == ((5, 3),)
     # a larger impact (depth-2 CPU 1.5: 3 -> 1.5, impact 1.5 > 1) pays for the overrun
     view = view._replace(lookahead=(_la(4, 1, 10.0), _la(5, 2, 1.5)))
-    assert ImpactPrefetch(ImpactPrefetchParams(), np.random.default_rng(0)).prefetch(view) == ((5, 3),)
+    assert ImpactPrefetch(ImpactPrefetchParams(), np.random.default_rng(0)).prefetch(view) == (
+        (5, 3),
+    )

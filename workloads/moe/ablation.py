@@ -73,8 +73,12 @@ def hit_rates(df: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=t.index)
     for pf in ("none", "impact"):
         lru, mrs = f"hybrimoe/{pf}/lru", f"hybrimoe/{pf}/mrs"
-        out[f"lru ({pf})"] = t["min", lru].map("{:.3f}".format) + "-" + t["max", lru].map("{:.3f}".format)
-        out[f"mrs ({pf})"] = t["min", mrs].map("{:.3f}".format) + "-" + t["max", mrs].map("{:.3f}".format)
+        out[f"lru ({pf})"] = (
+            t["min", lru].map("{:.3f}".format) + "-" + t["max", lru].map("{:.3f}".format)
+        )
+        out[f"mrs ({pf})"] = (
+            t["min", mrs].map("{:.3f}".format) + "-" + t["max", mrs].map("{:.3f}".format)
+        )
     return out.reset_index()
 
 
