@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.simulator.registry import policies
-from hetsim.workloads.observability.view import Cause, Finding, WindowView
+from hetsim.workloads.observability.view import Finding, WindowView
 
 MAD_TO_SIGMA = 1.4826
 """Scale of the median absolute deviation to a normal standard deviation."""
@@ -101,6 +101,5 @@ class KaiopsTelemetryDetector:
         out = []
         for r in order:
             op = view.ops[int(np.argmax(z[:, r]))]
-            cause: Cause = "compute" if op in view.compute_ops else "communication"
-            out.append(Finding(int(r), cause, op, float(score[r])))
+            out.append(Finding(int(r), view.cause_of(op), op, float(score[r])))
         return tuple(out)

@@ -144,9 +144,7 @@ class KairDetector:
 
     def _operator(self, view: WindowView, z: np.ndarray, cause: Cause) -> str:
         """Step 2: the operator with the largest z among those of the traced cause."""
-        allowed = [
-            i for i, op in enumerate(view.ops) if (op in view.compute_ops) == (cause == "compute")
-        ]
+        allowed = [i for i, op in enumerate(view.ops) if view.cause_of(op) == cause]
         best = max(allowed, key=lambda i: z[i])
         return view.ops[best] if abs(z[best]) > self.params.op_z else "unclear"
 

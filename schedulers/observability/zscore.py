@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.schedulers.observability.stats import zscore
 from hetsim.simulator.registry import policies
-from hetsim.workloads.observability.view import Cause, Finding, WindowView
+from hetsim.workloads.observability.view import Finding, WindowView
 
 
 class ZScoreParams(BaseModel):
@@ -45,6 +45,5 @@ class ZScoreDetector:
         out = []
         for r in order:
             op = view.ops[int(np.argmax(z_op[:, r]))]
-            cause: Cause = "compute" if op in view.compute_ops else "communication"
-            out.append(Finding(int(r), cause, op, float(z_rank[r])))
+            out.append(Finding(int(r), view.cause_of(op), op, float(z_rank[r])))
         return tuple(out)

@@ -54,6 +54,11 @@ class WindowView(NamedTuple):
         """Number of ranks N."""
         return int(self.op_s.shape[1])
 
+    def cause_of(self, op: str) -> Cause:
+        """The cause an operator's slowness points to: a compute operator's is compute,
+        the all-reduce's (``send``) communication."""
+        return "compute" if op in self.compute_ops else "communication"
+
 
 class OracleWindowView(NamedTuple):
     """A window's telemetry plus the faults active in it (ground truth), for an oracle
