@@ -107,6 +107,10 @@ def simulate(sc: Scenario, *, progress: bool = False, warn: bool = False) -> Res
     """Simulate a validated scenario; ``warn``: issue the run's warnings (overload,
     mixed price providers) as :class:`RunWarning` too (they are always in
     ``Result.warnings``)."""
+    if sc.colocation is not None:  # several workloads on one cluster
+        from hetsim.simulator.colocate import simulate_colocated
+
+        return simulate_colocated(sc, progress=progress, warn=warn)
     t0 = time.perf_counter()
     sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
     workload = build(sc, sim)

@@ -40,7 +40,18 @@ class ScenarioModel(BaseModel):
     seed: NonNegativeInt = 0
     until_s: PositiveSeconds | None = None
     cluster: dict[str, Any]
-    workload: dict[str, Any]
+    workload: dict[str, Any] | None = None
+    workloads: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="several workloads on the one cluster, by name (each a workload block "
+        "of any kind with its own policies: and devices:); instead of workload: "
+        "(simulator.colocate, docs/colocate.md)",
+    )
+    sharing: dict[str, Any] = Field(
+        default_factory=dict,
+        description="with workloads: how a GPU two workloads hold is shared "
+        "(simulator.colocate.SharingConfig: model exclusive, time-sliced or partition)",
+    )
     policies: dict[str, Any] = Field(default_factory=dict)
     outputs: OutputsConfig = OutputsConfig()
     sweep: dict[str, Any] = Field(default_factory=dict)
@@ -84,11 +95,21 @@ class Scenario:
     sweep: dict[str, Any] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
     catalogue: tuple[str, ...] = ()
+    #: with ``workloads:`` (several workloads on one cluster): the validated
+    #: :class:`simulator.colocate.Colocation`; None for the single ``workload:`` form
+    colocation: Any = None
 
     def resolved(self) -> dict[str, Any]:
         """The scenario with every default filled in (what was actually run)."""
         extensions = {k: list(v) for k, v in (("plugins", self.plugins),
                                               ("catalogue", self.catalogue)) if v}  # fmt: skip
+        if self.colocation is not None:
+            from hetsim.simulator.colocate import resolved_colocation
+
+            return {**extensions, "name": self.name, "seed": self.seed, "until_s": self.until_s,
+                    "cluster": self.cluster.model_dump(mode="json"),
+                    **resolved_colocation(self.colocation),
+                    "outputs": self.outputs.model_dump(mode="json")}  # fmt: skip
         return {
             **extensions,
             "name": self.name,
@@ -192,6 +213,12 @@ def from_dict(
         raise from_validation(file, "", e, raw) from None
     _load_extensions(file, top, base)
     cluster = _validate_cluster(file, top.cluster)
+    if top.workloads is not None or top.workload is None:
+        from hetsim.simulator.colocate import colocated_scenario
+
+        return colocated_scenario(file, base, raw, top, cluster)
+    if top.sharing:
+        raise ScenarioError(file, "sharing", "only with workloads: (several workloads)")
     wl_cls, workload = _validate_workload(file, top.workload, base)
     policies = _validate_policies(file, wl_cls, top.policies)
     _validate_sweep(file, top.sweep)
@@ -264,21 +291,23 @@ def _check_routes(file: str, cluster: Any) -> None:
     )  # fmt: skip
 
 
-def _validate_workload(file: str, raw: dict[str, Any], base: Path) -> tuple[Any, Any]:
+def _validate_workload(
+    file: str, raw: dict[str, Any], base: Path, where: str = "workload"
+) -> tuple[Any, Any]:
     kind = raw.get("kind")
     if kind is None:
-        raise ScenarioError(file, "workload.kind", "required field is missing")
+        raise ScenarioError(file, f"{where}.kind", "required field is missing")
     try:
         cls = registry.workloads.get(str(kind))
     except registry.UnknownName as e:
-        raise ScenarioError(file, "workload.kind", str(e)) from None
+        raise ScenarioError(file, f"{where}.kind", str(e)) from None
     try:
         params = cls.Params.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "workload", e, raw) from None
+        raise from_validation(file, where, e, raw) from None
     except KeyError as e:  # a validator's registry lookup (UnknownName names the valid ones)
-        raise ScenarioError(file, "workload", str(e).strip("'\"")) from None
-    _check_paths(file, "workload", params.model_dump(), base)
+        raise ScenarioError(file, where, str(e).strip("'\"")) from None
+    _check_paths(file, where, params.model_dump(), base)
     return cls, params
 
 
@@ -314,18 +343,20 @@ def _check_file(file: str, where: str, value: str, base: Path, name: str | None 
         raise ScenarioError(file, where, f"cannot read {shown!r}: {problem}")
 
 
-def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str, PolicyChoice]:
+def _validate_policies(
+    file: str, wl_cls: Any, raw: dict[str, Any], prefix: str = "policies"
+) -> dict[str, PolicyChoice]:
     points: dict[str, str] = wl_cls.decision_points
     for point in raw:
         if point not in points:
             valid = ", ".join(sorted(points)) or "(none)"
             raise ScenarioError(
-                file, f"policies.{point}", f"not a decision point of this workload; valid: {valid}"
+                file, f"{prefix}.{point}", f"not a decision point of this workload; valid: {valid}"
             )
     out = {}
     for point, default in points.items():
         spec = raw.get(point, default)
-        where = f"policies.{point}"
+        where = f"{prefix}.{point}"
         if isinstance(spec, str):
             name, params = spec, {}
         elif isinstance(spec, dict) and isinstance(spec.get("name"), str):

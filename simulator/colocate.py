@@ -1,0 +1,285 @@
+"""Several workloads on one cluster: the ``workloads:`` form of a scenario.
+
+``workloads:`` maps a name to a workload block of any kind, each with its own
+``policies:`` and ``devices:`` (fnmatch patterns over device names, e.g.
+``h100*/gpu*``; omitted: the accelerators no other workload names). Every workload is
+built on one :class:`~devices.cluster.Cluster` in one SimPy environment, through a
+:class:`~workloads.colocate.cluster_view.ClusterView` (its own accelerators; the links
+and memory pools are shared). ``policies.arbiter`` (decision point
+``colocate.arbiter``, ``schedulers/arbiter/``) may move GPUs between a serving workload
+and ``training-jobs`` workloads over time (:mod:`workloads.colocate.arbitration`).
+The run ends when every workload is done (or at ``until_s``); the summary has one row
+per workload (column ``workload``) and a ``cluster`` row (:mod:`workloads.colocate.report`).
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hetsim.simulator import registry
+from hetsim.simulator.errors import FieldError, ScenarioError, TraceError, from_validation
+
+ACCELERATORS = ("gpu", "npu")
+ARBITER_POINT = "colocate.arbiter"
+
+
+class SharingConfig(BaseModel):
+    """How a GPU is shared between workloads. Only ``exclusive`` is implemented: a GPU
+    has at most one owner at any time (an invariant checked at run end); a device named
+    by two workloads' ``devices:`` is an error. ``time-sliced`` and ``partition``
+    (MIG/MPS-style) are planned, not built (docs/colocate.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: Literal["exclusive"] = Field(
+        "exclusive", description="sharing model of a GPU two workloads could hold"
+    )
+
+
+@dataclass(frozen=True)
+class Member:
+    """One workload of a multi-workload scenario, validated."""
+
+    name: str
+    cls: Any
+    params: Any
+    policies: dict[str, Any]
+    devices: tuple[str, ...]
+    patterns: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class Colocation:
+    """The validated ``workloads:``, ``sharing:`` and ``policies.arbiter``."""
+
+    members: tuple[Member, ...]
+    arbiter: Any
+    sharing: SharingConfig
+
+
+def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, cluster: Any) -> Any:
+    """The :class:`~simulator.scenario.Scenario` of a ``workloads:`` scenario."""
+    from hetsim.simulator.scenario import (
+        Scenario,
+        _validate_policies,
+        _validate_sweep,
+        _validate_workload,
+    )
+
+    if top.workload is not None:
+        raise ScenarioError(file, "workloads", "give workload: or workloads:, not both")
+    if not top.workloads:
+        raise ScenarioError(file, "workload", "required field is missing")
+    try:
+        sharing = SharingConfig.model_validate(top.sharing)
+    except ValidationError as e:
+        raise from_validation(file, "sharing", e, top.sharing) from None
+    accels = _accelerators(cluster)
+    members, claimed = [], {}
+    for name, block in top.workloads.items():
+        where = f"workloads.{name}"
+        if not isinstance(block, dict):
+            raise ScenarioError(file, where, "must be a workload block (a mapping with kind:)")
+        body = {k: v for k, v in block.items() if k not in ("policies", "devices")}
+        cls, params = _validate_workload(file, body, base, where)
+        pols = block.get("policies") or {}
+        if not isinstance(pols, dict):
+            raise ScenarioError(file, f"{where}.policies", "must be a mapping")
+        choices = _validate_policies(file, cls, pols, f"{where}.policies")
+        patterns = block.get("devices")
+        if patterns is not None:
+            if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+                raise ScenarioError(file, f"{where}.devices", "must be a list of device names "
+                                    "or patterns")  # fmt: skip
+            devs = [d for d in accels if any(fnmatch.fnmatchcase(d, p) for p in patterns)]
+            if not devs:
+                raise ScenarioError(file, f"{where}.devices", f"matches no accelerator; the "
+                                    f"cluster has {', '.join(accels)}")  # fmt: skip
+            for d in devs:
+                if d in claimed:
+                    raise ScenarioError(file, f"{where}.devices", f"{d} is also assigned to "
+                                        f"{claimed[d]} (sharing: exclusive)")  # fmt: skip
+                claimed[d] = name
+            patterns = tuple(patterns)
+        members.append([name, cls, params, choices, tuple(devs) if patterns else (), patterns])
+    rest = tuple(d for d in accels if d not in claimed)
+    unnamed = [m for m in members if m[5] is None]
+    if len(unnamed) > 1:
+        raise ScenarioError(file, f"workloads.{unnamed[1][0]}.devices",
+                            "required when another workload also omits it")  # fmt: skip
+    for m in unnamed:
+        m[4] = rest
+    extra = sorted(set(top.policies) - {"arbiter"})
+    if extra:
+        raise ScenarioError(file, f"policies.{extra[0]}", "with workloads:, the top-level "
+                            "policies: holds only arbiter (each workload has its own)")  # fmt: skip
+    arbiter = _arbiter_choice(file, top.policies.get("arbiter", "static"))
+    _validate_sweep(file, top.sweep)
+    col = Colocation(tuple(Member(*m) for m in members), arbiter, sharing)
+    return Scenario(
+        file=file, base_dir=base, raw=copy.deepcopy(raw), name=top.name, seed=top.seed,
+        until_s=top.until_s, cluster=cluster, workload_cls=None, workload=None, policies={},
+        outputs=top.outputs, sweep=top.sweep, plugins=tuple(top.plugins),
+        catalogue=tuple(top.catalogue), colocation=col,
+    )  # fmt: skip
+
+
+def _accelerators(cluster: Any) -> list[str]:
+    out = []
+    for entry in cluster.topology().devices():
+        if entry.type_name in registry.device_types:
+            if registry.device_types.get(entry.type_name).kind in ACCELERATORS:
+                out.append(entry.name)
+    return out
+
+
+def _arbiter_choice(file: str, spec: Any) -> Any:
+    from hetsim.simulator.scenario import PolicyChoice
+
+    where = "policies.arbiter"
+    if isinstance(spec, str):
+        name, params = spec, {}
+    elif isinstance(spec, dict) and isinstance(spec.get("name"), str):
+        params = {k: v for k, v in spec.items() if k not in ("name", "label")}
+        name = spec["name"]
+    else:
+        raise ScenarioError(file, where, "must be a policy name or {name: ..., <params>}")
+    try:
+        cls = registry.policies.get(ARBITER_POINT, name)
+    except registry.UnknownName as e:
+        raise ScenarioError(file, where, str(e)) from None
+    try:
+        validated = cls.Params.model_validate(params)
+    except ValidationError as e:
+        raise from_validation(file, where, e, params) from None
+    return PolicyChoice("arbiter", name, cls, validated)
+
+
+def resolved_colocation(col: Colocation) -> dict[str, Any]:
+    """The ``workloads:``, ``sharing:`` and ``policies:`` blocks with defaults filled."""
+    wl = {}
+    for m in col.members:
+        wl[m.name] = {
+            **m.params.model_dump(mode="json"),
+            "devices": list(m.devices),
+            "policies": {p: {"name": c.name, **c.params.model_dump(mode="json")}
+                         for p, c in sorted(m.policies.items())},
+        }  # fmt: skip
+    a = col.arbiter
+    return {"workloads": wl, "sharing": col.sharing.model_dump(mode="json"),
+            "policies": {"arbiter": {"name": a.name, **a.params.model_dump(mode="json")}}}  # fmt: skip
+
+
+def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -> Any:
+    """Run a ``workloads:`` scenario (see the module doc); returns a Result whose
+    ``rows`` are the per-workload and cluster rows and whose ``summary_row`` is the same
+    figures flattened as ``<workload>.<metric>`` (one row for sweeps)."""
+    import warnings
+
+    from hetsim.devices.cluster import Cluster
+    from hetsim.simulator.boundary import csv_field_limit
+    from hetsim.simulator.engine import ClockLimit, InvariantViolation, Simulation
+    from hetsim.simulator.result import Result
+    from hetsim.simulator.runner import (
+        BAD_INPUT_ERRORS,
+        RunWarning,
+        _absent_if_not_finite,
+        _one_line,
+        run_nested,
+    )
+    from hetsim.workloads.colocate.arbitration import Arbitration
+    from hetsim.workloads.colocate.cluster_view import ClusterView
+    from hetsim.workloads.colocate.ledger import Ledger
+    from hetsim.workloads.colocate.report import cluster_row, member_row
+
+    t0 = time.perf_counter()
+    col: Colocation = sc.colocation
+    sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
+    sim.run_nested = run_nested
+    try:
+        cluster = Cluster(sim, sc.cluster)
+    except (KeyError, ValueError) as e:
+        raise ScenarioError(sc.file, "cluster", str(e).strip("'\"")) from None
+    ledger = Ledger(sim)
+    members: dict[str, Any] = {}
+    kinds: dict[str, str] = {}
+    for m in col.members:
+        where = f"workloads.{m.name}"
+        pols = {p: c.cls(c.params, rng=sim.rng(f"{m.name}.policy.{p}"))
+                for p, c in m.policies.items()}  # fmt: skip
+        for d in m.devices:
+            ledger.assign(d, m.name)
+        try:
+            with csv_field_limit():
+                members[m.name] = m.cls(sim, ClusterView(cluster, m.devices), m.params, pols,
+                                        sc.base_dir)  # fmt: skip
+        except TraceError:
+            raise
+        except FieldError as e:
+            raise ScenarioError(sc.file, f"{where}.{e.field}", e.message) from None
+        except BAD_INPUT_ERRORS as e:
+            raise ScenarioError(sc.file, where, _one_line(e)) from None
+        kinds[m.name] = m.params.kind
+    arbiter = col.arbiter.cls(col.arbiter.params, rng=sim.rng("policy.arbiter"))
+    arb = Arbitration(sim, ledger, members, kinds, arbiter)
+    done = sim.env.all_of([w.done for w in members.values()])
+    stop: Any = done
+    try:
+        for w in members.values():
+            w.start()
+        arb.start()
+        if sc.until_s is not None:
+            stop = sim.env.any_of([done, sim.env.timeout(sc.until_s)])
+        sim.run(until=stop)
+    except ClockLimit as e:
+        raise ScenarioError(sc.file, "", f"run stopped: {e}") from None
+    except RuntimeError as e:
+        if stop.triggered or isinstance(e, InvariantViolation):
+            raise
+        raise InvariantViolation(f"the workloads stalled at t={sim.now:.6g} s: {e}") from None
+    end_s = sim.now
+    for w in members.values():
+        if w.done.triggered:
+            w.check()
+        else:
+            w.check_partial()
+    sim.check_invariants()
+    used: dict[str, list[tuple[str, float, float]]] = {}
+    for name, w in members.items():
+        if kinds[name] == "serving":
+            used[name] = arb.serving_spans(end_s)
+        elif hasattr(w, "busy_spans"):
+            used[name] = w.busy_spans(end_s)
+    ledger.check(end_s, used)
+    owners = sim.recorder.table("device_owners", ("device", "owner", "start_s", "end_s"))
+    for row in sorted(ledger.all_intervals(end_s)):
+        owners.append(*row)
+    rows, metrics, notes = [], {}, []
+    for m in col.members:
+        w = members[m.name]
+        row, more, text = member_row(sc, m.name, w, end_s)
+        _absent_if_not_finite(row, w.done.triggered)
+        rows.append(row)
+        metrics.update(more)
+        notes += [f"{m.name}: {t}" for t in text]
+    crow, cmetrics = cluster_row(sc, cluster, ledger, used, end_s, arb)
+    rows.append(crow)
+    metrics.update(cmetrics)
+    flat: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed}
+    for row in rows:
+        for k, v in row.items():
+            if k not in ("scenario", "seed", "workload", "kind"):
+                flat[f"{row['workload']}.{k}"] = v
+    if warn:
+        for text in notes:
+            warnings.warn(f"{sc.name}: {text}", RunWarning, stacklevel=4)
+    return Result(
+        scenario=sc.resolved(), summary_row=flat, recorder=sim.recorder, metrics=metrics,
+        wall_s=time.perf_counter() - t0, warnings=notes, rows=rows,
+    )  # fmt: skip
