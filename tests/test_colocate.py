@@ -1,0 +1,131 @@
+"""Several workloads on one cluster (simulator.colocate): parsing, the single-workload
+path, conservation and the direction of harvesting's effect."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import hetsim
+from hetsim.simulator.engine import InvariantViolation, Simulation
+from hetsim.simulator.scenario import from_dict, load_scenario
+from hetsim.workloads.colocate.ledger import Ledger
+from tests.cli_helpers import TINY, cli_error
+
+COLOCATE = Path(__file__).resolve().parents[1] / "scenarios" / "colocate.yaml"
+
+
+def _raw() -> dict[str, Any]:
+    raw = yaml.safe_load(COLOCATE.read_text())
+    raw.pop("sweep")
+    return raw
+
+
+def _multi_text(extra: dict[str, Any]) -> str:
+    raw = _raw()
+    for path, value in extra.items():
+        node = raw
+        *head, last = path.split(".")
+        for k in head:
+            node = node[k]
+        node[last] = value
+    return yaml.safe_dump(raw)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"workloads.training.gpus_per_job": 0}, "workloads.training.gpus_per_job"),
+        ({"workloads.training.devices": ["a100/*"]}, "workloads.training.devices"),
+        ({"workloads.training.devices": ["nope/*"]}, "workloads.training.devices"),
+        ({"policies.arbiter": "oracle-free-lunch"}, "policies.arbiter"),
+        ({"policies.routing": "jsq"}, "policies.routing"),
+        ({"workloads.serving.policies": {"arbiter": "static"}}, "workloads.serving.policies"),
+        ({"sharing": {"model": "banana"}}, "sharing.model"),
+    ],
+)
+def test_bad_multi_workload_input_is_one_line_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: dict[str, Any], field: str
+) -> None:
+    msg = cli_error(tmp_path, capsys, _multi_text(extra))
+    assert msg.startswith(field), msg
+
+
+def test_workload_and_workloads_together_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = yaml.safe_load(TINY)
+    raw["workloads"] = {"q": dict(raw["workload"])}
+    assert cli_error(tmp_path, capsys, yaml.safe_dump(raw)).startswith("workloads")
+
+
+def test_one_member_workloads_gives_the_single_form_metrics() -> None:
+    single = yaml.safe_load(TINY)
+    multi = {k: v for k, v in single.items() if k != "workload"}
+    multi["workloads"] = {"q": single["workload"]}
+    a = hetsim.run(from_dict(single)).summary_row
+    res = hetsim.run(from_dict(multi))
+    row = res.rows[0]
+    assert row["workload"] == "q" and res.rows[-1]["workload"] == "cluster"
+    for k, v in a.items():
+        if k not in ("scenario", "seed"):
+            assert row[k] == v, k
+
+
+def test_single_workload_form_is_unchanged(tmp_path: Path) -> None:
+    sc = from_dict(yaml.safe_load(TINY))
+    assert sc.colocation is None and "workloads" not in sc.resolved()
+    res = hetsim.run(sc)
+    assert res.rows is None
+    res.to_dir(tmp_path / "out")
+    lines = (tmp_path / "out" / "summary.csv").read_text().splitlines()
+    assert len(lines) == 2 and lines[0].split(",")[0] == "scenario"
+
+
+def test_ledger_refuses_a_second_exclusive_owner() -> None:
+    led = Ledger(Simulation(0))
+    led.assign("n/gpu0", "a")
+    with pytest.raises(InvariantViolation, match="exclusive"):
+        led.assign("n/gpu0", "b")
+    led.move("n/gpu0", "a", "b")
+    led.check(1.0, {"b": [("n/gpu0", 0.0, 0.0)]})
+    with pytest.raises(InvariantViolation, match="without owning"):
+        led.check(1.0, {"a": [("n/gpu0", 0.0, 1.0)]})
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, Any]:
+    sc = load_scenario(COLOCATE)
+    return {a: hetsim.run(sc.with_overrides({"policies.arbiter": a}, keep_sweep=False))
+            for a in ("static", "serving-first")}  # fmt: skip
+
+
+def _row(res: Any, name: str) -> dict[str, Any]:
+    return next(r for r in res.rows if r["workload"] == name)
+
+
+def test_every_request_and_job_is_accounted_and_owners_never_overlap(runs: dict[str, Any]) -> None:
+    for res in runs.values():
+        serving, training = _row(res, "serving"), _row(res, "training")
+        assert serving["requests"] == 16000
+        assert 0 <= training["steps_completed"] <= 6 * 400
+        assert training["jobs_completed"] <= training["jobs_total"] == 6
+        owners = res.tables["device_owners"].sort_values(["device", "start_s"])
+        for _, g in owners.groupby("device"):
+            assert (g["start_s"].to_numpy()[1:] >= g["end_s"].to_numpy()[:-1]).all()
+
+
+def test_harvesting_gives_training_more_gpu_time_and_reports_serving_slo(
+    runs: dict[str, Any],
+) -> None:
+    st, sf = (_row(runs[a], "training") for a in ("static", "serving-first"))
+    assert sf["gpu_s"] > 1.5 * st["gpu_s"]
+    assert sf["tokens_trained"] > st["tokens_trained"]
+    s_st, s_sf = (_row(runs[a], "serving")["slo_attainment"] for a in ("static", "serving-first"))
+    assert 0.0 <= s_sf <= 1.0 and abs(s_sf - s_st) < 0.05
+    c_st, c_sf = (_row(runs[a], "cluster") for a in ("static", "serving-first"))
+    assert c_sf["idle_gpu_hours"] < c_st["idle_gpu_hours"]
+    assert c_st["ownership_changes"] == 0
