@@ -63,6 +63,35 @@ class Colocation:
     sharing: SharingConfig
 
 
+class ColocatedWorkloads:
+    """Stands where a single-form scenario has its workload class (``workload_cls``): the
+    flattened metric names (``<workload>.<metric>``) a sweep and the CLI read, and the
+    summed work estimate the budget check reads; its ``workload`` is the
+    :class:`Colocation`. Built per scenario by :func:`_stand_in`."""
+
+    metrics: dict[str, str] = {}
+
+    @classmethod
+    def estimate_work(cls, col: Colocation) -> Any:
+        """The members' estimates summed (None when no member has one)."""
+        from hetsim.simulator.budget import WorkEstimate
+
+        parts = [m.cls.estimate_work(m.params) for m in col.members]
+        parts = [e for e in parts if e is not None]
+        if not parts:
+            return None
+        mem = sum(e.memory_bytes or 0 for e in parts) or None
+        return WorkEstimate(sum(e.events for e in parts), mem, "; ".join(e.basis for e in parts))
+
+
+def _stand_in(members: list[Member]) -> type[ColocatedWorkloads]:
+    from hetsim.workloads.colocate.report import CLUSTER_METRICS
+
+    metrics = {f"{m.name}.{k}": v for m in members for k, v in m.cls.metrics.items()}
+    metrics.update({f"cluster.{k}": v for k, v in CLUSTER_METRICS.items()})
+    return type("ColocatedWorkloads", (ColocatedWorkloads,), {"metrics": metrics})
+
+
 def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, cluster: Any) -> Any:
     """The :class:`~simulator.scenario.Scenario` of a ``workloads:`` scenario."""
     from hetsim.simulator.scenario import (
@@ -124,7 +153,8 @@ def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, clu
     col = Colocation(tuple(Member(*m) for m in members), arbiter, sharing)
     return Scenario(
         file=file, base_dir=base, raw=copy.deepcopy(raw), name=top.name, seed=top.seed,
-        until_s=top.until_s, cluster=cluster, workload_cls=None, workload=None, policies={},
+        until_s=top.until_s, cluster=cluster, workload_cls=_stand_in(list(col.members)),
+        workload=col, policies={},
         outputs=top.outputs, sweep=top.sweep, plugins=tuple(top.plugins),
         catalogue=tuple(top.catalogue), colocation=col,
     )  # fmt: skip

@@ -51,13 +51,9 @@ def cluster_row(
     for spans in used.values():
         for d, a, b in spans:
             busy.setdefault(d, []).append((a, min(b, end_s)))
-    owned = {d for d, *_ in ledger.all_intervals(end_s)}
-    for name, spans in used.items():  # a workload with no usage record: busy while owning
-        del spans
-    for d, o, a, b in ledger.all_intervals(end_s):
+    for d, o, a, b in ledger.all_intervals(end_s):  # no usage record: busy while owned
         if o not in used:
             busy[d].append((a, b))
-    del owned
     per_type: dict[str, list[float]] = {}
     for d in accel:
         t = cluster.device(d).spec.name
