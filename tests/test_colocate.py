@@ -129,3 +129,18 @@ def test_harvesting_gives_training_more_gpu_time_and_reports_serving_slo(
     c_st, c_sf = (_row(runs[a], "cluster") for a in ("static", "serving-first"))
     assert c_sf["idle_gpu_hours"] < c_st["idle_gpu_hours"]
     assert c_st["ownership_changes"] == 0
+
+
+def test_two_exclusive_owners_end_the_run_with_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hetsim.simulator.cli import main
+
+    # a broken lender: hands a GPU over without the lender giving it up
+    monkeypatch.setattr(Ledger, "move", lambda self, d, src, dst: self.assign(d, dst))
+    raw = _raw()
+    raw["workloads"]["serving"]["requests"]["num_requests"] = 300
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(path), "-q"]) == 3
+    assert "exclusive" in capsys.readouterr().err

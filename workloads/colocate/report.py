@@ -9,7 +9,7 @@ from hetsim.simulator.overload import load_check
 
 CLUSTER_METRICS = {
     "makespan_s": "simulated end time of the run",
-    "gpus": "accelerators in the cluster",
+    "accelerators": "GPUs and NPUs in the cluster",
     "busy_gpu_hours": "GPU-hours some workload was using a GPU (a serving instance from "
     "its creation to its release; a training gang from its restore to its release)",
     "idle_gpu_hours": "GPU-hours no workload was using a GPU: gpus x makespan - busy",
@@ -60,7 +60,7 @@ def cluster_row(
         s = _union(busy[d])
         per_type.setdefault(t, []).append(s)
     row: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed, "workload": "cluster",
-                           "kind": "cluster", "makespan_s": end_s, "gpus": len(accel)}  # fmt: skip
+                           "kind": "cluster", "makespan_s": end_s, "accelerators": len(accel)}  # fmt: skip
     total = sum(sum(v) for v in per_type.values())
     cap = len(accel) * end_s
     row["busy_gpu_hours"] = total / 3600
