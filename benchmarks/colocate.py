@@ -60,10 +60,14 @@ def main() -> None:
     n_req = int(rows["serving"]["requests"])
     n_steps = int(rows["training"]["steps_completed"])
     steps_alone = int(train.summary_row["steps_completed"])
-    print(f"serving alone:  {serve_s:6.2f} s CPU, {serve.summary_row['requests']} requests, "
-          f"{1e6 * serve_s / max(1, serve.summary_row['requests']):7.1f} us/request")
-    print(f"training alone: {train_s:6.2f} s CPU, {steps_alone} steps, "
-          f"{1e6 * train_s / max(1, steps_alone):7.1f} us/step (after the warm-up run)")
+    print(
+        f"serving alone:  {serve_s:6.2f} s CPU, {serve.summary_row['requests']} requests, "
+        f"{1e6 * serve_s / max(1, serve.summary_row['requests']):7.1f} us/request"
+    )
+    print(
+        f"training alone: {train_s:6.2f} s CPU, {steps_alone} steps, "
+        f"{1e6 * train_s / max(1, steps_alone):7.1f} us/step (after the warm-up run)"
+    )
     print(f"colocated:      {both_s:6.2f} s CPU, {n_req} requests + {n_steps} steps")
     extra = both_s - serve_s - train_s
     print(f"  overhead of colocation (arbiter, ledger, rows): {extra:+.2f} s CPU")
@@ -72,9 +76,11 @@ def main() -> None:
     steps_per_job_day = n_steps / jobs * 86400 / float(rows["cluster"]["makespan_s"])
     per_step = max(train_s, 0.0) / max(1, n_steps)
     est = per_req * TARGET["requests"] + per_step * TARGET["jobs"] * steps_per_job_day
-    print(f"EXTRAPOLATED (linear in requests and steps, not measured) to one day of "
-          f"{TARGET['requests']:,} requests and {TARGET['jobs']} jobs on {TARGET['gpus']} GPUs: "
-          f"~{est:.0f} s CPU (target <= {TARGET['cpu_s']:.0f} s)")
+    print(
+        f"EXTRAPOLATED (linear in requests and steps, not measured) to one day of "
+        f"{TARGET['requests']:,} requests and {TARGET['jobs']} jobs on {TARGET['gpus']} GPUs: "
+        f"~{est:.0f} s CPU (target <= {TARGET['cpu_s']:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import fnmatch
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -69,7 +69,7 @@ class ColocatedWorkloads:
     summed work estimate the budget check reads; its ``workload`` is the
     :class:`Colocation`. Built per scenario by :func:`_stand_in`."""
 
-    metrics: dict[str, str] = {}
+    metrics: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def estimate_work(cls, col: Colocation) -> Any:
@@ -110,7 +110,8 @@ def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, clu
     except ValidationError as e:
         raise from_validation(file, "sharing", e, top.sharing) from None
     accels = _accelerators(cluster)
-    members, claimed = [], {}
+    members: list[list[Any]] = []
+    claimed: dict[str, str] = {}
     for name, block in top.workloads.items():
         where = f"workloads.{name}"
         if not isinstance(block, dict):
@@ -163,9 +164,9 @@ def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, clu
 def _accelerators(cluster: Any) -> list[str]:
     out = []
     for entry in cluster.topology().devices():
-        if entry.type_name in registry.device_types:
-            if registry.device_types.get(entry.type_name).kind in ACCELERATORS:
-                out.append(entry.name)
+        known = entry.type_name in registry.device_types
+        if known and registry.device_types.get(entry.type_name).kind in ACCELERATORS:
+            out.append(entry.name)
     return out
 
 
@@ -202,8 +203,9 @@ def resolved_colocation(col: Colocation) -> dict[str, Any]:
                          for p, c in sorted(m.policies.items())},
         }  # fmt: skip
     a = col.arbiter
+    arbiter = {"name": a.name, **a.params.model_dump(mode="json")}
     return {"workloads": wl, "sharing": col.sharing.model_dump(mode="json"),
-            "policies": {"arbiter": {"name": a.name, **a.params.model_dump(mode="json")}}}  # fmt: skip
+            "policies": {"arbiter": arbiter}}  # fmt: skip
 
 
 def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -> Any:
@@ -288,16 +290,18 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
             used[name] = w.busy_spans(end_s)
     ledger.check(end_s, used)
     owners = sim.recorder.table("device_owners", ("device", "owner", "start_s", "end_s"))
-    for row in sorted(ledger.all_intervals(end_s)):
-        owners.append(*row)
-    rows, metrics, notes = [], {}, []
+    for interval in sorted(ledger.all_intervals(end_s)):
+        owners.append(*interval)
+    rows: list[dict[str, Any]] = []
+    metrics: dict[str, str] = {}
+    notes: list[str] = []
     for m in col.members:
         w = members[m.name]
-        row, more, text = member_row(sc, m.name, w, end_s)
+        row, more, texts = member_row(sc, m.name, w, end_s)
         _absent_if_not_finite(row, w.done.triggered)
         rows.append(row)
         metrics.update(more)
-        notes += [f"{m.name}: {t}" for t in text]
+        notes += [f"{m.name}: {t}" for t in texts]
     crow, cmetrics = cluster_row(sc, cluster, ledger, used, end_s, arb)
     rows.append(crow)
     metrics.update(cmetrics)

@@ -17,11 +17,13 @@ class EstimatorConfig(BaseModel):
     """The serving-load estimator the arbiter sees (workloads.colocate.estimators)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Estimator = Field("ewma", description="last-window or ewma of the arrival rate")
-    window_s: PositiveSeconds = Field(60.0, description="last-window: window length (s)")
-    alpha: float = Field(0.5, gt=0.0, le=1.0, description="ewma: weight of the newest period")
+    kind: Estimator = Field(default="ewma", description="last-window or ewma of the arrival rate")
+    window_s: PositiveSeconds = Field(default=60.0, description="last-window: window length (s)")
+    alpha: float = Field(
+        default=0.5, gt=0.0, le=1.0, description="ewma: weight of the newest period"
+    )
     forecast_error: float = Field(
-        0.0, gt=-1.0, description="relative bias of the estimate (0.2: 20% high)"
+        default=0.0, gt=-1.0, description="relative bias of the estimate (0.2: 20% high)"
     )
 
 
@@ -30,15 +32,17 @@ class ServingFirstParams(BaseModel):
     GPUs, where ``need = ceil(estimate x (1 + headroom) / goodput per GPU)``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    period_s: PositiveSeconds = Field(30.0, description="seconds between decisions")
-    headroom: float = Field(0.25, ge=0.0, description="load margin over the estimate")
+    period_s: PositiveSeconds = Field(default=30.0, description="seconds between decisions")
+    headroom: float = Field(default=0.25, ge=0.0, description="load margin over the estimate")
     reserve_gpus: NonNegativeInt = Field(
-        2, description="free GPUs always kept for serving's scale-out (one unit's worth)"
+        default=2, description="free GPUs always kept for serving's scale-out (one unit's worth)"
     )
     min_lend_gpus: PositiveFloat = Field(
-        1, description="lend only when at least this many GPUs are spare (avoids churn)"
+        default=1, description="lend only when at least this many GPUs are spare (avoids churn)"
     )
-    estimator: EstimatorConfig = EstimatorConfig()
+    estimator: EstimatorConfig = Field(
+        default_factory=EstimatorConfig, description="the serving-load estimator it sees"
+    )
 
 
 @policies.register("colocate.arbiter", "serving-first")

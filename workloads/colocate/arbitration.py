@@ -37,14 +37,14 @@ class Arbitration:
         self.sim, self.ledger, self.policy = sim, ledger, policy
         self.members, self.kinds = members, kinds
         serving = [n for n, k in kinds.items() if k == "serving"]
-        self.serving = serving[0] if serving else None
+        self.serving: str = serving[0] if serving else ""
         self.harvesters = [n for n, k in kinds.items() if k == "training-jobs"]
         self.lent: dict[str, str] = {}  # device -> harvesting workload
         self.returning: set[str] = set()
         self.estimate: LoadEstimate | None = None
         self.rows = sim.recorder.table("arbiter", ARBITER_COLUMNS)
         self.created: dict[int, float] = {}
-        if self.serving is not None:
+        if self.serving:
             self._watch_serving(members[self.serving])
 
     def _watch_serving(self, w: Any) -> None:
@@ -63,7 +63,7 @@ class Arbitration:
     def start(self) -> None:
         """Run the policy every ``period_s`` (never when None or nothing to harvest)."""
         period = getattr(self.policy, "period_s", None)
-        if period is None or self.serving is None or not self.harvesters:
+        if period is None or not self.serving or not self.harvesters:
             return
         est = self.policy.estimator
         self.estimate = LoadEstimate(est.kind, est.window_s, est.alpha, est.forecast_error)
@@ -149,8 +149,10 @@ class Arbitration:
             for d in self.members[h].free_devices():
                 if d in self.lent and d not in self.returning and len(chosen) < n:
                     chosen.append(d)
-        rest = sorted((d for d in self.lent if d not in self.returning and d not in chosen),
-                      key=lambda d: (self.members[self.lent[d]].granted.get(d) is None, d))
+        rest = sorted(
+            (d for d in self.lent if d not in self.returning and d not in chosen),
+            key=lambda d: (self.members[self.lent[d]].granted.get(d) is None, d),
+        )
         chosen += rest[: n - len(chosen)]
         for d in chosen:
             self.returning.add(d)
@@ -171,10 +173,10 @@ class Arbitration:
     def serving_spans(self, end_s: float) -> list[tuple[str, float, float]]:
         """(device, start, end) of every serving instance's GPUs, from when it was made
         to its release (open ones cut at ``end_s``)."""
-        if self.serving is None:
+        if not self.serving:
             return []
         w = self.members[self.serving]
-        out = []
+        out: list[tuple[str, float, float]] = []
         for inst in w.instances:
             end = inst.released_s if inst.released_s is not None else end_s
             out.extend((d, self.created.get(inst.number, 0.0), end)

@@ -35,8 +35,11 @@ class LoadEstimate:
             span = now_s - self._last_s
             first = bisect.bisect_right(arrivals, self._last_s)
             rate = (upto - first) / span if span > 0 else 0.0
-            rate = rate if self.value is None else self.alpha * rate + (1 - self.alpha) * (
-                self.value / (1 + self.error))
+            rate = (
+                rate
+                if self.value is None
+                else self.alpha * rate + (1 - self.alpha) * (self.value / (1 + self.error))
+            )
             self._last_s = now_s
         self.value = rate * (1 + self.error)
         return self.value

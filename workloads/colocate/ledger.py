@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from hetsim.simulator.engine import InvariantViolation, Simulation
@@ -58,11 +59,9 @@ class Ledger:
             by_dev.setdefault(d, []).append((o, s, e))
         for d, rows in by_dev.items():
             rows.sort(key=lambda r: (r[1], r[2]))
-            for (o1, _, e1), (o2, s2, _) in zip(rows, rows[1:], strict=False):
+            for (o1, _, e1), (o2, s2, _) in itertools.pairwise(rows):
                 if s2 < e1:
-                    raise InvariantViolation(
-                        f"{d}: owned by {o1} and {o2} at once (t={s2:.6g} s)"
-                    )
+                    raise InvariantViolation(f"{d}: owned by {o1} and {o2} at once (t={s2:.6g} s)")
         for owner, uses in used.items():
             for d, s, e in uses:
                 ok = any(o == owner and a <= s + 1e-9 and e <= b + 1e-9

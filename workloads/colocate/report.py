@@ -42,8 +42,12 @@ def member_row(
 
 
 def cluster_row(
-    sc: Any, cluster: Any, ledger: Any, used: dict[str, list[tuple[str, float, float]]],
-    end_s: float, arb: Any,
+    sc: Any,
+    cluster: Any,
+    ledger: Any,
+    used: dict[str, list[tuple[str, float, float]]],
+    end_s: float,
+    arb: Any,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The ``cluster`` row: utilisation and idle GPU-hours, overall and per type."""
     accel = cluster.device_names(("gpu", "npu"))
@@ -60,7 +64,8 @@ def cluster_row(
         s = _union(busy[d])
         per_type.setdefault(t, []).append(s)
     row: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed, "workload": "cluster",
-                           "kind": "cluster", "makespan_s": end_s, "accelerators": len(accel)}  # fmt: skip
+                           "kind": "cluster", "makespan_s": end_s,
+                           "accelerators": len(accel)}  # fmt: skip
     total = sum(sum(v) for v in per_type.values())
     cap = len(accel) * end_s
     row["busy_gpu_hours"] = total / 3600

@@ -75,29 +75,39 @@ class CheckpointCost(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     state_bytes_per_param: PositiveFloat = float(STATE_BYTES_PER_PARAM)
-    storage_Bps: PositiveFloat = Field(1e9, description="checkpoint storage bandwidth (B/s)")
-    restart_s: Seconds = Field(30.0, description="restart overhead of a (re)started job (s)")
+    storage_Bps: PositiveFloat = Field(
+        default=1e9, description="checkpoint storage bandwidth (B/s)"
+    )
+    restart_s: Seconds = Field(
+        default=30.0, description="restart overhead of a (re)started job (s)"
+    )
 
 
 class TrainingJobsParams(WorkloadParams):
     """The block of a ``training-jobs`` workload (preemptible harvesting jobs)."""
 
     kind: Literal["training-jobs"] = "training-jobs"
-    model: str = Field("llama-3-8b", description="catalogue model trained by every job")
-    num_jobs: PositiveInt = Field(4, description="jobs, all submitted at submit_interval_s apart")
-    steps_per_job: PositiveInt = Field(1000, description="optimizer steps per job")
-    gpus_per_job: PositiveInt = Field(4, description="GPUs of one gang (one type, one node)")
-    micro_batch: PositiveInt = Field(1, description="sequences per GPU per step")
-    seq_len: PositiveInt = Field(4096, description="tokens per sequence")
+    model: str = Field(default="llama-3-8b", description="catalogue model trained by every job")
+    num_jobs: PositiveInt = Field(
+        default=4, description="jobs, all submitted at submit_interval_s apart"
+    )
+    steps_per_job: PositiveInt = Field(default=1000, description="optimizer steps per job")
+    gpus_per_job: PositiveInt = Field(
+        default=4, description="GPUs of one gang (one type, one node)"
+    )
+    micro_batch: PositiveInt = Field(default=1, description="sequences per GPU per step")
+    seq_len: PositiveInt = Field(default=4096, description="tokens per sequence")
     recompute: Literal["none", "selective", "op", "full"] = Field(
-        "full", description="activation recomputation of the training cost model"
+        default="full", description="activation recomputation of the training cost model"
     )
     fabrics: dict[str, str] = Field(
         default_factory=lambda: {"h100-sxm": "h100-nvswitch", "a100-80gb": "a100-nvswitch"},
         description="GPU type -> collective fabric of a gang; jobs run only on these types",
     )
-    submit_interval_s: Seconds = Field(0.0, description="seconds between job submissions")
-    checkpoint: CheckpointCost = CheckpointCost()
+    submit_interval_s: Seconds = Field(default=0.0, description="seconds between job submissions")
+    checkpoint: CheckpointCost = Field(
+        default_factory=CheckpointCost, description="moving costs: restore and checkpoint"
+    )
 
 
 @dataclass
@@ -226,9 +236,10 @@ class TrainingJobsWorkload(Workload):
         if own:
             self.grant(own)
         for job in self.jobs:
-            self.sim.env.timeout(job.submit_s).callbacks.append(
-                lambda _e, j=job: self._submit(j)
-            )
+            self.sim.env.timeout(job.submit_s).callbacks.append(self._submitter(job))
+
+    def _submitter(self, job: Job) -> Callable[[Any], None]:
+        return lambda _e: self._submit(job)
 
     def _submit(self, job: Job) -> None:
         job.state = "waiting"
@@ -376,9 +387,7 @@ class TrainingJobsWorkload(Workload):
         self._request_pass()
 
     def _event(self, job: Job, what: str, gpu_type: str, gang: Any) -> None:
-        self.events.append(
-            self.sim.now, job.number, what, gpu_type, "+".join(gang), job.steps_done
-        )
+        self.events.append(self.sim.now, job.number, what, gpu_type, "+".join(gang), job.steps_done)
 
     # ---- results -------------------------------------------------------------------------
     def horizon_s(self) -> float | None:
@@ -386,9 +395,9 @@ class TrainingJobsWorkload(Workload):
         return None
 
     def _counts(self) -> dict[str, int]:
-        states = [j.state for j in self.jobs]
-        return {s: states.count(s) for s in
-                ("pending", "waiting", "restoring", "running", "checkpointing", "done")}  # fmt: skip
+        states: list[str] = [j.state for j in self.jobs]
+        names = ("pending", "waiting", "restoring", "running", "checkpointing", "done")
+        return {s: states.count(s) for s in names}
 
     def check(self) -> None:
         """Every job ran all its steps; no gang or memory left held."""
