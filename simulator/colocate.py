@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hetsim.simulator import registry
 from hetsim.simulator.errors import FieldError, ScenarioError, TraceError, from_validation
@@ -31,15 +31,46 @@ ARBITER_POINT = "colocate.arbiter"
 
 
 class SharingConfig(BaseModel):
-    """How a GPU is shared between workloads. Only ``exclusive`` is implemented: a GPU
-    has at most one owner at any time (an invariant checked at run end); a device named
-    by two workloads' ``devices:`` is an error. ``time-sliced`` and ``partition``
-    (MIG/MPS-style) are planned, not built (docs/colocate.md)."""
+    """How a GPU that two or more workloads name in ``devices:`` is shared
+    (workloads.colocate.sharing). ``exclusive``: never (such a device is an error; at
+    most one owner at any time, checked at run end). ``partition`` (MIG/MPS-style):
+    each owner gets ``fractions[name]`` of the compute and memory (default an equal
+    split). ``time-sliced``: turns of ``slice_s`` on the whole GPU, each switch costing
+    ``context_switch_s``; memory is limited per owner by the same fractions (as an
+    operator caps each process: vLLM's gpu_memory_utilization, PyTorch's per-process
+    memory fraction), not isolated by hardware.
+
+    * ``slice_s`` 2 ms: NVIDIA's short compute time slice (``nvidia-smi compute-policy
+      --set-timeslice``; Red Hat AI services, "GPU Timeslicing", etx-serving-at-scale
+      module 2);
+    * ``context_switch_s`` 40 us: a labelled reconstruction, the time to save and
+      restore the on-chip state of an H100 (132 SMs x (256 KiB registers + 228 KiB
+      shared memory) = 62 MiB, each way at 3.35 TB/s HBM); swept in
+      ``scenarios/colocate-robustness.yaml``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    model: Literal["exclusive"] = Field(
-        "exclusive", description="sharing model of a GPU two workloads could hold"
+    model: Literal["exclusive", "time-sliced", "partition"] = Field(
+        default="exclusive", description="sharing model of a GPU several workloads hold"
     )
+    fractions: dict[str, float] = Field(
+        default_factory=dict,
+        description="workload name -> its fraction of a shared GPU (0-1]: compute and "
+        "memory under partition, memory under time-sliced; the owners not named split the "
+        "rest equally",
+    )
+    slice_s: float = Field(default=0.002, gt=0.0, description="time-sliced: slice length (s)")
+    context_switch_s: float = Field(
+        default=40e-6, ge=0.0, description="time-sliced: cost of one context switch (s)"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> SharingConfig:
+        if self.context_switch_s >= self.slice_s:
+            raise ValueError("context_switch_s must be shorter than slice_s")
+        bad = {k: v for k, v in self.fractions.items() if not 0.0 < v <= 1.0}
+        if bad:
+            raise ValueError(f"fractions must be in (0, 1]: {bad}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -61,6 +92,8 @@ class Colocation:
     members: tuple[Member, ...]
     arbiter: Any
     sharing: SharingConfig
+    #: device -> the workloads naming it (only devices with two or more)
+    shared: dict[str, tuple[str, ...]]
 
 
 class ColocatedWorkloads:
@@ -111,7 +144,7 @@ def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, clu
         raise from_validation(file, "sharing", e, top.sharing) from None
     accels = _accelerators(cluster)
     members: list[list[Any]] = []
-    claimed: dict[str, str] = {}
+    claimed: dict[str, list[str]] = {}
     for name, block in top.workloads.items():
         where = f"workloads.{name}"
         if not isinstance(block, dict):
@@ -132,10 +165,10 @@ def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, clu
                 raise ScenarioError(file, f"{where}.devices", f"matches no accelerator; the "
                                     f"cluster has {', '.join(accels)}")  # fmt: skip
             for d in devs:
-                if d in claimed:
+                if d in claimed and sharing.model == "exclusive":
                     raise ScenarioError(file, f"{where}.devices", f"{d} is also assigned to "
-                                        f"{claimed[d]} (sharing: exclusive)")  # fmt: skip
-                claimed[d] = name
+                                        f"{claimed[d][0]} (sharing: exclusive)")  # fmt: skip
+                claimed.setdefault(d, []).append(name)
             patterns = tuple(patterns)
         members.append([name, cls, params, choices, tuple(devs) if patterns else (), patterns])
     rest = tuple(d for d in accels if d not in claimed)
@@ -149,9 +182,11 @@ def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, clu
     if extra:
         raise ScenarioError(file, f"policies.{extra[0]}", "with workloads:, the top-level "
                             "policies: holds only arbiter (each workload has its own)")  # fmt: skip
+    shared = {d: tuple(o) for d, o in claimed.items() if len(o) > 1}
+    _check_sharing(file, sharing, shared, {m[0]: m[2].kind for m in members})
     arbiter = _arbiter_choice(file, top.policies.get("arbiter", "static"))
     _validate_sweep(file, top.sweep)
-    col = Colocation(tuple(Member(*m) for m in members), arbiter, sharing)
+    col = Colocation(tuple(Member(*m) for m in members), arbiter, sharing, shared)
     return Scenario(
         file=file, base_dir=base, raw=copy.deepcopy(raw), name=top.name, seed=top.seed,
         until_s=top.until_s, cluster=cluster, workload_cls=_stand_in(list(col.members)),
@@ -159,6 +194,29 @@ def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, clu
         outputs=top.outputs, sweep=top.sweep, plugins=tuple(top.plugins),
         catalogue=tuple(top.catalogue), colocation=col,
     )  # fmt: skip
+
+
+def _check_sharing(
+    file: str, sharing: SharingConfig, shared: dict[str, tuple[str, ...]], kinds: dict[str, str]
+) -> None:
+    from hetsim.workloads.colocate.sharing import SHARE_AWARE
+
+    for name in sharing.fractions:
+        if name not in kinds:
+            raise ScenarioError(file, f"sharing.fractions.{name}", "not a workload; valid: "
+                                + ", ".join(kinds))  # fmt: skip
+    for d, owners in shared.items():
+        for o in owners:
+            if kinds[o] not in SHARE_AWARE:
+                raise ScenarioError(file, f"workloads.{o}.devices", f"{d} is shared, and a "
+                                    f"{kinds[o]} workload cannot price a shared GPU "
+                                    f"(only {', '.join(SHARE_AWARE)})")  # fmt: skip
+        if sharing.model != "exclusive":
+            given = sum(sharing.fractions.get(o, 0.0) for o in owners)
+            rest = [o for o in owners if o not in sharing.fractions]
+            if given > 1.0 + 1e-9 or (rest and given >= 1.0):
+                raise ScenarioError(file, "sharing.fractions", f"the fractions of {d}'s "
+                                    f"owners ({', '.join(owners)}) exceed 1")  # fmt: skip
 
 
 def _accelerators(cluster: Any) -> list[str]:
@@ -229,6 +287,7 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
     from hetsim.workloads.colocate.cluster_view import ClusterView
     from hetsim.workloads.colocate.ledger import Ledger
     from hetsim.workloads.colocate.report import cluster_row, member_row
+    from hetsim.workloads.colocate.sharing import PoolShare, fraction, share_serving, slowdowns
 
     t0 = time.perf_counter()
     col: Colocation = sc.colocation
@@ -238,7 +297,8 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
         cluster = Cluster(sim, sc.cluster)
     except (KeyError, ValueError) as e:
         raise ScenarioError(sc.file, "cluster", str(e).strip("'\"")) from None
-    ledger = Ledger(sim)
+    ledger = Ledger(sim, shared=set(col.shared))
+    factors = slowdowns(col)
     members: dict[str, Any] = {}
     kinds: dict[str, str] = {}
     for m in col.members:
@@ -247,10 +307,14 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
                 for p, c in m.policies.items()}  # fmt: skip
         for d in m.devices:
             ledger.assign(d, m.name)
+        pools = {}
+        for d, owners in col.shared.items():
+            if m.name in owners:
+                pools[d] = PoolShare(cluster.memory(d), m.name, fraction(col, m.name, owners))
+        view = ClusterView(cluster, m.devices, pools)
         try:
             with csv_field_limit():
-                members[m.name] = m.cls(sim, ClusterView(cluster, m.devices), m.params, pols,
-                                        sc.base_dir)  # fmt: skip
+                members[m.name] = m.cls(sim, view, m.params, pols, sc.base_dir)
         except TraceError:
             raise
         except FieldError as e:
@@ -258,6 +322,10 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
         except BAD_INPUT_ERRORS as e:
             raise ScenarioError(sc.file, where, _one_line(e)) from None
         kinds[m.name] = m.params.kind
+        if kinds[m.name] == "serving":
+            share_serving(members[m.name], factors[m.name])
+        elif kinds[m.name] == "training-jobs":
+            members[m.name].slowdown = factors[m.name]
     arbiter = col.arbiter.cls(col.arbiter.params, rng=sim.rng("policy.arbiter"))
     arb = Arbitration(sim, ledger, members, kinds, arbiter)
     done = sim.env.all_of([w.done for w in members.values()])

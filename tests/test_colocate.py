@@ -144,3 +144,54 @@ def test_two_exclusive_owners_end_the_run_with_exit_3(
     path.write_text(yaml.safe_dump(raw))
     assert main(["run", str(path), "-q"]) == 3
     assert "exclusive" in capsys.readouterr().err
+
+
+def _shared_run(model: str) -> dict[str, dict[str, Any]]:
+    over: dict[str, Any] = {
+        "policies.arbiter": "static",
+        "workloads.serving.devices": ["a100/*"],
+        "workloads.serving.requests.num_requests": 4000,
+        "until_s": 300,
+    }
+    if model != "exclusive":
+        over |= {"sharing.model": model, "workloads.training.devices": ["h100/*", "a100/*"]}
+    res = hetsim.run(load_scenario(COLOCATE).with_overrides(over, keep_sweep=False))
+    return {r["workload"]: r for r in res.rows}
+
+
+@pytest.fixture(scope="module")
+def shared() -> dict[str, dict[str, dict[str, Any]]]:
+    return {m: _shared_run(m) for m in ("exclusive", "partition", "time-sliced")}
+
+
+@pytest.mark.parametrize("model", ["partition", "time-sliced"])
+def test_sharing_a_gpu_slows_serving_and_trains_more(
+    shared: dict[str, dict[str, dict[str, Any]]], model: str
+) -> None:
+    alone, both = shared["exclusive"], shared[model]
+    # an equal split runs serving's iterations at least 2x slower: TPOT at least 2x
+    assert both["serving"]["tpot_p50_s"] > 2.0 * alone["serving"]["tpot_p50_s"]
+    assert both["training"]["tokens_trained"] > alone["training"]["tokens_trained"]
+    assert both["cluster"]["idle_gpu_hours"] < alone["cluster"]["idle_gpu_hours"]
+
+
+def test_shared_devices_may_have_two_owners_exclusive_ones_not() -> None:
+    led = Ledger(Simulation(0), shared={"n/gpu0"})
+    led.assign("n/gpu0", "a")
+    led.assign("n/gpu0", "b")
+    led.assign("n/gpu1", "a")
+    with pytest.raises(InvariantViolation, match="exclusive"):
+        led.assign("n/gpu1", "b")
+    led.check(1.0, {"a": [("n/gpu0", 0.0, 1.0)], "b": [("n/gpu0", 0.0, 1.0)]})
+
+
+def test_fractions_must_name_workloads_and_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = _multi_text({"sharing": {"model": "partition", "fractions": {"nobody": 0.5}},
+                        "workloads.training.devices": ["h100/*", "a100/*"]})  # fmt: skip
+    assert cli_error(tmp_path, capsys, text).startswith("sharing.fractions.nobody")
+    text = _multi_text({"sharing": {"model": "partition",
+                                    "fractions": {"serving": 0.7, "training": 0.6}},
+                        "workloads.training.devices": ["h100/*", "a100/*"]})  # fmt: skip
+    assert cli_error(tmp_path, capsys, text).startswith("sharing.fractions")

@@ -92,7 +92,8 @@ class Arbitration:
         for h in self.harvesters:
             types |= set(self.members[h].step_s)
         cl = self.members[self.serving].cluster
-        return [d for d in self.serving_free() if cl.device(d).spec.name in types]
+        return [d for d in self.serving_free()
+                if cl.device(d).spec.name in types and d not in self.ledger.shared]  # fmt: skip
 
     def view(self) -> ArbiterView:
         """The frozen view the arbiter decides from."""

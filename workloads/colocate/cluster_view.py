@@ -18,9 +18,13 @@ class ClusterView:
     the shared cluster's, so every workload's allocations and transfers are accounted
     (and contend) together. ``whole`` is the shared cluster."""
 
-    def __init__(self, cluster: Cluster, devices: Iterable[str]) -> None:
+    def __init__(
+        self, cluster: Cluster, devices: Iterable[str], pools: dict[str, Any] | None = None
+    ) -> None:
         self.whole = cluster
         self.own = frozenset(devices)
+        #: this workload's share of the memory of each device it shares (sharing.PoolShare)
+        self.pools = dict(pools or {})
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.whole, name)
@@ -35,6 +39,11 @@ class ClusterView:
     def devices(self) -> list[ComputeDevice]:
         """Compute devices this workload may use, in configuration order."""
         return [self.whole.device(n) for n in self.device_names()]
+
+    def memory(self, name: str) -> Any:
+        """The memory pool of ``name``: this workload's share where the device is shared."""
+        share = self.pools.get(name)
+        return share if share is not None else self.whole.memory(name)
 
     def accelerator(self, name: str | None, field: str) -> str:
         """As :meth:`Cluster.accelerator`, over this workload's accelerators."""

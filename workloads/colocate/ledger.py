@@ -11,34 +11,41 @@ OWNER_COLUMNS = ("device", "owner", "start_s", "end_s")
 
 
 class Ledger:
-    """Exclusive ownership of accelerators: at most one owner per device at any time.
+    """Ownership of accelerators: at most one owner per device at any time, except on
+    the ``shared`` devices of a sharing model other than exclusive.
 
     :meth:`assign` refuses a device that has an owner; :meth:`release` ends the
     current one. Every interval is kept (table ``device_owners``), and :meth:`check`
     verifies from the intervals alone that no two overlap on a device and that every
     workload used a device only while it owned it."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: Simulation, shared: set[str] | None = None) -> None:
         self.sim = sim
-        self.current: dict[str, tuple[str, float]] = {}
+        #: devices several workloads may own at once (a sharing model other than exclusive)
+        self.shared = set(shared or ())
+        self.current: dict[tuple[str, str], float] = {}  # (device, owner) -> since
+        self._owners: dict[str, set[str]] = {}
         self.intervals: list[tuple[str, str, float, float]] = []
         self.changes = 0
 
     def assign(self, device: str, owner: str) -> None:
         """``owner`` takes ``device`` now (raises if another holds it)."""
-        held = self.current.get(device)
-        if held is not None:
+        held = self._owners.setdefault(device, set())
+        if owner in held or (held and device not in self.shared):
+            other = ", ".join(sorted(held))
             raise InvariantViolation(
-                f"{device}: {owner} takes it while {held[0]} owns it (exclusive sharing)"
+                f"{device}: {owner} takes it while {other} owns it (exclusive sharing)"
             )
-        self.current[device] = (owner, self.sim.now)
+        held.add(owner)
+        self.current[(device, owner)] = self.sim.now
 
     def release(self, device: str, owner: str) -> None:
         """``owner`` gives ``device`` up now."""
-        held = self.current.pop(device, None)
-        if held is None or held[0] != owner:
+        since = self.current.pop((device, owner), None)
+        if since is None:
             raise InvariantViolation(f"{device}: {owner} releases it but does not own it")
-        self.intervals.append((device, owner, held[1], self.sim.now))
+        self._owners[device].discard(owner)
+        self.intervals.append((device, owner, since, self.sim.now))
         self.changes += 1
 
     def move(self, device: str, src: str, dst: str) -> None:
@@ -48,7 +55,7 @@ class Ledger:
 
     def all_intervals(self, end_s: float) -> list[tuple[str, str, float, float]]:
         """Every ownership interval, open ones cut at ``end_s``."""
-        return self.intervals + [(d, o, s, end_s) for d, (o, s) in self.current.items()]
+        return self.intervals + [(d, o, s, end_s) for (d, o), s in self.current.items()]
 
     def check(self, end_s: float, used: dict[str, list[tuple[str, float, float]]]) -> None:
         """No device with two owners at once; each workload's use of a device (``used``:
@@ -58,6 +65,8 @@ class Ledger:
         for d, o, s, e in spans:
             by_dev.setdefault(d, []).append((o, s, e))
         for d, rows in by_dev.items():
+            if d in self.shared:
+                continue  # several owners at once by the sharing model
             rows.sort(key=lambda r: (r[1], r[2]))
             for (o1, _, e1), (o2, s2, _) in itertools.pairwise(rows):
                 if s2 < e1:

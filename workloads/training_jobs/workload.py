@@ -166,6 +166,8 @@ class TrainingJobsWorkload(Workload):
         self.granted: dict[str, int | None] = {}  # device -> job holding it (None: free)
         self._reclaims: dict[str, Callable[[str], None]] = {}
         self.granted_peak = 0
+        #: device -> factor its steps take longer on a shared GPU (simulator.colocate)
+        self.slowdown: dict[str, float] = {}
         self.preemptions = 0
         self.checkpoint_s = 0.0
         self.restore_s = 0.0
@@ -263,7 +265,10 @@ class TrainingJobsWorkload(Workload):
         for d, j in self.granted.items():
             if j is None and d not in self._reclaims:
                 dev = self.cluster.device(d)
-                if dev.spec.name in self.step_s:
+                ok = dev.spec.name in self.step_s and self.cluster.memory(d).can_fit(
+                    self.step_s[dev.spec.name][1]
+                )
+                if ok:
                     free.setdefault((dev.spec.name, dev.node), []).append(d)
         n = self.params.gpus_per_job
         fits = [(self.step_s[t][0], t, node) for (t, node), ds in free.items() if len(ds) >= n]
@@ -312,7 +317,9 @@ class TrainingJobsWorkload(Workload):
         job.alarm = Alarm(self.sim, job.run_start_s + left * step_s, lambda _e: self._finish(job))
 
     def _job_step_s(self, job: Job) -> float:
-        return self.step_s[self.cluster.device(job.gang[0]).spec.name][0]
+        """The gang type's step time, on a shared GPU slowed by its slowest device."""
+        base = self.step_s[self.cluster.device(job.gang[0]).spec.name][0]
+        return base * max((self.slowdown.get(d, 1.0) for d in job.gang), default=1.0)
 
     def _settle(self, job: Job) -> None:
         """Count the steps run since ``run_start_s``; the partial step is lost."""
