@@ -357,9 +357,9 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
         elif hasattr(w, "busy_spans"):
             used[name] = w.busy_spans(end_s)
     ledger.check(end_s, used)
-    owners = sim.recorder.table("device_owners", ("device", "owner", "start_s", "end_s"))
+    owner_table = sim.recorder.table("device_owners", ("device", "owner", "start_s", "end_s"))
     for interval in sorted(ledger.all_intervals(end_s)):
-        owners.append(*interval)
+        owner_table.append(*interval)
     rows: list[dict[str, Any]] = []
     metrics: dict[str, str] = {}
     notes: list[str] = []

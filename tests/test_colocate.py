@@ -110,7 +110,7 @@ def _row(res: Any, name: str) -> dict[str, Any]:
 def test_every_request_and_job_is_accounted_and_owners_never_overlap(runs: dict[str, Any]) -> None:
     for res in runs.values():
         serving, training = _row(res, "serving"), _row(res, "training")
-        assert serving["requests"] == 16000
+        assert serving["requests"] == 70000
         assert 0 <= training["steps_completed"] <= 6 * 400
         assert training["jobs_completed"] <= training["jobs_total"] == 6
         owners = res.tables["device_owners"].sort_values(["device", "start_s"])
