@@ -8,7 +8,7 @@ day of 1M requests and 100 jobs on 1000 GPUs (<= 300 s CPU): an extrapolation, n
 measurement (the arbiter's per-period cost grows with the GPUs it scans, which the
 small run does not exercise).
 
-Usage: ``python benchmarks/colocate.py [--requests 16000]``.
+Usage: ``python benchmarks/colocate.py [--requests N]`` (default: the scenario's).
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ def _cpu(raw: dict[str, Any]) -> tuple[float, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=16000)
+    ap.add_argument("--requests", type=int, default=None)
     args = ap.parse_args()
     raw = yaml.safe_load(SCENARIO.read_text())
     raw.pop("sweep", None)
-    raw["workloads"]["serving"]["requests"]["num_requests"] = args.requests
+    if args.requests is not None:
+        raw["workloads"]["serving"]["requests"]["num_requests"] = args.requests
     _cpu(raw)  # warm-up: imports, catalogue, kernel fits (paid once per process)
     both_s, both = _cpu(raw)
     serve_s, serve = _cpu(_single(raw, "serving"))

@@ -151,6 +151,7 @@ def _shared_run(model: str) -> dict[str, dict[str, Any]]:
         "policies.arbiter": "static",
         "workloads.serving.devices": ["a100/*"],
         "workloads.serving.requests.num_requests": 4000,
+        "workloads.serving.requests.rate_per_s": 30,
         "until_s": 300,
     }
     if model != "exclusive":
