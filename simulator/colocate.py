@@ -95,6 +95,11 @@ class Colocation:
     #: device -> the workloads naming it (only devices with two or more)
     shared: dict[str, tuple[str, ...]]
 
+    @property
+    def kind(self) -> str:
+        """The members' kinds, ``+``-joined (what ``hetsim validate`` prints)."""
+        return "+".join(m.params.kind for m in self.members)
+
 
 class ColocatedWorkloads:
     """Stands where a single-form scenario has its workload class (``workload_cls``): the
@@ -266,32 +271,29 @@ def resolved_colocation(col: Colocation) -> dict[str, Any]:
             "policies": {"arbiter": arbiter}}  # fmt: skip
 
 
-def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -> Any:
-    """Run a ``workloads:`` scenario (see the module doc); returns a Result whose
-    ``rows`` are the per-workload and cluster rows and whose ``summary_row`` is the same
-    figures flattened as ``<workload>.<metric>`` (one row for sweeps)."""
-    import warnings
+@dataclass
+class Built:
+    """A multi-workload scenario built in a simulation, ready to start."""
 
+    cluster: Any
+    members: dict[str, Any]
+    kinds: dict[str, str]
+    ledger: Any
+    arbitration: Any
+
+
+def build_colocated(sc: Any, sim: Any) -> Built:
+    """Build the cluster, every workload (each through its cluster view, with its own
+    policies) and the arbitration of ``sc`` inside ``sim``."""
     from hetsim.devices.cluster import Cluster
     from hetsim.simulator.boundary import csv_field_limit
-    from hetsim.simulator.engine import ClockLimit, InvariantViolation, Simulation
-    from hetsim.simulator.result import Result
-    from hetsim.simulator.runner import (
-        BAD_INPUT_ERRORS,
-        RunWarning,
-        _absent_if_not_finite,
-        _one_line,
-        run_nested,
-    )
+    from hetsim.simulator.runner import BAD_INPUT_ERRORS, _one_line, run_nested
     from hetsim.workloads.colocate.arbitration import Arbitration
     from hetsim.workloads.colocate.cluster_view import ClusterView
     from hetsim.workloads.colocate.ledger import Ledger
-    from hetsim.workloads.colocate.report import cluster_row, member_row
     from hetsim.workloads.colocate.sharing import PoolShare, fraction, share_serving, slowdowns
 
-    t0 = time.perf_counter()
     col: Colocation = sc.colocation
-    sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
     sim.run_nested = run_nested
     try:
         cluster = Cluster(sim, sc.cluster)
@@ -328,6 +330,26 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
             members[m.name].slowdown = factors[m.name]
     arbiter = col.arbiter.cls(col.arbiter.params, rng=sim.rng("policy.arbiter"))
     arb = Arbitration(sim, ledger, members, kinds, arbiter)
+    return Built(cluster, members, kinds, ledger, arb)
+
+
+def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -> Any:
+    """Run a ``workloads:`` scenario (see the module doc); returns a Result whose
+    ``rows`` are the per-workload and cluster rows and whose ``summary_row`` is the same
+    figures flattened as ``<workload>.<metric>`` (one row for sweeps)."""
+    import warnings
+
+    from hetsim.simulator.engine import ClockLimit, InvariantViolation, Simulation
+    from hetsim.simulator.result import Result
+    from hetsim.simulator.runner import RunWarning, _absent_if_not_finite
+    from hetsim.workloads.colocate.report import cluster_row, member_row
+
+    t0 = time.perf_counter()
+    col: Colocation = sc.colocation
+    sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
+    built = build_colocated(sc, sim)
+    members, kinds, ledger, arb = built.members, built.kinds, built.ledger, built.arbitration
+    cluster = built.cluster
     done = sim.env.all_of([w.done for w in members.values()])
     stop: Any = done
     try:

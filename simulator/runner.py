@@ -70,6 +70,11 @@ def build(sc: Scenario, sim: Simulation) -> Any:
     """Construct cluster, policies and workload for ``sc`` inside ``sim``."""
     from hetsim.devices.cluster import Cluster
 
+    if sc.colocation is not None:  # several workloads on one cluster
+        from hetsim.simulator.colocate import build_colocated
+
+        return build_colocated(sc, sim)
+
     sim.run_nested = run_nested
     try:
         cluster = Cluster(sim, sc.cluster)
