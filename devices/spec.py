@@ -84,6 +84,10 @@ class DeviceSpec:
     pcie_gen: int = 0
     pcie_lanes: int = 16
     scaleup_link: str = ""
+    #: collective fabric of a node's devices of this type (tensor-parallel all-reduce):
+    #: a fabric of links.yaml ``fabrics:``, ``pcie`` (a ring over its PCIe generation's
+    #: link), ``link`` (a ring over ``scaleup_link``); "" = not known (a run warns)
+    scaleup_fabric: str = ""
     tdp_w: float = 0.0
     prices: dict[str, PricePreset] = field(default_factory=dict)
     source: str = ""

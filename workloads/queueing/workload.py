@@ -316,6 +316,17 @@ class QueueingWorkload(Workload):
         end[np.asarray(rows.column("request"), dtype=np.int64)] = rows.column("end_s")
         return np.asarray(self.batch.arrival_s, dtype=float), end
 
+    def warmup_problem(self, end_s: float) -> tuple[str, str] | None:
+        """Nothing measured: no request past ``warmup_requests`` completed by ``end_s``."""
+        w = self.params.warmup_requests
+        if w == 0 or bool((self._rows.column("request") >= w).any()):
+            return None
+        return "until_s", (
+            f"the run ended at {end_s:g} s before any request past the warm-up "
+            f"(workload.warmup_requests {w}) completed, so nothing was measured: raise "
+            "until_s or lower workload.warmup_requests"
+        )
+
     def check_partial(self) -> None:
         """At any moment: completed <= arrived <= requests, and no request completed
         before it arrived (``until_s`` cut the run; the rest is in flight)."""

@@ -66,11 +66,37 @@ class Slo:
 
 
 def tp_fabric(spec: DeviceSpec, fabrics: dict[str, str]) -> CollectiveFabric:
-    """The TP all-reduce fabric of ``spec``: the named catalogue fabric, or a ring over
-    its PCIe generation's link for GPUs without one."""
-    if spec.name in fabrics:
-        return fabric_spec(fabrics[spec.name])
+    """The TP all-reduce fabric of ``spec``: ``fabrics[spec.name]`` (the scenario's
+    override) if given, else the device catalogue's ``scaleup_fabric``: a named fabric,
+    ``pcie`` (a ring over its PCIe generation's link) or ``link`` (a ring over its
+    ``scaleup_link``). A device with none known gets the PCIe ring, and
+    :func:`missing_fabrics` names it for the run's warning."""
+    name = fabrics.get(spec.name) or spec.scaleup_fabric
+    if name == "link" and spec.scaleup_link:
+        return pcie_fabric(registry.link_types.get(spec.scaleup_link))
+    if name and name not in ("pcie", "link"):
+        return fabric_spec(name)
     return pcie_fabric(registry.link_types.get(f"pcie{spec.pcie_gen or 4}-x16"))
+
+
+def missing_fabrics(
+    gpus: dict[str, tuple[DeviceSpec, int, int]], tp_options: list[int], fabrics: dict[str, str]
+) -> list[str]:
+    """One warning line per GPU type that could run TP > 1 but whose catalogue entry
+    names no ``scaleup_fabric`` (and the scenario's ``tp_fabrics`` none)."""
+    out = []
+    for name, (spec, count, _) in gpus.items():
+        if spec.scaleup_fabric or name in fabrics:
+            continue
+        if not any(1 < tp <= count for tp in tp_options):
+            continue
+        out.append(
+            f"device {name} has no scaleup_fabric in its catalogue entry: its TP "
+            f"all-reduces are priced as a ring over PCIe Gen{spec.pcie_gen or 4}; give it "
+            "one (a fabric of `hetsim list fabrics`, pcie, or link) or set "
+            f"workload.tp_fabrics.{name}"
+        )
+    return out
 
 
 # Request-size bucket edges in tokens (bucket i holds edges[i-1] <= n < edges[i]):

@@ -25,15 +25,6 @@ from hetsim.workloads.models.dense import model_spec
 from hetsim.workloads.models.transformer_cost import EngineOverheads
 from hetsim.workloads.serving.requests import RequestsConfig, SloClass
 
-DEFAULT_FABRICS = {
-    "a100-80gb": "a100-nvswitch",
-    "a100-40gb": "a100-nvswitch",
-    "a800": "a800-nvswitch",
-    "h100-sxm": "h100-nvswitch",
-    "h800": "h800-nvlink",
-}
-
-
 class SloConfig(BaseModel):
     """Latency SLOs of every request."""
 
@@ -232,7 +223,12 @@ class ServingParams(WorkloadParams):
         "provisioned for a known surge)",
     )
     tp_options: list[PositiveInt] = Field(default_factory=lambda: [1, 2, 4, 8])
-    tp_fabrics: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_FABRICS))
+    tp_fabrics: dict[str, str] = Field(
+        default_factory=dict,
+        description="GPU type -> collective fabric of its TP all-reduces (a fabric of "
+        "devices/links.yaml, pcie or link), overriding the device catalogue's "
+        "scaleup_fabric (devices/catalogue.yaml); empty: every type's catalogue fabric",
+    )
     mem_fraction: float = Field(0.9, gt=0.0, le=1.0)
     block_tokens: PositiveInt = 16
     max_batch: PositiveInt = 256

@@ -35,6 +35,7 @@ from hetsim.workloads.serving.deploy import (
     candidate_configs,
     config_problem,
     gpu_price,
+    missing_fabrics,
     place,
 )
 from hetsim.workloads.serving.estimate import Lengths, Targets
@@ -556,20 +557,35 @@ class ServingWorkload(Workload):
         """Arrival and finish times of every request (NaN: not finished)."""
         return self.times.arrival_s, self.times.finish_s
 
+    def warmup_problem(self, end_s: float) -> tuple[str, str] | None:
+        """Nothing measured: no request arriving after ``warmup_s`` finished by ``end_s``."""
+        w = self.params.warmup_s
+        t = self.times
+        if w <= 0 or bool(((t.arrival_s >= w) & np.isfinite(t.finish_s)).any()):
+            return None
+        return "until_s", (
+            f"the run ended at {end_s:g} s before any request arriving after the warm-up "
+            f"(workload.warmup_s {w:g} s) finished, so nothing was measured: raise until_s "
+            "or lower workload.warmup_s"
+        )
+
     def run_warnings(self, end_s: float) -> list[str]:
-        """A warning when the ``catalogue`` preset prices the GPUs this run used at
+        """A warning per GPU type whose TP all-reduces fell back to a PCIe ring for want
+        of a catalogue ``scaleup_fabric``, and one when the ``catalogue`` preset prices the GPUs this run used at
         different providers' rates (the catalogue's default price of each type comes
         from whichever provider listed it): cost ratios then compare providers too."""
+        p = self.params
+        fabric = missing_fabrics(self.gpu_types, p.tp_options, p.tp_fabrics)
         if self.params.price_preset != "catalogue":
-            return []
+            return fabric
         specs = {i.cost.spec.name: i.cost.spec for i in self.instances}
         used = sorted(specs)
         providers = {t: specs[t].price("default").provider for t in used}
         firms = {text.split()[0] if text.split() else text for text in providers.values()}
         if len(firms) < 2:
-            return []
+            return fabric
         listed = ", ".join(f"{t}: {providers[t].split()[0]}" for t in used)
-        return [f"price_preset catalogue mixes providers ({listed}); cost figures compare "
+        return [*fabric, f"price_preset catalogue mixes providers ({listed}); cost figures compare "
                 "providers as well as GPUs: set workload.price_preset to one provider's "
                 "preset (devices/prices.yaml: aws-ondemand, lambda, runpod) to compare "
                 "GPUs alone"]  # fmt: skip
