@@ -167,7 +167,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from hetsim.simulator.outdir import check_sweep_file, finish_sweep_dir
     from hetsim.simulator.result import write_frame
     from hetsim.simulator.runner import as_scenario
-    from hetsim.simulator.sweeps import sweep, sweep_hash
+    from hetsim.simulator.sweeps import overload_warning, sweep, sweep_hash
 
     if args.resume and args.out:
         raise ScenarioError("--out", "", "give --out or --resume, not both")
@@ -184,6 +184,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         force=args.force,
         max_points=_max_points(args),
         budgets=Budgets(_gib(args.max_memory_gib), args.max_cpu_s, args.max_events),
+        warn=False,
     )
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     if not args.quiet:
@@ -191,12 +192,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(sweep_digest(table, [*sc.workload_cls.metrics, "overloaded"]))
         if not out:
             print("(a digest; --out DIR writes every column to DIR/sweep.csv)")
-    if "overloaded" in table and table["overloaded"].fillna(False).astype(bool).any():
-        n = int(table["overloaded"].fillna(False).astype(bool).sum())
-        print(f"{args.file}: warning: {n} of {len(table)} points overloaded (sojourn times "
-              "or the backlog grow while requests arrive; see the overloaded, sojourn_growth "
-              "and backlog_growth columns): their latency and cost figures are not "
-              "steady-state figures", file=sys.stderr)  # fmt: skip
+    warning = overload_warning(table)
+    if warning:
+        print(f"{args.file}: warning: {warning}", file=sys.stderr)
     if out:
         fmt = args.format or sc.outputs.format
         folder, files = Path(out), [f"sweep.{fmt}", "scenario.yaml"]
@@ -466,6 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_fid.add_argument("--ids", action="append", help="only these rows (V51,V52; repeatable)")
     p_fid.set_defaults(func=cmd_fidelity)
+    for p in sub.choices.values():  # --plugin also after the subcommand
+        p.add_argument("--plugin", action="append", default=[], dest="sub_plugin",
+                       metavar="MODULE_OR_FILE", help="as hetsim --plugin")  # fmt: skip
     return parser
 
 
@@ -496,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hetsim: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        _load_cli_plugins(args.plugin)
+        _load_cli_plugins([*args.plugin, *getattr(args, "sub_plugin", [])])
         return int(args.func(args))
     except PluginError as e:
         print(f"hetsim: error: {e}", file=sys.stderr)
