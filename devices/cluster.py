@@ -149,10 +149,38 @@ class Cluster:
         if name is not None:
             self.device(name)
             return name
-        found = self.device_names(("gpu", "npu"))
+        return self.usable(("gpu", "npu"), field)[0]
+
+    def usable(
+        self, kinds: tuple[str, ...], what: str, names: Iterable[str] | None = None
+    ) -> list[str]:
+        """The devices ``what`` (a workload) runs on: ``names`` if given, else every
+        device of one of ``kinds``. ValueError in one line when a named device is of
+        another kind, or when no device is of those kinds, saying which kinds ``what``
+        accepts and what the cluster's devices are."""
+        accepts = " or ".join(kinds)
+        if names is not None:
+            names = list(names)
+            for n in names:
+                spec = self.device(n).spec
+                if spec.kind not in kinds:
+                    raise ValueError(f"{what} runs on devices of kind {accepts}; {n} is a "
+                                     f"{spec.name} (kind {spec.kind})")  # fmt: skip
+            return names
+        found = self.device_names(kinds)
         if not found:
-            raise ValueError(f"{field}: the cluster has no gpu or npu")
-        return found[0]
+            have = sorted({f"{d.spec.name} (kind {d.spec.kind})" for d in self.devices()})
+            raise ValueError(f"{what} runs on devices of kind {accepts}; the cluster has "
+                             f"none (it has {', '.join(have) or 'no device'})")  # fmt: skip
+        return found
+
+    def kind_of_type(self, type_name: str) -> str | None:
+        """The kind of the cluster's devices of catalogue type ``type_name`` (None: the
+        cluster has none)."""
+        for d in self._devices.values():
+            if d.spec.name == type_name:
+                return str(d.spec.kind)
+        return None
 
     def devices(self) -> list[ComputeDevice]:
         """Every compute device, in configuration order."""

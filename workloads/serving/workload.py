@@ -56,6 +56,10 @@ from hetsim.workloads.serving.view import (
 )
 
 
+SERVING_KINDS = ("gpu", "npu")
+"""The device kinds a serving instance runs on."""
+
+
 @workloads.register("serving")
 class ServingWorkload(Workload):
     """LLM requests served by colocated or disaggregated instances on mixed GPUs."""
@@ -141,7 +145,7 @@ class ServingWorkload(Workload):
         return self.times.meets(self.ttft_target, self.tpot_target)
 
     def _gpus(self) -> dict[str, tuple[Any, int, int]]:
-        names = self.params.gpus or self.cluster.device_names(kinds=("gpu", "npu"))
+        names = self.cluster.usable(SERVING_KINDS, "the serving workload", self.params.gpus or None)
         out: dict[str, tuple[Any, int, int]] = {}
         self._free: dict[str, dict[str, list[str]]] = {}
         for n in names:
@@ -245,6 +249,11 @@ class ServingWorkload(Workload):
         specs = tuple(self.policies["deployment"].deploy(view))
         for s in specs:
             if (s.gpu_type, s.tp) not in self.configs:
+                kind = self.cluster.kind_of_type(s.gpu_type)
+                if s.gpu_type not in self.gpu_types and kind and kind not in SERVING_KINDS:
+                    raise ValueError(f"deployment: {s.gpu_type} is a {kind} device; the "
+                                     "serving workload runs on devices of kind "
+                                     f"{' or '.join(SERVING_KINDS)}")  # fmt: skip
                 why = config_problem(
                     self.model, p.precision(), self.gpu_types, p.tp_options, p.tp_fabrics,
                     p.mem_fraction, s.gpu_type, s.tp, p.overheads(),

@@ -126,7 +126,7 @@ class TeeNnaWorkload(Workload):
     ) -> None:
         super().__init__(sim, cluster, params, policies, base_dir)
         self.table = dnn_table(params.model)
-        self.nnas = params.nnas or cluster.device_names(kinds=("gpu", "npu"))
+        self.nnas = params.nnas or cluster.usable(("gpu", "npu"), "the tee_nna workload")
         if not self.nnas:
             raise ValueError("the cluster has no gpu/npu device to act as an NNA")
         cpu = cluster.host_of(self.nnas[0])
