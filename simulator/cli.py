@@ -332,7 +332,18 @@ def _entries(kind: str) -> list[tuple[str, str, str]]:
         "models": registry.models,
         "workloads": registry.workloads,
     }[kind]
-    return [(e.name, e.doc, fmt(e.params)) for e in reg]
+    rows = [(e.name, e.doc, fmt(e.params)) for e in reg]
+    if kind == "models":  # the moe workload's catalogue (workloads/models/moe.yaml) too
+        from hetsim.workloads.models.moe import moe_models
+
+        listed = {r[0] for r in rows}
+        for name, m in moe_models().items():
+            if name not in listed:
+                doc = (f"{m.display_name or name}: {m.layers} layers, {m.routed_experts} "
+                       f"routed experts (top-{m.top_k}), MoE (moe workload)")  # fmt: skip
+                rows.append((name, doc, ""))
+        rows.sort()
+    return rows
 
 
 def _scenario_doc(path: Path) -> str:

@@ -163,10 +163,13 @@ def find_scenario(ref: str | Path) -> Path:
     shipped = shipped_scenarios()
     if name in shipped:
         return shipped[name]
+    from hetsim.simulator.registry import did_you_mean
+
+    hint = did_you_mean(name, list(shipped))
     raise ScenarioError(
         str(ref),
         "",
-        f"no such file, and no shipped scenario {name!r}; shipped: " + ", ".join(shipped),
+        f"no such file, and no shipped scenario {name!r};{hint} shipped: " + ", ".join(shipped),
     )
 
 
@@ -189,7 +192,7 @@ def from_dict(
     try:
         top = ScenarioModel.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "", e, raw) from None
+        raise from_validation(file, "", e, raw, ScenarioModel) from None
     _load_extensions(file, top, base)
     cluster = _validate_cluster(file, top.cluster)
     wl_cls, workload = _validate_workload(file, top.workload, base)
@@ -235,7 +238,7 @@ def _validate_cluster(file: str, raw: dict[str, Any]) -> Any:
     try:
         cluster = ClusterConfig.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "cluster", e, raw) from None
+        raise from_validation(file, "cluster", e, raw, ClusterConfig) from None
     except KeyError as e:
         raise ScenarioError(file, "cluster", str(e).strip("'\"")) from None
     _check_routes(file, cluster)
@@ -275,7 +278,7 @@ def _validate_workload(file: str, raw: dict[str, Any], base: Path) -> tuple[Any,
     try:
         params = cls.Params.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "workload", e, raw) from None
+        raise from_validation(file, "workload", e, raw, cls.Params) from None
     except KeyError as e:  # a validator's registry lookup (UnknownName names the valid ones)
         raise ScenarioError(file, "workload", str(e).strip("'\"")) from None
     _check_paths(file, "workload", params.model_dump(), base)
@@ -340,7 +343,7 @@ def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str,
         try:
             validated = cls.Params.model_validate(params)
         except ValidationError as e:
-            raise from_validation(file, where, e, params) from None
+            raise from_validation(file, where, e, params, cls.Params) from None
         except KeyError as e:
             raise ScenarioError(file, where, str(e).strip("'\"")) from None
         out[point] = PolicyChoice(point, name, cls, validated)
