@@ -318,7 +318,8 @@ def _entries(kind: str) -> list[tuple[str, str, str]]:
     if kind == "scenarios":
         from hetsim.simulator.scenario import shipped_scenarios
 
-        return [(name, _scenario_doc(path), "") for name, path in shipped_scenarios().items()]
+        return [(name, _data_mark(path) + _scenario_doc(path), "")
+                for name, path in shipped_scenarios().items()]  # fmt: skip
     if kind == "metrics":
         return [
             (f"{e.name}/{metric}", text, "")
@@ -344,6 +345,23 @@ def _entries(kind: str) -> list[tuple[str, str, str]]:
                 rows.append((name, doc, ""))
         rows.sort()
     return rows
+
+
+def _data_mark(path: Path) -> str:
+    """``[needs data: ...]`` for a scenario whose ``data:`` hetsim does not ship
+    (``absent`` when it is not where the scenario reads it)."""
+    from hetsim.simulator.scenario import DataNeed, missing_data
+
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        needs = [DataNeed.model_validate(d) for d in (raw.get("data") or [])]
+    except (OSError, yaml.YAMLError, AttributeError, ValueError):
+        return ""
+    if not needs:
+        return ""
+    absent = missing_data(needs, path.parent)
+    state = "absent, see `hetsim validate`" if absent else "present"
+    return f"[needs unshipped data, {state}] "
 
 
 def _scenario_doc(path: Path) -> str:

@@ -9,6 +9,7 @@ as one :class:`ScenarioError` naming the file and the field path.
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +30,16 @@ class OutputsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     format: Literal["csv", "parquet"] = "csv"
     spans: bool = True
+
+
+class DataNeed(BaseModel):
+    """Data a scenario reads that hetsim does not ship (a licence or its size), with
+    where to fetch it; a run without it stops with one line saying so."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str = Field(description="where the scenario reads it (relative to this file)")
+    what: str = Field(description="what the data are (name, version)")
+    fetch: str = Field(description="where to get them (a URL, a repository and folder)")
 
 
 class ScenarioModel(BaseModel):
@@ -53,6 +64,11 @@ class ScenarioModel(BaseModel):
         default_factory=list,
         description="user catalogue YAML files (relative to this file) adding devices, "
         "links and models",
+    )
+    data: list[DataNeed] = Field(
+        default_factory=list,
+        description="data this scenario reads that hetsim does not ship, each with where "
+        "to fetch it (checked before the rest; `hetsim list scenarios` marks them)",
     )
 
 
@@ -193,6 +209,7 @@ def from_dict(
         top = ScenarioModel.model_validate(raw)
     except ValidationError as e:
         raise from_validation(file, "", e, raw, ScenarioModel) from None
+    _check_data(file, top.data, base)
     _load_extensions(file, top, base)
     cluster = _validate_cluster(file, top.cluster)
     wl_cls, workload = _validate_workload(file, top.workload, base)
@@ -214,6 +231,23 @@ def from_dict(
         plugins=tuple(top.plugins),
         catalogue=tuple(top.catalogue),
     )
+
+
+def missing_data(needs: list[DataNeed], base: Path) -> list[tuple[int, DataNeed, Path]]:
+    """The entries of a scenario's ``data:`` that are absent (index, entry, path)."""
+    out = []
+    for i, need in enumerate(needs):
+        path = resolve_path(need.path, base)
+        if not path.exists():
+            out.append((i, need, path))
+    return out
+
+
+def _check_data(file: str, needs: list[DataNeed], base: Path) -> None:
+    """One line for the first unshipped data set that is not where the scenario reads it."""
+    for i, need, path in missing_data(needs, base)[:1]:
+        raise ScenarioError(file, f"data[{i}]", f"needs {need.what}, which hetsim does not "
+                            f"ship: fetch it from {need.fetch} and put it at {os.path.abspath(path)}")  # fmt: skip
 
 
 def _load_extensions(file: str, top: ScenarioModel, base: Path) -> None:
