@@ -80,7 +80,11 @@ def load_plugin(ref: str, base_dir: Path | None = None, origin: str = "plugin") 
     before = _snapshot()
     module = _import_file(Path(key), origin) if is_file else _import_name(key, origin)
     label = f"{origin}: {key!r}" if is_file else f"{origin}: {key}"
-    _check_registrations(label, before)
+    try:
+        _check_registrations(label, before)
+    except PluginError:
+        _forget(before)  # a rejected plugin leaves nothing registered
+        raise
     _loaded[key] = module
     return module
 
@@ -92,6 +96,19 @@ def _snapshot() -> dict[str, set[str]]:
     out = {f"policy:{p}": set(r._entries) for p, r in registry.policies._points.items()}
     out["workload"] = set(registry.workloads._entries)
     return out
+
+
+def _forget(before: dict[str, set[str]]) -> None:
+    """Remove what plugins registered since ``before`` (hetsim's own entries stay)."""
+    from hetsim.simulator import registry
+
+    for point, reg in registry.policies._points.items():
+        for name in set(reg._entries) - before.get(f"policy:{point}", set()):
+            if _external(reg._entries[name].obj):
+                del reg._entries[name]
+    for kind in set(registry.workloads._entries) - before["workload"]:
+        if _external(registry.workloads._entries[kind].obj):
+            del registry.workloads._entries[kind]
 
 
 def _check_registrations(label: str, before: dict[str, set[str]]) -> None:
