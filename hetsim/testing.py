@@ -41,7 +41,7 @@ def make_policy(point: str, policy: str | type, seed: int = 0, **params: Any) ->
     """An instance of ``policy`` (a registered name at ``point`` or a class) with
     ``params`` validated by its ``Params``, on a random stream seeded by ``seed``."""
     load_plugins()
-    cls = registry.policies.get(point, policy) if isinstance(policy, str) else policy
+    cls: Any = registry.policies.get(point, policy) if isinstance(policy, str) else policy
     if getattr(cls, "Params", None) is None:
         raise TypeError(f"{getattr(cls, '__name__', cls)} has no Params model")
     return cls(cls.Params.model_validate(params), rng=np.random.default_rng(seed))

@@ -637,7 +637,9 @@ def _figures(
     name = str(scenario.get("name", folder.name))
     summary = _read_summary(folder)
     for spec in FIGURES.get(kind, ()):
-        raw = pd.DataFrame([summary]) if spec.table == "summary" else _read_table(folder, spec.table)
+        raw = (
+            pd.DataFrame([summary]) if spec.table == "summary" else _read_table(folder, spec.table)
+        )
         frame = _prepare(spec, raw) if raw is not None else None
         if frame is None:
             continue

@@ -195,7 +195,8 @@ def _check_policy_class(label: str, where: str, cls: object) -> None:
     params = getattr(cls, "Params", None)
     if params is None:
         raise PluginError(f"{label}: {where}: class {cls.__name__} has no Params (a "
-                          "pydantic BaseModel of its parameters; an empty one if it has none)")  # fmt: skip
+                          "pydantic BaseModel of its parameters; an empty one if it has "
+                          "none)")  # fmt: skip
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
         raise PluginError(f"{label}: {where}: {cls.__name__}.Params must be a pydantic "
                           f"BaseModel subclass, not {_name(params)}")  # fmt: skip

@@ -246,8 +246,9 @@ def missing_data(needs: list[DataNeed], base: Path) -> list[tuple[int, DataNeed,
 def _check_data(file: str, needs: list[DataNeed], base: Path) -> None:
     """One line for the first unshipped data set that is not where the scenario reads it."""
     for i, need, path in missing_data(needs, base)[:1]:
+        where = os.path.abspath(path)
         raise ScenarioError(file, f"data[{i}]", f"needs {need.what}, which hetsim does not "
-                            f"ship: fetch it from {need.fetch} and put it at {os.path.abspath(path)}")  # fmt: skip
+                            f"ship: fetch it from {need.fetch} and put it at {where}")  # fmt: skip
 
 
 def _load_extensions(file: str, top: ScenarioModel, base: Path) -> None:

@@ -52,9 +52,7 @@ def used_tracks(recorder: Recorder) -> list[str]:
     return sorted(set(s.track) | set(s.counter_track))
 
 
-def span_lanes(
-    starts_ns: list[int], ends_ns: list[int]
-) -> tuple[list[int], list[int], list[int]]:
+def span_lanes(starts_ns: list[int], ends_ns: list[int]) -> tuple[list[int], list[int], list[int]]:
     """Lane, start and end (ns) of each span of ONE track, so that no two spans of one
     lane overlap unless one holds the other (a viewer drops a slice that crosses
     another's end). A span starting at most 1 ns before an earlier span's end (two

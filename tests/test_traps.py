@@ -242,7 +242,9 @@ def test_plugin_workload_base_class(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_plugin_after_the_subcommand(tmp_path: Path) -> None:
     plugin = tmp_path / "after.py"
-    plugin.write_text(_GOOD.format(point="queueing.dispatch", name="trap-after", params="Params = P"))
+    plugin.write_text(
+        _GOOD.format(point="queueing.dispatch", name="trap-after", params="Params = P")
+    )
     path = tmp_path / "s.yaml"
     path.write_text(TINY)
     assert main(["run", str(path), "--plugin", str(plugin),
@@ -387,7 +389,7 @@ def test_shipped_traces_have_no_crossing_slices(path: Path) -> None:
     import hetsim
     from hetsim.simulator.trace import trace_events
 
-    if missing_shared_data(path) or not SHARED.exists() and "shared" in path.read_text():
+    if missing_shared_data(path) or (not SHARED.exists() and "shared" in path.read_text()):
         pytest.skip("reads data that is not here")
     kind = yaml.safe_load(path.read_text())["workload"]["kind"]
     with warnings.catch_warnings():

@@ -147,7 +147,9 @@ class QueueingWorkload(Workload):
         self.dispatch = policies["dispatch"]
         if params.discipline == "ps" and self.dispatch.central_queue:
             raise ValueError("discipline ps needs a push dispatch policy, not a central queue")
-        names = cluster.usable(("gpu", "npu", "server"), "the queueing workload", params.servers or None)
+        names = cluster.usable(
+            ("gpu", "npu", "server"), "the queueing workload", params.servers or None
+        )
         if not names:
             raise ValueError("no servers: the cluster has no gpu/npu/server device")
         server_cls = PsServer if params.discipline == "ps" else FcfsServer

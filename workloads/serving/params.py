@@ -25,6 +25,7 @@ from hetsim.workloads.models.dense import model_spec
 from hetsim.workloads.models.transformer_cost import EngineOverheads
 from hetsim.workloads.serving.requests import RequestsConfig, SloClass
 
+
 class SloConfig(BaseModel):
     """Latency SLOs of every request."""
 

@@ -55,7 +55,6 @@ from hetsim.workloads.serving.view import (
     SearchBudget,
 )
 
-
 SERVING_KINDS = ("gpu", "npu")
 """The device kinds a serving instance runs on."""
 
@@ -580,9 +579,10 @@ class ServingWorkload(Workload):
 
     def run_warnings(self, end_s: float) -> list[str]:
         """A warning per GPU type whose TP all-reduces fell back to a PCIe ring for want
-        of a catalogue ``scaleup_fabric``, and one when the ``catalogue`` preset prices the GPUs this run used at
-        different providers' rates (the catalogue's default price of each type comes
-        from whichever provider listed it): cost ratios then compare providers too."""
+        of a catalogue ``scaleup_fabric``, and one when the ``catalogue`` preset prices
+        the GPUs this run used at different providers' rates (the catalogue's default
+        price of each type comes from whichever provider listed it): cost ratios then
+        compare providers too."""
         p = self.params
         fabric = missing_fabrics(self.gpu_types, p.tp_options, p.tp_fabrics)
         if self.params.price_preset != "catalogue":
