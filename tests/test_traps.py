@@ -396,3 +396,21 @@ def test_shipped_traces_have_no_crossing_slices(path: Path) -> None:
         warnings.simplefilter("ignore")
         r = hetsim.run(path, overrides=_short(path.stem, kind))
     assert _crossings(trace_events(r.recorder)) == 0
+
+
+def test_plugin_taking_a_builtin_name_fresh_process(tmp_path: Path) -> None:
+    """In a fresh process the plugin registers first and hetsim's own module later (a
+    40-line traceback before): one line naming the plugin."""
+    import subprocess
+    import sys
+
+    plugin = tmp_path / "dup.py"
+    plugin.write_text(_GOOD.format(point="queueing.dispatch", name="fifo", params="Params = P"))
+    run = subprocess.run(
+        [sys.executable, "-m", "hetsim.simulator.cli", "--plugin", str(plugin), "run",
+         "quickstart", "--set", "workload.num_requests=20"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "dup.py" in lines[0] and "registered twice" in lines[0], run.stderr
