@@ -414,3 +414,23 @@ def test_plugin_taking_a_builtin_name_fresh_process(tmp_path: Path) -> None:
     assert run.returncode == 2
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "dup.py" in lines[0] and "registered twice" in lines[0], run.stderr
+
+
+def test_user_device_names_its_fabric(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lab = LAB.format(kind="gpu").replace("my-npu", "my-nvl-gpu")
+    lab = lab.replace(
+        '    source: "vendor', '    scaleup_fabric: h100-nvswitch\n    source: "vendor'
+    )
+    (tmp_path / "lab.yaml").write_text(lab)
+    path = tmp_path / "s.yaml"
+    text = SERVING.format(gpu="my-nvl-gpu", count=2, tp=2, catalogue="catalogue: [lab.yaml]")
+    path.write_text(text)
+    assert main(["run", str(path)]) == 0
+    assert "scaleup_fabric" not in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    (tmp_path / "lab2.yaml").write_text(lab.replace("my-nvl-gpu", "my-bad-gpu")
+                                        .replace("h100-nvswitch", "h100-nvswtch"))  # fmt: skip
+    bad.write_text(SERVING.format(gpu="my-bad-gpu", count=2, tp=2,
+                                  catalogue="catalogue: [lab2.yaml]"))  # fmt: skip
+    assert main(["run", str(bad)]) == 2
+    assert "did you mean 'h100-nvswitch'?" in _one_line(capsys)
