@@ -9,6 +9,7 @@ Device names are ``<node>/<device>`` (``<device><i>`` when ``count > 1``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,7 @@ from hetsim.devices.catalogue import fabric_spec as registry_fabric
 from hetsim.devices.compute import ComputeDevice
 from hetsim.devices.group import CommGroup
 from hetsim.devices.memory import MemoryPool
+from hetsim.devices.power import power_model
 from hetsim.devices.topology import Topology, TopologyLinks, from_dict
 from hetsim.simulator import registry
 from hetsim.simulator.engine import Simulation
@@ -39,6 +41,13 @@ class DeviceConfig(_Strict):
     count: int = Field(default=1, gt=0, le=MAX_DEVICES)
     memory_bytes: PositiveInt | None = None
     streams: PositiveInt = 1
+    power_cap_w: float | None = Field(
+        default=None,
+        gt=0,
+        description="board power limit of these devices in W, below the catalogue's tdp_w "
+        "(None: the TDP): lowers the clock of compute-bound kernels and the power they draw "
+        "together (devices/power.py, docs/energy.md); a cap at or above the TDP changes nothing",
+    )
 
     @field_validator("type")
     @classmethod
@@ -127,6 +136,9 @@ class Cluster:
         for entry in self.topology.devices():
             spec = fit_overrides.device(registry.device_types.get(entry.type_name))
             cfg = overrides[entry.name]
+            if cfg.power_cap_w is not None and cfg.power_cap_w < spec.tdp_w:
+                spec = dataclasses.replace(spec, power_cap_w=float(cfg.power_cap_w))
+                power_model(spec)  # a cap at or below idle power is an error here
             dev = ComputeDevice(sim, spec, entry.name, node=entry.node, streams=cfg.streams)
             self._devices[entry.name] = dev
             capacity = cfg.memory_bytes or spec.memory_bytes
