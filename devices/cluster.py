@@ -99,6 +99,13 @@ class ClusterConfig(_Strict):
 
     nodes: list[NodeConfig] = Field(min_length=1)
     network: NetworkConfig | None = None
+    accelerator_power_cap_w: float | None = Field(
+        default=None,
+        gt=0,
+        description="board power limit in W of every GPU and NPU of the cluster whose TDP is "
+        "above it (None: each device's TDP); a device's own power_cap_w wins. One mechanism "
+        "lowers compute-bound clocks and power together (devices/power.py, docs/energy.md)",
+    )
 
     @field_validator("nodes")
     @classmethod
@@ -136,8 +143,11 @@ class Cluster:
         for entry in self.topology.devices():
             spec = fit_overrides.device(registry.device_types.get(entry.type_name))
             cfg = overrides[entry.name]
-            if cfg.power_cap_w is not None and cfg.power_cap_w < spec.tdp_w:
-                spec = dataclasses.replace(spec, power_cap_w=float(cfg.power_cap_w))
+            cap = cfg.power_cap_w
+            if cap is None and spec.kind in ("gpu", "npu"):
+                cap = config.accelerator_power_cap_w
+            if cap is not None and cap < spec.tdp_w:
+                spec = dataclasses.replace(spec, power_cap_w=float(cap))
                 power_model(spec)  # a cap at or below idle power is an error here
             dev = ComputeDevice(sim, spec, entry.name, node=entry.node, streams=cfg.streams)
             self._devices[entry.name] = dev

@@ -168,6 +168,24 @@ ENERGY_METRICS: dict[str, str] = {
 }
 
 
+STEP_ENERGY_METRICS: dict[str, str] = {
+    "energy_per_step_J": "energy of one training step over every GPU of the world, J: each "
+    "GPU's idle power over the step plus, over its busy time (the step less its pipeline "
+    "bubble), memory_W and the compute utilisation's share of the way to the power limit "
+    "(hardware FLOPs, recompute included, over the clock model's compute roof; "
+    "devices/power.py); host power not included",
+    "energy_per_token_J": "energy_per_step_J / global batch tokens",
+    "tokens_per_J": "global batch tokens / energy_per_step_J",
+    "avg_power_W": "mean draw of one GPU over the step, W",
+    "peak_power_W": "draw of one GPU while its kernels run (the step's compute utilisation "
+    "over kernel time), W",
+    "avg_power_W_by_type": "'type:W': avg_power_W by GPU type",
+    "peak_power_W_by_type": "'type:W': peak_power_W by GPU type",
+    "power_limit_W": "the GPU's power limit in effect: its TDP, or the cluster device's "
+    "power_cap_w",
+}
+
+
 def energy_columns(cluster: Cluster, horizon_s: float) -> dict[str, Any]:
     """The :data:`ENERGY_METRICS` columns of a run over [0, ``horizon_s``]."""
     rep = energy_report(cluster, horizon_s)

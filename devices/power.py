@@ -65,6 +65,7 @@ class PowerTable:
     dram_W_per_GiB: Coefficient
     nic_W: Coefficient
     devices: dict[str, dict[str, Coefficient]]
+    inventory_only: dict[str, dict[str, Coefficient]]
 
     def coefficient(self, device: str, kind: str, name: str) -> Coefficient | None:
         """``name`` for ``device`` (its own entry first, then its kind's default)."""
@@ -103,6 +104,10 @@ def power_table() -> PowerTable:
         devices={
             str(name): section(entry, f"devices.{name}")
             for name, entry in (raw.get("devices") or {}).items()
+        },
+        inventory_only={
+            str(name): section(entry, f"inventory_only.{name}")
+            for name, entry in (raw.get("inventory_only") or {}).items()
         },
     )
 
@@ -172,6 +177,35 @@ def power_model(spec: DeviceSpec) -> PowerModel:
     memory = idle + value("memory_activity", 0.0) * (tdp - idle)
     ratio = cap_clock_ratio(idle, tdp, cap, value("dvfs_exponent", 1.0))
     return PowerModel(spec.name, spec.kind, idle, min(memory, limit), limit, tdp, ratio)
+
+
+def type_power_model(type_name: str, cap_W: float | None = None) -> PowerModel:
+    """The power model of a GPU type by name: a catalogue device's (:func:`power_model`),
+    or for a type only the cluster domain's inventories name (``inventory_only`` of
+    ``power.yaml``) the GPU defaults on its datasheet board power. KeyError if neither."""
+    from dataclasses import replace
+
+    from hetsim.simulator import registry
+
+    if type_name in registry.device_types:
+        spec = registry.device_types.get(type_name)
+        if cap_W is not None and cap_W < spec.tdp_w:
+            spec = replace(spec, power_cap_w=float(cap_W))
+        return power_model(spec)
+    entry = power_table().inventory_only.get(type_name)
+    if entry is None or "tdp_W" not in entry:
+        raise KeyError(f"GPU type {type_name!r} has no power data (devices/power.yaml)")
+    spec = DeviceSpec(type_name, type_name, "", "gpu", {"fp16": 1.0}, 0, 1.0,
+                      tdp_w=entry["tdp_W"].value,
+                      power_cap_w=None if cap_W is None else float(cap_W))  # fmt: skip
+    return power_model(spec)
+
+
+def cluster_duty_cycle() -> float:
+    """Share of an allocated GPU's time with a kernel running, for jobs known only by
+    their GPU time (``defaults.gpu.cluster_duty_cycle``)."""
+    c = power_table().gpu.get("cluster_duty_cycle")
+    return 1.0 if c is None else c.value
 
 
 def cap_ratio(spec: DeviceSpec) -> float:
