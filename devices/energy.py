@@ -186,9 +186,12 @@ STEP_ENERGY_METRICS: dict[str, str] = {
 }
 
 
-def energy_columns(cluster: Cluster, horizon_s: float) -> dict[str, Any]:
-    """The :data:`ENERGY_METRICS` columns of a run over [0, ``horizon_s``]."""
-    rep = energy_report(cluster, horizon_s)
+def energy_columns(
+    cluster: Cluster, horizon_s: float, report: EnergyReport | None = None
+) -> dict[str, Any]:
+    """The :data:`ENERGY_METRICS` columns of a run over [0, ``horizon_s``] (``report``:
+    :func:`energy_report`'s, when already built)."""
+    rep = energy_report(cluster, horizon_s) if report is None else report
     types = rep.by_type()
     accel = [r.peak_W for r in rep.rows if r.kind != "cpu"]
     return {
@@ -202,6 +205,31 @@ def energy_columns(cluster: Cluster, horizon_s: float) -> dict[str, Any]:
     }
 
 
+ENERGY_COLUMNS = ("device", "type", "kind", "energy_J", "busy_s", "avg_power_W", "peak_power_W")
+"""Columns of the ``energy`` table: one row per device."""
+POWER_COLUMNS = ("device", "time_s", "power_W")
+"""Columns of the ``power`` table: a device's draw from ``time_s`` to its next row."""
+
+
+def record_tables(recorder: Recorder, report: EnergyReport) -> None:
+    """Write the ``energy`` table (one row per device of ``report``) and, when spans were
+    recorded, the ``power`` table (every device's counter samples, :func:`power_series`)."""
+    table = recorder.table("energy", ENERGY_COLUMNS)
+    for r in report.rows:
+        table.append(r.device, r.type, r.kind, r.energy_J, r.busy_s, r.avg_W, r.peak_W)
+    if not recorder.record_spans:
+        return
+    power = None
+    for r in report.rows:
+        times, watts = power_series(recorder, r.device)
+        if len(times) == 0:
+            continue
+        if power is None:
+            power = recorder.table("power", POWER_COLUMNS)
+        for t, w in zip(times.tolist(), watts.tolist(), strict=True):
+            power.append(r.device, t, w)
+
+
 def per_unit(energy_J: float, units: Mapping[str, float]) -> dict[str, float]:
     """``energy_J / count`` for every unit of work named in ``units`` (NaN for none)."""
     return {k: energy_J / n if n > 0 else float("nan") for k, n in units.items()}
@@ -209,12 +237,17 @@ def per_unit(energy_J: float, units: Mapping[str, float]) -> dict[str, float]:
 
 def power_series(recorder: Recorder, device: str) -> tuple[np.ndarray, np.ndarray]:
     """The power of ``device`` over time from a finished run's counter samples (module
-    doc): times (s, sorted) and draws (W); empty arrays when spans were off or the
-    device never reported a busy interval."""
+    doc): times (s, sorted, one sample per instant: the last recorded) and draws (W);
+    empty arrays when spans were off or the device never reported a busy interval."""
     s = recorder.spans
     track = device + POWER_TRACK_SUFFIX
-    idx = [i for i, t in enumerate(s.counter_track) if t == track]
-    times = np.asarray([s.counter_time_s[i] for i in idx], dtype=float)
-    watts = np.asarray([s.counter_value[i] for i in idx], dtype=float)
+    mask = np.asarray(s.counter_track, dtype=object) == track
+    times = np.asarray(s.counter_time_s, dtype=float)[mask] if mask.any() else np.zeros(0)
+    watts = np.asarray(s.counter_value, dtype=float)[mask] if mask.any() else np.zeros(0)
     order = np.argsort(times, kind="stable")
-    return times[order], watts[order]
+    times, watts = times[order], watts[order]
+    # one sample per instant, the last (an interval that ends where the next starts
+    # leaves an idle sample and a busy one at the same time: the busy one holds)
+    keep = np.ones(len(times), dtype=bool)
+    keep[:-1] = times[1:] != times[:-1]
+    return times[keep], watts[keep]

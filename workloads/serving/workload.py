@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from hetsim.devices.cluster import Cluster
-from hetsim.devices.energy import energy_columns, per_unit
+from hetsim.devices.energy import energy_columns, energy_report, per_unit, record_tables
 from hetsim.simulator.budget import WorkEstimate
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
@@ -611,7 +611,9 @@ class ServingWorkload(Workload):
                 for name in inst.device_tracks:
                     self.cluster.device(name).energy.add(inst.energy_J / n, inst.busy_s,
                                                          inst.peak_W)  # fmt: skip
-        out: dict[str, float | int | str] = dict(energy_columns(self.cluster, end_s))
+        rep = energy_report(self.cluster, end_s)
+        record_tables(self.sim.recorder, rep)
+        out: dict[str, float | int | str] = dict(energy_columns(self.cluster, end_s, rep))
         done = np.isfinite(self.times.finish_s)
         tokens = float(self.times.output[done].sum())
         accel = float(out["energy_accelerator_J"])

@@ -83,7 +83,7 @@ from pydantic import (
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.kernels import elementwise_time_s, kernel_fits
-from hetsim.devices.energy import STEP_ENERGY_METRICS
+from hetsim.devices.energy import ENERGY_COLUMNS, POWER_COLUMNS, STEP_ENERGY_METRICS
 from hetsim.devices.power import compute_roof_flops, power_model
 from hetsim.devices.precision import Precision
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
@@ -1024,6 +1024,7 @@ class ParallelTrainingWorkload(Workload):
         per_gpu = pm.idle_W * it + pm.interval_J(busy, compute)
         peak_W = pm.busy_W(compute / kernel_s) if kernel_s > 0 else pm.memory_W
         step_J = world * per_gpu
+        self._power_tables(pm, per_gpu, busy, peak_W)
         return {
             "energy_per_step_J": step_J,
             "energy_per_token_J": step_J / tokens,
@@ -1034,6 +1035,27 @@ class ParallelTrainingWorkload(Workload):
             "peak_power_W_by_type": f"{self.spec.name}:{peak_W:.6g}",
             "power_limit_W": pm.limit_W,
         }
+
+    def _power_tables(self, pm: Any, per_gpu_J: float, busy_s: float, kernel_W: float) -> None:
+        """The ``energy`` table (one row: a GPU of the world over the step) and the
+        ``power`` table: per pipeline stage, the kernel draw over each scheduled unit
+        (forward, backward...) of the slowest replica, idle between units, and
+        ``memory_W`` from the stage's last unit to the step's end (DP tail, optimizer)."""
+        rec, it = self.sim.recorder, self.iteration_s
+        rec.table("energy", ENERGY_COLUMNS).append(
+            "each GPU", self.spec.name, self.spec.kind, per_gpu_J, busy_s,
+            per_gpu_J / it if it > 0 else 0.0, kernel_W,
+        )  # fmt: skip
+        table = rec.table("power", POWER_COLUMNS)
+        for d, (starts, ends) in enumerate(zip(self.starts, self.ends, strict=True)):
+            name = f"stage{d}"
+            for a, b in sorted(zip(starts, ends, strict=True)):
+                table.append(name, a, kernel_W)
+                table.append(name, b, pm.idle_W)
+            last = max(ends, default=0.0)
+            if last < it:
+                table.append(name, last, pm.memory_W)
+            table.append(name, it, pm.idle_W)
 
     def summary_bubble(self) -> float:
         """Mean over stages of the pipeline bubble's share of the step (``bubble``)."""
