@@ -190,6 +190,8 @@ class Instance(CachedKv):
         )
         self._s_per_token = 2.0 * active / (cost.tp * roof) if roof > 0 else 0.0
         self._it_tokens = 0  # new positions of the iteration in flight
+        #: host time per iteration before its kernels (engine loop): the GPUs idle then
+        self._host_s = cost.overheads.framework_s
 
     def place(self, device_tracks: tuple[str, ...]) -> None:
         """Run on the GPUs whose trace tracks are ``device_tracks`` (TP group order):
@@ -400,10 +402,11 @@ class Instance(CachedKv):
         c_it = b * self._s_per_token  # the iterations' time at the full compute roof
         pm, tp = self._power, self.cost.tp
         energy, top = self.energy_J, self.peak_W
+        host = self._host_s
         for j in range(first, upto + 1):
             t = times[j]
             busy += t - t_prev
-            dt = t - t_prev
+            dt = t - t_prev - host if t - t_prev > host else 0.0  # the GPUs' busy part
             c = c_it if c_it < dt else dt
             energy += tp * ((pm.memory_W - pm.idle_W) * dt + (pm.limit_W - pm.memory_W) * c)
             if dt > 0 and c < dt:
@@ -629,10 +632,12 @@ class Instance(CachedKv):
 
     def _account_energy(self, dt: float, tokens: int) -> float:
         """Add an iteration of ``dt`` s and ``tokens`` new positions to the instance's
-        energy (per GPU: :meth:`~hetsim.devices.power.PowerModel.interval_J`); returns
-        each GPU's draw over it, W."""
+        energy (per GPU: :meth:`~hetsim.devices.power.PowerModel.interval_J` over the
+        iteration less the engine's per-iteration host time, when the GPUs idle); returns
+        each GPU's draw while its kernels run, W."""
         pm = self._power
         c = tokens * self._s_per_token
+        dt = dt - self._host_s if dt > self._host_s else 0.0  # the engine loop: GPUs idle
         self.energy_J += self.cost.tp * pm.interval_J(dt, c)
         power = pm.busy_W(c / dt) if dt > 0 else pm.idle_W
         if dt > 0 and power > self.peak_W:
