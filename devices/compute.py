@@ -67,15 +67,16 @@ class ComputeDevice:
         end_s: float,
         name: str,
         args: dict[str, Any] | None = None,
-        utilisation: float = 0.0,
+        utilisation: float | None = None,
     ) -> None:
-        """Account a busy interval (and draw it on this device's timeline); its energy at
-        compute utilisation ``utilisation`` (0: memory-bound, 1: compute-bound;
-        :mod:`devices.power`) goes to :attr:`energy`."""
+        """Account a busy interval (and draw it on this device's timeline); with a
+        compute ``utilisation`` (0: memory-bound, 1: compute-bound; :mod:`devices.power`)
+        its energy goes to :attr:`energy` too (None: the mechanism does not price power)."""
         self.busy_s += end_s - start_s
         self.ops += 1
         self.sim.recorder.span(self.track, name, start_s, end_s, args)
-        self.energy.busy(start_s, end_s, utilisation)
+        if utilisation is not None:
+            self.energy.busy(start_s, end_s, utilisation)
 
     def execute(
         self, flops: float, nbytes: float, dtype: str = "fp16", name: str = "op"
