@@ -50,7 +50,9 @@ class EnergyMeter:
 
     __slots__ = ("_recorder", "active_J", "busy_s", "model", "peak_W", "track")
 
-    def __init__(self, model: PowerModel, recorder: Recorder | None = None, track: str = "") -> None:
+    def __init__(
+        self, model: PowerModel, recorder: Recorder | None = None, track: str = ""
+    ) -> None:
         self.model = model
         self.active_J = 0.0
         self.busy_s = 0.0

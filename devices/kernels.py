@@ -74,9 +74,9 @@ import numpy as np
 import yaml
 
 from hetsim.devices.catalogue import device_spec
+from hetsim.devices.power import cap_ratio
 from hetsim.devices.precision import DEQUANT_OPS_PER_WEIGHT, Precision
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
-from hetsim.devices.power import cap_ratio
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, borrowed_ratio, clock_ratio
 
 

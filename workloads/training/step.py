@@ -82,8 +82,8 @@ from pydantic import (
 
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
-from hetsim.devices.kernels import elementwise_time_s, kernel_fits
 from hetsim.devices.energy import ENERGY_COLUMNS, POWER_COLUMNS, STEP_ENERGY_METRICS
+from hetsim.devices.kernels import elementwise_time_s, kernel_fits
 from hetsim.devices.power import compute_roof_flops, power_model
 from hetsim.devices.precision import Precision
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
