@@ -164,12 +164,19 @@ def power_model(spec: DeviceSpec) -> PowerModel:
     if tdp <= 0:
         return PowerModel(spec.name, spec.kind, 0.0, 0.0, 0.0, 0.0)
 
+    over = dict(spec.power_overrides)
+
     def value(name: str, default: float) -> float:
+        if name in over:
+            return over[name]
         c = tab.coefficient(spec.name, kind, name)
         return default if c is None else c.value
 
     own_idle = tab.devices.get(spec.name, {}).get("idle_W")
-    idle = own_idle.value if own_idle is not None else value("idle_fraction", 0.0) * tdp
+    if own_idle is not None and "idle_fraction" not in over:
+        idle = own_idle.value
+    else:
+        idle = value("idle_fraction", 0.0) * tdp
     cap = spec.power_cap_w
     limit = tdp if cap is None else min(tdp, float(cap))
     if kind == "cpu":
@@ -179,7 +186,14 @@ def power_model(spec: DeviceSpec) -> PowerModel:
     return PowerModel(spec.name, spec.kind, idle, min(memory, limit), limit, tdp, ratio)
 
 
-def type_power_model(type_name: str, cap_W: float | None = None) -> PowerModel:
+POWER_COEFFICIENTS = ("idle_fraction", "memory_activity", "dvfs_exponent")
+"""Coefficients a run may set (``cluster.power_coefficients``); for CPUs only
+``idle_fraction`` applies."""
+
+
+def type_power_model(
+    type_name: str, cap_W: float | None = None, overrides: tuple[tuple[str, float], ...] = ()
+) -> PowerModel:
     """The power model of a GPU type by name: a catalogue device's (:func:`power_model`),
     or for a type only the cluster domain's inventories name (``inventory_only`` of
     ``power.yaml``) the GPU defaults on its datasheet board power. KeyError if neither."""
@@ -191,12 +205,12 @@ def type_power_model(type_name: str, cap_W: float | None = None) -> PowerModel:
         spec = registry.device_types.get(type_name)
         if cap_W is not None and cap_W < spec.tdp_w:
             spec = replace(spec, power_cap_w=float(cap_W))
-        return power_model(spec)
+        return power_model(replace(spec, power_overrides=overrides))
     entry = power_table().inventory_only.get(type_name)
     if entry is None or "tdp_W" not in entry:
         raise KeyError(f"GPU type {type_name!r} has no power data (devices/power.yaml)")
     spec = DeviceSpec(type_name, type_name, "", "gpu", {"fp16": 1.0}, 0, 1.0,
-                      tdp_w=entry["tdp_W"].value,
+                      tdp_w=entry["tdp_W"].value, power_overrides=overrides,
                       power_cap_w=None if cap_W is None else float(cap_W))  # fmt: skip
     return power_model(spec)
 

@@ -141,3 +141,35 @@ def test_training_cap_lowers_throughput_and_power_together() -> None:
         device_spec("h100-96gb-hbm2e")
     ).memory_W * it * (1 - 1e-12)
     assert free["energy_per_token_J"] == pytest.approx(free["energy_per_step_J"] / (16 * 8192))
+
+
+def test_power_coefficients_of_a_run_override_the_catalogue() -> None:
+    base = _e01().summary_row
+    more = _e01(**{"cluster.power_coefficients": {"memory_activity": 0.35}}).summary_row
+    assert more["tpot_mean_s"] == base["tpot_mean_s"]  # timing does not move
+    assert more["energy_per_output_token_J"] > base["energy_per_output_token_J"]
+    spec = dataclasses.replace(device_spec("h100-sxm"), power_overrides=(("idle_fraction", 0.2),))
+    assert power_model(spec).idle_W == pytest.approx(140.0)  # overrides the own reading
+
+
+def test_bad_power_settings_are_one_line_errors(tmp_path: object) -> None:
+    from hetsim.simulator.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="power_coefficients"):
+        _e01(**{"cluster.power_coefficients": {"memory_activty": 0.3}})
+    with pytest.raises(ScenarioError, match="idle"):
+        _e01(**{"cluster.accelerator_power_cap_w": 50.0})
+
+
+def test_cluster_energy_is_the_idle_floor_plus_allocated_duty() -> None:
+    from hetsim.devices.power import cluster_duty_cycle
+
+    res = hetsim.run(ROOT / "scenarios" / "muri.yaml")  # 400 jobs, a few seconds
+    row = res.summary_row
+    pm = power_model(device_spec("v100"))
+    span = row["makespan_s"]
+    gpus = 64  # muri.yaml: 8 nodes x 8 V100
+    busy = row["utilisation"] * gpus * span  # allocated GPU-seconds
+    expect = pm.idle_W * gpus * span + cluster_duty_cycle() * (300.0 - pm.idle_W) * busy
+    assert row["energy_J"] == pytest.approx(expect, rel=1e-9)
+    assert row["energy_per_job_J"] == pytest.approx(expect / row["completed"], rel=1e-9)

@@ -9,6 +9,7 @@ import numpy as np
 from hetsim.devices.power import cluster_duty_cycle, type_power_model
 
 if TYPE_CHECKING:
+    from hetsim.devices.cluster import Cluster
     from hetsim.simulator.engine import Simulation
     from hetsim.workloads.cluster.estimates import Estimator
     from hetsim.workloads.cluster.jobs import JobTable
@@ -58,6 +59,7 @@ class ClusterOutcome(Protocol):
     the jobs, the pool and the per-job and per-allocation records kept during the run."""
 
     sim: Simulation
+    cluster: Cluster
     params: ClusterParams
     types: list[str]
     pool: GpuPool
@@ -141,9 +143,11 @@ def _energy(wl: ClusterOutcome, busy: np.ndarray, span: float, completed: int) -
     GPU idles, and an allocated GPU-second adds ``duty x (limit - idle)`` (devices/power.py
     ``cluster_duty_cycle``: the share of allocated time a kernel runs, at the power limit)."""
     duty = cluster_duty_cycle()
+    coefficients = wl.cluster.config.power_coefficients
+    over = tuple((k, float(v)) for k, v in coefficients.items())
     total, avg, peak = 0.0, {}, {}
     for t, name in enumerate(wl.types):
-        pm = type_power_model(name)
+        pm = type_power_model(name, overrides=over)
         gpus = float(wl.pool.total[t])
         e = pm.idle_W * gpus * span + duty * (pm.limit_W - pm.idle_W) * float(busy[t])
         total += e

@@ -607,7 +607,7 @@ class ServingWorkload(Workload):
         if not getattr(self, "_energy_booked", False):
             self._energy_booked = True
             for inst in self.instances:
-                n = len(inst.device_tracks)
+                n = len(inst.device_tracks)  # 0: never placed (it ran nothing)
                 for name in inst.device_tracks:
                     self.cluster.device(name).energy.add(inst.energy_J / n, inst.busy_s,
                                                          inst.peak_W)  # fmt: skip
