@@ -40,6 +40,8 @@ from typing import Literal
 
 import numpy as np
 
+from hetsim.simulator import diskcache
+
 LINE_BYTES = 64
 ARITY = 8  # counters per version block, MACs per MAC line, children per tree node (MEE)
 
@@ -275,6 +277,17 @@ def simulate_metadata(
 
 @lru_cache(maxsize=512)
 def _simulate(
+    pattern: AccessPattern, cache: MetadataCache, region_bytes: float | None, n: int
+) -> MetadataStats:
+    # a pure function of its arguments and of this file: kept between processes too
+    # (``simulator.diskcache``; a tensortee build simulates ~10^6 line accesses)
+    key = repr((pattern, cache, region_bytes, n))
+    return diskcache.cached(
+        "mee-metadata", key, lambda: _simulate_lines(pattern, cache, region_bytes, n), [__file__]
+    )
+
+
+def _simulate_lines(
     pattern: AccessPattern, cache: MetadataCache, region_bytes: float | None, n: int
 ) -> MetadataStats:
     region = float(region_bytes if region_bytes is not None else pattern.footprint_bytes)
