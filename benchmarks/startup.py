@@ -74,8 +74,9 @@ DOMAINS: dict[str, str] = {
 
 HEAVY = ("pandas", "scipy", "matplotlib", "networkx", "pyarrow")
 
-CHILD = """
+CHILD = f"""
 import json, resource, sys
+HEAVY = {HEAVY!r}
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -86,9 +87,9 @@ sc = hetsim.load_scenario(sys.argv[1])
 loaded = cpu()
 build(sc, Simulation(sc.seed))
 built = cpu()
-heavy = [m for m in %r if m in sys.modules]
-print(json.dumps({"load": loaded, "build": built - loaded, "heavy": heavy}))
-""" % (HEAVY,)
+heavy = [m for m in HEAVY if m in sys.modules]
+print(json.dumps(dict(load=loaded, build=built - loaded, heavy=heavy)))
+"""
 
 
 def child_env(code: Path, base: dict[str, str], cache_dir: str | None) -> dict[str, str]:
@@ -113,7 +114,9 @@ def cold(code: Path, scenario: str, env: dict[str, str], fresh_cache: bool) -> d
     return data
 
 
-def best_cold(code: Path, scenario: str, env: dict[str, str], repeat: int, fresh: bool) -> dict[str, Any]:
+def best_cold(
+    code: Path, scenario: str, env: dict[str, str], repeat: int, fresh: bool
+) -> dict[str, Any]:
     """Best of ``repeat`` cold runs (after one discarded run that writes bytecode)."""
     cold(code, scenario, env, fresh)
     runs = [cold(code, scenario, env, fresh) for _ in range(repeat)]
@@ -222,15 +225,19 @@ def main() -> None:
         "import hetsim": [sys.executable, "-c", "import hetsim"],
     }.items():
         runs = [timed(cmd, run_env) for _ in range(args.repeat + 1)][1:]
-        print(f"{name:<40} wall {min(r[0] for r in runs):.3f} s, CPU {min(r[1] for r in runs):.3f} s")
+        print(
+            f"{name:<40} wall {min(r[0] for r in runs):.3f} s, CPU {min(r[1] for r in runs):.3f} s"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [*cli, "run", "scenarios/quickstart.yaml", "--out", f"{tmp}/o", "-q", "--force"]
         runs = [timed(cmd, run_env) for _ in range(args.repeat + 1)][1:]
     print(f"{'hetsim run scenarios/quickstart.yaml':<40} wall {min(r[0] for r in runs):.3f} s, "
           f"CPU {min(r[1] for r in runs):.3f} s")  # fmt: skip
     n, per_point, fixed = sweep_overhead(args.sweep_requests, max(1, args.repeat // 2))
-    print(f"sweep of quickstart ({n} points, {args.sweep_requests} requests each, workers=1): "
-          f"{per_point:.3f} s CPU per point, of which {fixed:.3f} s point validation + build")
+    print(
+        f"sweep of quickstart ({n} points, {args.sweep_requests} requests each, workers=1): "
+        f"{per_point:.3f} s CPU per point, of which {fixed:.3f} s point validation + build"
+    )
     print("targets: fixed <= 0.5 s CPU per domain; quickstart run < 1 s wall")
     pyc.cleanup()
 

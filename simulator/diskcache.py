@@ -82,7 +82,7 @@ def cached(
         return compute()
     found = _read(path, text)
     if found is not None:
-        return found[0]  # type: ignore[no-any-return]
+        return found[0]
     value = compute()
     _write(path, text, value)
     return value
@@ -91,7 +91,7 @@ def cached(
 def _read(path: Path, text: str) -> tuple[Any] | None:
     try:
         stored_key, value = pickle.loads(path.read_bytes())
-    except Exception:  # noqa: BLE001 (missing, truncated, corrupt: compute instead)
+    except Exception:  # missing, truncated, corrupt: compute instead
         return None
     return (value,) if stored_key == text else None
 
@@ -102,5 +102,5 @@ def _write(path: Path, text: str, value: object) -> None:
     try:
         data = pickle.dumps((text, value), protocol=pickle.HIGHEST_PROTOCOL)
         atomic_write(path, lambda tmp: tmp.write_bytes(data))
-    except Exception:  # noqa: BLE001 (unwritable folder, full disk, unpicklable: skip)
+    except Exception:  # unwritable folder, full disk, unpicklable: skip
         return

@@ -105,8 +105,13 @@ def test_off_or_unwritable_falls_back_silently(
 ) -> None:
     monkeypatch.setenv("HETSIM_CACHE", "0")
     calls: list[int] = []
+
+    def compute() -> float:
+        calls.append(1)
+        return 4.0
+
     for _ in range(2):
-        assert diskcache.cached("t", "k", lambda: calls.append(1) or 4.0) == 4.0
+        assert diskcache.cached("t", "k", compute) == 4.0
     assert len(calls) == 2
     monkeypatch.delenv("HETSIM_CACHE")
     blocker = tmp_path / "a-file"
