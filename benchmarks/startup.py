@@ -41,6 +41,9 @@ previous main, best of 3; CPU s; ``load`` includes the interpreter and the impor
     collective     v64              0.337  0.000  0.338
     hetsim run scenarios/quickstart.yaml: 0.58-0.61 s wall
 
+After it, same conditions (load average 1.7): fixed 0.26-0.35 s for every domain; with
+an empty disk cache (``first``) 0.27-0.51 s; quickstart run 0.44 s wall.
+
 Run: ``.venv/bin/python benchmarks/startup.py [--repeat 5] [--baseline DIR]``.
 """
 
