@@ -85,7 +85,9 @@ class SustainedRatio:
 @functools.cache
 def sustained_table() -> dict[str, SustainedRatio]:
     """Every listed device's ratio; a bad entry is one error naming the file and field."""
-    raw = yaml.safe_load(KERNELS_YAML.read_text(encoding="utf-8")) or {}
+    # libyaml's parser when present (the same objects as safe_load, ~10x faster)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    raw = yaml.load(KERNELS_YAML.read_text(encoding="utf-8"), Loader=loader) or {}
     out: dict[str, SustainedRatio] = {}
     for device, entry in (raw.get(SECTION) or {}).items():
         where = f"kernels.yaml: {SECTION}.{device}"

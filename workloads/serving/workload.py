@@ -51,6 +51,7 @@ from hetsim.workloads.serving.subsim import SubSimGoodput
 from hetsim.workloads.serving.view import (
     DeploymentView,
     InstanceSpec,
+    LazyTuple,
     RouteView,
     SearchBudget,
 )
@@ -207,7 +208,7 @@ class ServingWorkload(Workload):
             p.mem_fraction, self.sizing, targets, p.price_preset, p.max_batch, p.overheads(),
             self.sizing_predicted,
         )  # fmt: skip
-        return {(c.view.gpu_type, c.view.tp): c for c in found}
+        return {(c.gpu_type, c.tp): c for c in found}
 
     def _simulate(
         self, unit: tuple[InstanceSpec, ...], estimate_rps: float, budget: SearchBudget
@@ -238,7 +239,7 @@ class ServingWorkload(Workload):
             rate, float(self.sizing.prompts.mean()), float(self.sizing.outputs.mean()),
             self.slo.ttft_s, self.slo.tpot_s,
             tuple((t, c) for t, (_, c, _) in self.gpu_types.items()),
-            tuple(c.view for c in self.configs.values()),
+            LazyTuple(lambda: tuple(c.view for c in self.configs.values())),
             simulate=self._simulate if p.sizing_estimator == "simulate" else None,
             estimator=p.sizing_estimator,
         )  # fmt: skip
