@@ -78,9 +78,15 @@ class NodeConfig(_Strict):
 class NetworkConfig(_Strict):
     """The scale-out fabric: every node's ``attach`` device links to one switch."""
 
-    type: str
-    attach: str = "cpu"
-    switch: str = "fabric"
+    type: str = Field(
+        description="Link type from the catalogue joining each node's attach device to the switch."
+    )
+    attach: str = Field(
+        "cpu",
+        description="Short device name on each node that links to the "
+        "switch (a node's network_attach overrides it).",
+    )
+    switch: str = Field("fabric", description="Name of the fabric switch every node attaches to.")
 
     _known_type = field_validator("type")(LinkConfig._known_type.__func__)  # type: ignore[attr-defined]
 
@@ -88,7 +94,11 @@ class NetworkConfig(_Strict):
 class ClusterConfig(_Strict):
     """The ``cluster:`` block of a scenario."""
 
-    nodes: list[NodeConfig] = Field(min_length=1)
+    nodes: list[NodeConfig] = Field(
+        min_length=1,
+        description="The machines of the cluster, each with its devices "
+        "and internal links; names must be unique.",
+    )
     network: NetworkConfig | None = None
 
     @field_validator("nodes")
