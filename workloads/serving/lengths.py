@@ -129,10 +129,16 @@ class PairFilter(Strict):
     ``min_*`` and ``max_prompt`` bound each length, ``max_total`` their sum (vLLM's and
     SGLang's ShareGPT samplers: 4, 4, 1024 and 2048)."""
 
-    min_prompt: PositiveInt = 1
-    min_output: PositiveInt = 1
-    max_prompt: PositiveInt | None = Field(None, le=MAX_TOKENS)
-    max_total: PositiveInt | None = Field(None, le=2 * MAX_TOKENS)
+    min_prompt: PositiveInt = Field(1, description="Shortest prompt kept, in tokens.")
+    min_output: PositiveInt = Field(1, description="Shortest output kept, in tokens.")
+    max_prompt: PositiveInt | None = Field(
+        None, le=MAX_TOKENS, description="Longest prompt kept, in tokens (null: no bound)."
+    )
+    max_total: PositiveInt | None = Field(
+        None,
+        le=2 * MAX_TOKENS,
+        description="Largest prompt + output kept, in tokens (null: no bound).",
+    )
 
     def keep(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
         """Mask of the pairs kept."""
@@ -173,10 +179,21 @@ class SyntheticLengths(Strict):
         description="a shipped YAML file (pkg:serving/...) whose synthetic: block "
         "gives the laws (keys written here replace the file's)",
     )
-    prompt: LengthLaw | None = None
-    output: LengthLaw | None = None
-    total: LengthLaw | None = None
-    prefill_decode_ratio: PositiveFloat | None = Field(None, le=1e6)
+    prompt: LengthLaw | None = Field(
+        None, description="Law of prompt lengths in tokens (with output; not with total)."
+    )
+    output: LengthLaw | None = Field(
+        None, description="Law of output lengths in tokens (with prompt; not with total)."
+    )
+    total: LengthLaw | None = Field(
+        None, description="Law of prompt + output lengths in tokens, split by prefill_decode_ratio."
+    )
+    prefill_decode_ratio: PositiveFloat | None = Field(
+        None,
+        le=1e6,
+        description="Prefill tokens per decode token when lengths come from "
+        "total: decode = ceil(total / (1 + ratio)).",
+    )
     filter: PairFilter | None = None
 
     @model_validator(mode="before")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.simulator.boundary import MAX_FIELD_CHARS, json_value
 from hetsim.simulator.errors import TraceError
@@ -49,8 +49,15 @@ class Strict(BaseModel):
 class TraceConfig(Strict):
     """A request trace file (relative paths resolve against the scenario's folder)."""
 
-    format: Literal["azure", "mooncake", "servegen"]
-    path: str
+    format: Literal["azure", "mooncake", "servegen"] = Field(
+        description="Trace format: azure (Azure LLM inference CSV), mooncake "
+        "(JSON lines, timestamps in ms) or servegen (per-client "
+        "rates per window; lengths from lengths_path)."
+    )
+    path: str = Field(
+        description="Trace file (relative paths resolve against the "
+        "scenario's folder; pkg: names a shipped file)."
+    )
     lengths_path: str | None = None  # servegen: the token_pdf file
     window_s: PositiveSeconds | None = None  # servegen: simulated seconds per window
     start_s: Seconds = 0.0  # servegen: skip windows starting before this
