@@ -85,11 +85,24 @@ class FailStopModel(_Strict):
     """Fail-stop faults: the Llama 3 table scaled by ``rate_scale``, explicit rates, a trace,
     or none."""
 
-    kind: Literal["llama3", "rates", "trace", "none"] = "llama3"
-    rate_scale: PositiveFloat = 1.0
-    rates_per_gpu_day: dict[str, float] = Field(default_factory=dict)
+    kind: Literal["llama3", "rates", "trace", "none"] = Field(
+        "llama3",
+        description="Source of fail-stop faults: the Llama 3 table (scaled by "
+        "rate_scale), explicit rates_per_gpu_day, a fault trace, or none.",
+    )
+    rate_scale: PositiveFloat = Field(
+        1.0, description="Multiplier of the per-GPU-day rates (kinds llama3 and rates)."
+    )
+    rates_per_gpu_day: dict[str, float] = Field(
+        default_factory=dict, description="Fail-stop rate per GPU-day by cause (kind rates)."
+    )
     path: str | None = Field(default=None, description="InfiniteHBD-style fault_trace.json")
-    trace_gpus_per_node: int = Field(default=8, ge=1)
+    trace_gpus_per_node: int = Field(
+        default=8,
+        ge=1,
+        description="GPUs per node when a trace's node-level faults "
+        "are mapped to ranks (kind trace).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FailStopModel:

@@ -64,20 +64,40 @@ from hetsim.workloads.observability.view import (
 class FaultJobParams(WorkloadParams):
     """The ``workload:`` block of a fault-tolerance scenario."""
 
-    kind: Literal["observability-faults"] = "observability-faults"
-    gpus: int = Field(default=10_000, ge=1, le=MAX_DEVICES)
-    duration_days: PositiveDays = 30.0
-    gpu: str | None = None
+    kind: Literal["observability-faults"] = Field(
+        "observability-faults", description="Workload kind (observability-faults)."
+    )
+    gpus: int = Field(
+        default=10_000,
+        ge=1,
+        le=MAX_DEVICES,
+        description="GPUs (data-parallel ranks) of the training "
+        "job, each exposed to the fault rates.",
+    )
+    duration_days: PositiveDays = Field(
+        30.0, description="Length of the job, in days of simulated time."
+    )
+    gpu: str | None = Field(
+        None,
+        description="Cluster device whose cost prices an iteration (null: the first GPU or NPU).",
+    )
     model: TrainingModel = TrainingModel(params=70e9, tokens_per_rank=8192)
     comm: CommConfig = CommConfig(fabric="h100-ib-ndr-multinode")
     fail_stop: FailStopModel = FailStopModel()
-    fail_slow: dict[str, FailSlowKind] = Field(default_factory=dict)
+    fail_slow: dict[str, FailSlowKind] = Field(
+        default_factory=dict,
+        description="Fail-slow faults to inject, by kind (rate per GPU-day, slowdown, duration).",
+    )
     checkpoint_s: PositiveSeconds = 120.0  # write one checkpoint (reconstruction)
     restart_s: PositiveSeconds = 600.0  # reschedule, reload, warm up (reconstruction)
     watchdog_s: PositiveSeconds = 600.0  # collective timeout catching undetected faults
     replace_s: PositiveSeconds = 300.0  # evict a rank and bring in a spare
     manual_detect_s: PositiveSeconds = 86_400.0  # operators find a missed straggler (reconstr.)
-    gpus_per_node: PositiveInt = 8
+    gpus_per_node: PositiveInt = Field(
+        8,
+        description="GPUs per node of the job; read by no computation at present (node grouping "
+        "comes from probe.gpus_per_node and fail_stop.trace_gpus_per_node).",
+    )
     noise: NoiseModel = NoiseModel()  # telemetry noise (a telemetry detector's probe)
     probe: ProbeParams = ProbeParams()  # the probe a telemetry detector runs on
 
