@@ -60,10 +60,19 @@ class Variability(BaseModel):
     """Eager-mode sequence changes, drawn every ``every_iters`` iterations (0: never)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    every_iters: NonNegativeInt = 0
+    every_iters: NonNegativeInt = Field(
+        0,
+        description="Iterations between draws of a new op sequence "
+        "(0: the sequence never changes).",
+    )
     seq_lens: list[PositiveInt] = Field(default_factory=list, description="drawn uniformly")
     branch_ops: NonNegativeInt = Field(default=0, description="ops per layer of an optional branch")
-    branch_prob: float = Field(default=0.5, ge=0, le=1)
+    branch_prob: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Chance that a drawn sequence includes the optional branch's ops.",
+    )
     moe_ops_max: NonNegativeInt = Field(default=0, description="routing ops per layer, 0..max")
     ffn_tokens: list[PositiveFloat] = Field(
         default_factory=list,
@@ -75,12 +84,16 @@ class Variability(BaseModel):
 class TrainingParams(WorkloadParams):
     """The ``workload:`` block of a single-accelerator training-memory scenario."""
 
-    kind: Literal["training"] = "training"
+    kind: Literal["training"] = Field("training", description="Workload kind (training).")
     model: TransformerSpec = Field(default_factory=lambda: TransformerSpec())
     size_x_hbm: float | None = Field(None, gt=0, description="set layers to this footprint/HBM")
-    iterations: PositiveInt = 20
-    dtype: Literal["bf16", "fp16"] = "bf16"
-    device: str | None = None
+    iterations: PositiveInt = Field(20, description="Training iterations run.")
+    dtype: Literal["bf16", "fp16"] = Field(
+        "bf16", description="Number format of parameters, activations and compute."
+    )
+    device: str | None = Field(
+        None, description="Cluster device the model trains on (null: the first GPU or NPU)."
+    )
     cost_model: Literal["kernel", "roofline"] = Field(
         "kernel",
         description="kernel: each op priced by its kernel class (GEMM shape, flash attention, "
@@ -103,7 +116,10 @@ class TrainingParams(WorkloadParams):
     dispatch_scale: NonNegativeFloat = Field(
         1.0, description="scales the ATen dispatches per op (ops.DISPATCHES, reconstruction)"
     )
-    timeline_iterations: list[NonNegativeInt] = Field(default_factory=list)
+    timeline_iterations: list[NonNegativeInt] = Field(
+        default_factory=list,
+        description="Iterations whose every op is written to the op timeline table.",
+    )
     oom_fallback: OomFallback = Field(
         default_factory=lambda: OomFallback(),
         description="the runtime's forced swap when an allocation does not fit and the plan "
