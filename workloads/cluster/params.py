@@ -170,9 +170,17 @@ Jobs = Annotated[
 class SpeedTable(_Strict):
     """Per-model, per-GPU-type throughput (Gavel's measured isolated steps/s, MIT)."""
 
-    path: str = Field(shipped("cluster/gavel_throughputs_sf1.csv"))
+    path: str = Field(
+        shipped("cluster/gavel_throughputs_sf1.csv"),
+        description="CSV of isolated throughput per model and GPU type "
+        "(default: Gavel's measured table, shipped).",
+    )
     reference_type: str = Field("v100", description="type the jobs' stage times refer to")
-    model_map: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODEL_MAP))
+    model_map: dict[str, str] = Field(
+        default_factory=lambda: dict(DEFAULT_MODEL_MAP),
+        description="Job model name -> the table's model name; jobs of models "
+        "not listed run at the same speed on every type.",
+    )
     type_speeds: dict[str, PositiveFloat] = Field(
         default_factory=dict,
         description="GPU types absent from the table -> speed relative to the reference "
@@ -191,8 +199,16 @@ class Deadlines(_Strict):
     """D = submit + lambda x solo duration on the reference type, lambda ~ U[low, high]."""
 
     fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of jobs with a deadline")
-    factor_low: PositiveFloat = 0.5
-    factor_high: PositiveFloat = 1.5
+    factor_low: PositiveFloat = Field(
+        0.5,
+        description="Lower bound of lambda, the deadline over the job's "
+        "solo duration on the reference type.",
+    )
+    factor_high: PositiveFloat = Field(
+        1.5,
+        description="Upper bound of lambda, the deadline over the job's "
+        "solo duration on the reference type.",
+    )
 
 
 class Execution(_Strict):
@@ -288,7 +304,10 @@ class Contention(_Strict):
     """Node contention between groups sharing a node (off by default). Mean-field rule in
     workloads/cluster/contention.py; every demand constant below is exposed."""
 
-    enabled: bool = False
+    enabled: bool = Field(
+        False,
+        description="Model CPU, storage and network contention between groups sharing a node.",
+    )
     cpu_cores_per_gpu: NonNegativeFloat = Field(
         11.5,
         description="cores a job uses per GPU during its data stage. ASSUMPTION: Muri's "
@@ -367,13 +386,23 @@ class Estimates(_Strict):
 class ClusterParams(WorkloadParams):
     """The ``workload:`` block of a cluster-scheduling scenario."""
 
-    kind: Literal["cluster"] = "cluster"
-    inventory: list[NodeGroup] | AlibabaInventory
-    jobs: Jobs
+    kind: Literal["cluster"] = Field("cluster", description="Workload kind (cluster).")
+    inventory: list[NodeGroup] | AlibabaInventory = Field(
+        description="The GPU nodes: groups of identical nodes, or "
+        "the Alibaba 2023 trace's node list."
+    )
+    jobs: Jobs = Field(
+        description="The job stream: synthetic, or a trace (Muri, "
+        "Alibaba, Philly, Helios), by kind."
+    )
     speeds: SpeedTable = Field(default_factory=lambda: SpeedTable.model_validate({}))
     deadlines: Deadlines = Field(default_factory=lambda: Deadlines.model_validate({}))
     execution: Execution = Field(default_factory=lambda: Execution.model_validate({}))
     contention: Contention = Field(default_factory=lambda: Contention.model_validate({}))
     estimates: Estimates = Field(default_factory=lambda: Estimates.model_validate({}))
-    stage_profiles_path: str = Field(shipped("cluster/muri_stage_profiles.csv"))
+    stage_profiles_path: str = Field(
+        shipped("cluster/muri_stage_profiles.csv"),
+        description="CSV of per-iteration data, GPU and network seconds per "
+        "(model, GPUs) from Muri's traces (shipped).",
+    )
     utilisation_bins: PositiveInt = Field(50, description="time bins of the utilisation table")
