@@ -26,8 +26,16 @@ class FixedParams(BaseModel):
     ``one_group`` (then all share group 0)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    instances: list[FixedEntry] = Field(min_length=1)
-    one_group: bool = False
+    instances: list[FixedEntry] = Field(
+        min_length=1,
+        description="The instances in order: role, GPU type, TP "
+        "degree, count and optional routing group.",
+    )
+    one_group: bool = Field(
+        False,
+        description="Put every instance in routing group 0 (false: each instance "
+        "is its own group unless its entry names one).",
+    )
 
 
 @policies.register("serving.deployment", "fixed")
