@@ -82,11 +82,13 @@ class NetworkConfig(_Strict):
         description="Link type from the catalogue joining each node's attach device to the switch."
     )
     attach: str = Field(
-        "cpu",
+        default="cpu",
         description="Short device name on each node that links to the "
         "switch (a node's network_attach overrides it).",
     )
-    switch: str = Field("fabric", description="Name of the fabric switch every node attaches to.")
+    switch: str = Field(
+        default="fabric", description="Name of the fabric switch every node attaches to."
+    )
 
     _known_type = field_validator("type")(LinkConfig._known_type.__func__)  # type: ignore[attr-defined]
 

@@ -28,12 +28,12 @@ class OutputsConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     format: Literal["csv", "parquet"] = Field(
-        "csv",
+        default="csv",
         description="File format of the result tables written with "
         "--out (CLI --format overrides it).",
     )
     spans: bool = Field(
-        True,
+        default=True,
         description="Record per-operation spans (the spans table and "
         "trace); false saves memory on long runs.",
     )
@@ -47,15 +47,16 @@ class ScenarioModel(BaseModel):
         description="Scenario name, written into every summary row (column scenario)."
     )
     description: str = Field(
-        "",
+        default="",
         description="Free text saying what the scenario shows (its first "
         "line is shown by hetsim list scenarios).",
     )
     seed: NonNegativeInt = Field(
-        0, description="Seed of the run's random streams; the same seed gives the same results."
+        default=0,
+        description="Seed of the run's random streams; the same seed gives the same results.",
     )
     until_s: PositiveSeconds | None = Field(
-        None,
+        default=None,
         description="Simulated time in seconds at which the run stops even if the "
         "workload has not finished; null runs to completion.",
     )

@@ -14,7 +14,7 @@ class SrtfParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     gpu_time: bool = Field(
-        True,
+        default=True,
         description="Sort by remaining time x GPUs (SRSF, Muri-S's key); "
         "false: by remaining solo time (SRTF).",
     )

@@ -21,10 +21,11 @@ class HoltWintersParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     season_s: PositiveSeconds = Field(
-        86400.0, description="Length of the season, in seconds (a day)."
+        default=86400.0, description="Length of the season, in seconds (a day)."
     )
     bucket_s: PositiveSeconds = Field(
-        300.0, description="Seconds of control steps averaged into one bucket before smoothing."
+        default=300.0,
+        description="Seconds of control steps averaged into one bucket before smoothing.",
     )
     alpha: float = Field(default=0.3, gt=0.0, le=1.0, description="level weight")
     beta: float = Field(default=0.01, ge=0.0, le=1.0, description="trend weight")

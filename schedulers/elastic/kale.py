@@ -43,37 +43,38 @@ class KaleParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     sync_period_s: PositiveSeconds = Field(
-        60.0, description="Seconds between scaling decisions (reconstruction)."
+        default=60.0, description="Seconds between scaling decisions (reconstruction)."
     )
     horizon_s: PositiveSeconds = Field(
-        900.0,
+        default=900.0,
         description="Forecast horizon H whose peak rate is provisioned for, in seconds (at "
         "least the scale-up latency plus one sync; reconstruction).",
     )
     margin: NonNegativeFloat = Field(
-        0.1,
+        default=0.1,
         description="Headroom over the forecast peak rate: need = peak x (1 + "
         "margin) + backlog / drain_s (reconstruction).",
     )
     drain_s: PositiveSeconds = Field(
-        600.0,
+        default=600.0,
         description="Seconds in which the current backlog should be drained (reconstruction).",
     )
     min_step: PositiveInt = Field(
-        1, description="Smallest replica change acted on (reconstruction)."
+        default=1, description="Smallest replica change acted on (reconstruction)."
     )
     tolerance: NonNegativeFloat = Field(
-        0.1,
+        default=0.1,
         description="A scale-down needs at least this share of the "
         "current replicas to drop (reconstruction).",
     )
     persistence: PositiveInt = Field(
-        5,
+        default=5,
         description="Consecutive decisions a scale-down must hold "
         "before it happens (reconstruction).",
     )
     cooldown_s: Seconds = Field(
-        1800.0, description="Seconds after the last change before a scale-down (reconstruction)."
+        default=1800.0,
+        description="Seconds after the last change before a scale-down (reconstruction).",
     )
     fit_window: PositiveInt = Field(default=120, description="observations kept for rho")
 

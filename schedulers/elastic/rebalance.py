@@ -19,12 +19,13 @@ class RebalanceParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     granularity: Literal["sample", "partition"] = Field(
-        "sample",
+        default="sample",
         description="Reshuffle single samples (an even split over "
         "workers) or whole partitions (LPT placement).",
     )
     shuffle_s: Seconds = Field(
-        5.0, description="Extra downtime of each rescale to move data, in seconds (assumption)."
+        default=5.0,
+        description="Extra downtime of each rescale to move data, in seconds (assumption).",
     )
 
 

@@ -15,9 +15,9 @@ class SeasonalNaiveParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     season_s: PositiveSeconds = Field(
-        86400.0, description="Length of the season, in seconds (a day)."
+        default=86400.0, description="Length of the season, in seconds (a day)."
     )
-    seasons: PositiveInt = Field(1, description="Past seasons averaged for the forecast.")
+    seasons: PositiveInt = Field(default=1, description="Past seasons averaged for the forecast.")
 
 
 @policies.register("elastic.forecaster", "seasonal-naive")

@@ -15,10 +15,11 @@ class StaticParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     replicas: PositiveInt | None = Field(
-        None, description="The fixed replica count (null: keep the workload's initial_replicas)."
+        default=None,
+        description="The fixed replica count (null: keep the workload's initial_replicas).",
     )
     sync_period_s: PositiveSeconds = Field(
-        3600.0, description="Seconds between (unchanging) decisions."
+        default=3600.0, description="Seconds between (unchanging) decisions."
     )
 
 

@@ -32,12 +32,12 @@ class AdapMoEGatingParams(BaseModel):
         "(public default 0.005; the MMLU sweep uses 0-0.013).",
     )
     sensitivity: list[float] | None = Field(
-        None,
+        default=None,
         description="Sensitivity F_l per MoE layer, overriding the "
         "model's profile (null: the model's).",
     )
     decode_only: bool = Field(
-        True,
+        default=True,
         description="Apply the adaptive rule in decode only (as the "
         "paper); prefill keeps the plain top-k.",
     )

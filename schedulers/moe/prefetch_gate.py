@@ -40,7 +40,7 @@ class GatePrefetchParams(BaseModel):
         ge=0,
         description="Most probable predicted experts considered per layer (0: the model's top-k).",
     )
-    decode_only: bool = Field(True, description="Prefetch in decode steps only.")
+    decode_only: bool = Field(default=True, description="Prefetch in decode steps only.")
 
 
 @policies.register("moe.prefetch", "gate")

@@ -72,12 +72,12 @@ class ImpactPrefetchParams(BaseModel):
         0.0, ge=0, description="Smallest simulated makespan reduction, in seconds, worth a copy."
     )
     decode_only: bool = Field(
-        True,
+        default=True,
         description="Prefetch in decode steps only (in prefill the "
         "copy engine is busy with demand loads).",
     )
     pcie_contention: bool = Field(
-        True,
+        default=True,
         description="Charge a copy that overruns the layer's barrier the delay it "
         "causes the next layer's demand copies (reconstruction).",
     )

@@ -52,7 +52,7 @@ class KaiopsTelemetryParams(BaseModel):
         "exponentially weighted history (reconstruction).",
     )
     warmup_windows: PositiveInt = Field(
-        1, description="Windows of history a rank needs before it is scored."
+        default=1, description="Windows of history a rank needs before it is scored."
     )
     z: float = Field(
         default=6.0,
@@ -62,7 +62,7 @@ class KaiopsTelemetryParams(BaseModel):
     )
     min_scale: float = Field(default=0.01, gt=0, description="floor of the robust scale (log)")
     persistence: PositiveInt = Field(
-        1, description="Consecutive anomalous windows before a rank is reported."
+        default=1, description="Consecutive anomalous windows before a rank is reported."
     )
     max_findings: int = Field(
         default=16, ge=1, description="Most ranks reported per window, highest score first."

@@ -67,7 +67,7 @@ class KairParams(BaseModel):
         description="Significance level of each rank's one-sided KS test (reconstruction).",
     )
     bonferroni: bool = Field(
-        True,
+        default=True,
         description="Divide alpha by the number of ranks tested "
         "per window (Bonferroni correction).",
     )

@@ -21,7 +21,7 @@ class YoungDalyParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     formula: Literal["young", "daly"] = Field(
-        "daly",
+        default="daly",
         description="Optimum interval formula: Young's sqrt(2 C M) "
         "or Daly's higher-order refinement.",
     )

@@ -42,12 +42,12 @@ class FixedParams(BaseModel):
         "host memory, or on disk per kv_disk).",
     )
     attention_on_cpu: bool = Field(
-        False,
+        default=False,
         description="Attention over host-resident KV runs on the CPU (FlexGen's CPU "
         "delegation, llama.cpp -nkvo) instead of copying the KV to the GPU.",
     )
     overlap: bool = Field(
-        True,
+        default=True,
         description="Copy the next layer's weights while this layer computes (double "
         "buffering); false: copy, then compute (accelerate-style).",
     )
@@ -58,7 +58,7 @@ class FixedParams(BaseModel):
         "layer by layer in zig-zag order; at most the batch.",
     )
     pinned: bool = Field(
-        True,
+        default=True,
         description="Host buffers pinned (DMA at link rate); false: pageable, "
         "staged through a pinned bounce buffer by a CPU memcpy.",
     )

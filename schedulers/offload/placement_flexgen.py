@@ -38,7 +38,7 @@ class FlexGenParams(BaseModel):
         description="Largest number of micro-batches per block searched (divisors of the batch).",
     )
     allow_disk: bool = Field(
-        True, description="Let weights (and, with a disk tier, KV) go to disk."
+        default=True, description="Let weights (and, with a disk tier, KV) go to disk."
     )
 
 

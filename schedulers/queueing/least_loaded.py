@@ -15,7 +15,7 @@ class LeastLoadedParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     count_service: bool = Field(
-        True,
+        default=True,
         description="Add this request's own service time on each server, so a fast idle "
         "device beats a slow idle one; false: committed backlog only.",
     )

@@ -14,9 +14,9 @@ class OrcaBatchParams(BaseModel):
     """``max_batch_size``: sequences per iteration; ``max_tokens``: tokens per iteration."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    max_batch_size: PositiveInt = Field(256, description="Most sequences per iteration.")
+    max_batch_size: PositiveInt = Field(default=256, description="Most sequences per iteration.")
     max_tokens: PositiveInt = Field(
-        8192,
+        default=8192,
         description="Most tokens per iteration (running decodes count "
         "one each; whole prompts fill the rest).",
     )

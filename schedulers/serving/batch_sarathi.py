@@ -16,12 +16,12 @@ class SarathiBatchParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     token_budget: PositiveInt = Field(
-        512,
+        default=512,
         description="Tokens per iteration: all running decodes, then prefill chunks up to it "
         "(Sarathi-Serve: 512 under strict TBT SLOs, 2048 relaxed).",
     )
     max_num_seqs: PositiveInt = Field(
-        256, description="Most sequences per iteration (vLLM's default 256)."
+        default=256, description="Most sequences per iteration (vLLM's default 256)."
     )
 
 

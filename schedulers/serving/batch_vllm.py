@@ -16,10 +16,10 @@ class VllmBatchParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     max_num_seqs: PositiveInt = Field(
-        256, description="Most sequences per iteration (vLLM v0 default 256)."
+        default=256, description="Most sequences per iteration (vLLM v0 default 256)."
     )
     max_num_batched_tokens: PositiveInt = Field(
-        8192,
+        default=8192,
         description="Most prompt tokens in one prefill iteration (vLLM v0 "
         "default 8192 for an 8k-context model).",
     )

@@ -28,15 +28,15 @@ class CauchyParams(BaseModel):
         "per GPU combo (not published: exposed).",
     )
     top_m: PositiveInt = Field(
-        12,
+        default=12,
         description="Combos kept by Tokens/USD before the integer "
         "program (not published: exposed).",
     )
     headroom: NonNegativeFloat = Field(
-        0.0, description="Provision for target rate x (1 + headroom)."
+        default=0.0, description="Provision for target rate x (1 + headroom)."
     )
     tokens: Literal["output", "total"] = Field(
-        "output",
+        default="output",
         description="Tokens a Tokens/USD figure counts: output only, or prompt plus output.",
     )
 

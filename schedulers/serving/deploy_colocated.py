@@ -20,16 +20,16 @@ class ColocatedParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     gpu_type: str | None = Field(
-        None, description="Fix the GPU type (null: search every type of the cluster)."
+        default=None, description="Fix the GPU type (null: search every type of the cluster)."
     )
     tp: PositiveInt | None = Field(
-        None, description="Fix the tensor-parallel degree (null: search every degree)."
+        default=None, description="Fix the tensor-parallel degree (null: search every degree)."
     )
     headroom: NonNegativeFloat = Field(
-        0.0, description="Provision for target rate x (1 + headroom)."
+        default=0.0, description="Provision for target rate x (1 + headroom)."
     )
     shortlist: PositiveInt = Field(
-        3,
+        default=3,
         description="Under sizing_estimator simulate: configs (best predicted goodput "
         "per dollar) bisected on sub-simulations and sized from.",
     )

@@ -40,23 +40,23 @@ class DistServeParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     gpu_type: str | None = Field(
-        None, description="Fix the GPU type (null: every type, compared per dollar)."
+        default=None, description="Fix the GPU type (null: every type, compared per dollar)."
     )
     headroom: NonNegativeFloat = Field(
-        0.0, description="Provision for target rate x (1 + headroom)."
+        default=0.0, description="Provision for target rate x (1 + headroom)."
     )
     search: Literal["simulate", "estimate"] | None = Field(
-        None,
+        default=None,
         description="Goodput search: null follows workload.sizing_estimator; simulate "
         "(bisect on sub-simulations) or estimate must agree with it.",
     )
     shortlist: PositiveInt = Field(
-        2,
+        default=2,
         description="Configs simulated per phase and GPU type, the "
         "best by predicted per-GPU goodput.",
     )
     type_shortlist: PositiveInt = Field(
-        2, description="GPU types simulated: those with the cheapest predicted deployments."
+        default=2, description="GPU types simulated: those with the cheapest predicted deployments."
     )
     partner_margin: float = Field(
         3.0,
@@ -65,16 +65,16 @@ class DistServeParams(BaseModel):
         "times its predicted goodput, so that they do not limit it.",
     )
     num_requests: PositiveInt = Field(
-        300,
+        default=300,
         description="Fewest requests per bisection run: a run has "
         "max(num_requests, rate x duration_s) requests.",
     )
     duration_s: PositiveSeconds = Field(
-        60.0,
+        default=60.0,
         description="Seconds of arrivals per bisection run (60 s: 20 s runs from "
         "an empty system overstated goodput, see above).",
     )
-    steps: PositiveInt = Field(5, description="Bisection steps per config.")
+    steps: PositiveInt = Field(default=5, description="Bisection steps per config.")
     attainment: float = Field(
         0.9,
         gt=0.0,

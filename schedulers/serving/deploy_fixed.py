@@ -32,7 +32,7 @@ class FixedParams(BaseModel):
         "degree, count and optional routing group.",
     )
     one_group: bool = Field(
-        False,
+        default=False,
         description="Put every instance in routing group 0 (false: each instance "
         "is its own group unless its entry names one).",
     )

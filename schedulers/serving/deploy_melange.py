@@ -23,18 +23,18 @@ class MelangeParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     slice_factor: PositiveInt = Field(
-        4,
+        default=4,
         description="Slices per size bucket, each assigned wholly to "
         "one GPU config (Melange's slice_factor).",
     )
     headroom: NonNegativeFloat = Field(
-        0.0, description="Provision for target rate x (1 + headroom)."
+        default=0.0, description="Provision for target rate x (1 + headroom)."
     )
     gpu_types: list[str] | None = Field(
-        None, description="Candidate GPU types (null: every type of the cluster)."
+        default=None, description="Candidate GPU types (null: every type of the cluster)."
     )
     shortlist: PositiveInt | None = Field(
-        None,
+        default=None,
         description="Under sizing_estimator simulate: configs (best predicted goodput per "
         "dollar) profiled by simulate-and-bisect (null: every candidate).",
     )

@@ -23,21 +23,21 @@ class SplitwiseParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     prefill_type: str = Field(
-        "h100-sxm", description="GPU type of the prompt pool (Splitwise-HA: H100)."
+        default="h100-sxm", description="GPU type of the prompt pool (Splitwise-HA: H100)."
     )
     decode_type: str = Field(
-        "a100-80gb", description="GPU type of the token pool (Splitwise-HA: A100)."
+        default="a100-80gb", description="GPU type of the token pool (Splitwise-HA: A100)."
     )
     headroom: NonNegativeFloat = Field(
-        0.0, description="Provision for target rate x (1 + headroom)."
+        default=0.0, description="Provision for target rate x (1 + headroom)."
     )
     kv_transfer: Literal["layerwise", "after-prefill"] = Field(
-        "layerwise",
+        default="layerwise",
         description="KV hand-off: layerwise (each layer's KV sent as computed, "
         "Splitwise's) or after-prefill (the whole KV after the prompt phase).",
     )
     shortlist: PositiveInt = Field(
-        2,
+        default=2,
         description="Under sizing_estimator simulate: configs per phase (best "
         "predicted goodput per dollar) bisected on sub-simulations.",
     )

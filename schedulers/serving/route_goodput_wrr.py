@@ -16,7 +16,7 @@ class GoodputWrrParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     fallback: bool = Field(
-        True,
+        default=True,
         description="On a decode hand-off, leave the combo when none of its decode "
         "instances has free KV for the prompt (work-conserving).",
     )

@@ -23,7 +23,7 @@ class PrefixAffinityParams(BaseModel):
         "below it, route to the least loaded instance.",
     )
     max_imbalance: NonNegativeInt = Field(
-        8,
+        default=8,
         description="Most extra outstanding requests, over the least loaded candidate, "
         "an instance may have and still be chosen for its cache.",
     )

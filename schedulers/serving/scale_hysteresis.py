@@ -26,17 +26,17 @@ class HysteresisParams(ThresholdParams):
     ``drain_rule`` (which active unit a scale-in drains)."""
 
     hold_out_s: Seconds = Field(
-        60.0,
+        default=60.0,
         description="Seconds the utilisation must stay above upper at every "
         "check before a scale-out (reconstruction).",
     )
     hold_in_s: Seconds = Field(
-        300.0,
+        default=300.0,
         description="Seconds the utilisation must stay below lower at every "
         "check before a scale-in (reconstruction).",
     )
     drain_rule: Literal["least-efficient", "most-saving"] = Field(
-        "least-efficient",
+        default="least-efficient",
         description="Unit a scale-in drains: least-efficient (lowest estimated "
         "goodput per dollar) or most-saving (highest $/h).",
     )

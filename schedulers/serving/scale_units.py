@@ -30,22 +30,22 @@ class ThresholdParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     period_s: PositiveSeconds = Field(
-        30.0, description="Seconds between scaling decisions (Cauchy's delta: 30-60 s)."
+        default=30.0, description="Seconds between scaling decisions (Cauchy's delta: 30-60 s)."
     )
     window_s: PositiveSeconds = Field(
-        60.0, description="Seconds of arrivals over which the measured rate is taken."
+        default=60.0, description="Seconds of arrivals over which the measured rate is taken."
     )
     upper: PositiveFloat = Field(
-        0.9,
+        default=0.9,
         description="Utilisation (measured rate / summed goodput "
         "estimates) above which a unit is added.",
     )
     lower: NonNegativeFloat = Field(
-        0.5,
+        default=0.5,
         description="Utilisation below which a unit is drained (if "
         "the rest keeps it at or below upper).",
     )
-    min_units: PositiveInt = Field(1, description="Active units never drained below.")
+    min_units: PositiveInt = Field(default=1, description="Active units never drained below.")
     pd_ratios: list[tuple[PositiveInt, PositiveInt]] = Field(
         default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)],
         description="Prefill:decode instance ratios of the combos a "

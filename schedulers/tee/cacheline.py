@@ -21,14 +21,15 @@ class CachelineParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     cpu_enclave: Preset = Field(
-        "sgx-mee", description="Enclave preset of the CPU side's streams (SGX/MEE-like by default)."
+        default="sgx-mee",
+        description="Enclave preset of the CPU side's streams (SGX/MEE-like by default).",
     )
     accel_enclave: Preset = Field(
-        "tnpu-like",
+        default="tnpu-like",
         description="Enclave preset of the accelerator side's streams (TNPU/MGX-like by default).",
     )
     verify: Verify = Field(
-        "sync",
+        default="sync",
         description="Accelerator integrity verification: sync (a "
         "stall per tile), delayed, or none.",
     )

@@ -22,7 +22,7 @@ class H100CCParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     cpu_enclave: Preset | None = Field(
-        "tdx",
+        default="tdx",
         description="CPU TEE preset around the driver (tdx; null: "
         "SEV-like integrity by ownership checks only).",
     )

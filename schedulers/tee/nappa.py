@@ -59,7 +59,7 @@ class NappaParams(BaseModel):
         "made on demand, on the critical chain).",
     )
     decompose: bool = Field(
-        True,
+        default=True,
         description="Allow vector decomposition of an op across "
         "every NNA (needs two or more NNAs).",
     )

@@ -23,12 +23,12 @@ class TensorTEEParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     fallback_cpu: Preset = Field(
-        "sgx-mee",
+        default="sgx-mee",
         description="Enclave preset of the CPU side's non-tensor "
         "streams and undetected tensor parts.",
     )
     fallback_accel: Preset = Field(
-        "tnpu-like",
+        default="tnpu-like",
         description="Enclave preset of the accelerator side's "
         "non-tensor streams and undetected tensor parts.",
     )

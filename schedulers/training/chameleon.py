@@ -40,12 +40,13 @@ class ChameleonParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     warmup_step: PositiveInt = Field(
-        2,
+        default=2,
         description="Consecutive similar steps in WARMUP before "
         "SEARCHING (MindSpeed smart_swap default 2).",
     )
     stable_step: PositiveInt = Field(
-        3, description="Steps of plan search in SEARCHING before STABLE (MindSpeed default 3)."
+        default=3,
+        description="Steps of plan search in SEARCHING before STABLE (MindSpeed default 3).",
     )
     op_diff_thresh: float = Field(
         0.05,
@@ -78,11 +79,11 @@ class ChameleonParams(BaseModel):
         "STABLE (MindSpeed default 300 MiB).",
     )
     profile_every_step: bool = Field(
-        False,
+        default=False,
         description="Keep the profiler on in STABLE (the paper's profile-every-step comparison).",
     )
     tolerate_measured_forced: bool = Field(
-        True,
+        default=True,
         description="In STABLE restart only on more forced swaps than the kept plan showed "
         "when measured; false: on any forced swap (MindSpeed's rule).",
     )

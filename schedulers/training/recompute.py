@@ -28,12 +28,12 @@ class RecomputeParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     granularity: Literal["full", "selective"] = Field(
-        "full",
+        default="full",
         description="Recompute every stored activation of a layer (full) or only the "
         "attention core's softmax, dropout and mask tensors (selective).",
     )
     max_layers: PositiveInt = Field(
-        1024,
+        default=1024,
         description="Layers the plan covers (keys of layers absent from the model are ignored).",
     )
 

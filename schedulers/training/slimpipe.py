@@ -55,7 +55,7 @@ class SlimPipeParams(BaseModel):
         "is this reconstruction's default).",
     )
     balance: Literal["redistribute", "equal-cost", "none"] = Field(
-        "redistribute",
+        default="redistribute",
         description="Slice balancing: redistribute attention between mirror slices (the paper's, "
         "reconstructed), equal-cost boundaries (Seq1F1B-like), or none.",
     )

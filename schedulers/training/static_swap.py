@@ -43,7 +43,8 @@ class StaticSwapParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     margin_bytes: int = Field(2 << 30, ge=0, description="headroom below capacity")
     allow_recompute: bool = Field(
-        True, description="Cover the excess that swaps cannot hide by recomputation, in MSPS order."
+        default=True,
+        description="Cover the excess that swaps cannot hide by recomputation, in MSPS order.",
     )
     forced_swap_on_oom: bool = Field(True, description="runtime OOM fallback (passive swap)")
     keying: Literal["capuchin", "index"] = Field(

@@ -32,12 +32,12 @@ class ZeroOffloadParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     overlap_grad_copy: bool = Field(True, description="copy each layer's grads after its bwd")
     recompute: Literal["none", "full"] = Field(
-        "none",
+        default="none",
         description="Add full activation checkpointing (the recompute "
         "policy's plan) to the optimizer offload.",
     )
     max_layers: PositiveInt = Field(
-        1024,
+        default=1024,
         description="Layers the recompute plan covers (keys of layers "
         "absent from the model are ignored).",
     )

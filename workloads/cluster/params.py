@@ -200,12 +200,12 @@ class Deadlines(_Strict):
 
     fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of jobs with a deadline")
     factor_low: PositiveFloat = Field(
-        0.5,
+        default=0.5,
         description="Lower bound of lambda, the deadline over the job's "
         "solo duration on the reference type.",
     )
     factor_high: PositiveFloat = Field(
-        1.5,
+        default=1.5,
         description="Upper bound of lambda, the deadline over the job's "
         "solo duration on the reference type.",
     )
@@ -305,7 +305,7 @@ class Contention(_Strict):
     workloads/cluster/contention.py; every demand constant below is exposed."""
 
     enabled: bool = Field(
-        False,
+        default=False,
         description="Model CPU, storage and network contention between groups sharing a node.",
     )
     cpu_cores_per_gpu: NonNegativeFloat = Field(
@@ -386,7 +386,7 @@ class Estimates(_Strict):
 class ClusterParams(WorkloadParams):
     """The ``workload:`` block of a cluster-scheduling scenario."""
 
-    kind: Literal["cluster"] = Field("cluster", description="Workload kind (cluster).")
+    kind: Literal["cluster"] = Field(default="cluster", description="Workload kind (cluster).")
     inventory: list[NodeGroup] | AlibabaInventory = Field(
         description="The GPU nodes: groups of identical nodes, or "
         "the Alibaba 2023 trace's node list."

@@ -28,12 +28,14 @@ class CollectiveParams(WorkloadParams):
     ``gap_s``: idle time between two repetitions.
     """
 
-    kind: Literal["collective"] = Field("collective", description="Workload kind (collective).")
+    kind: Literal["collective"] = Field(
+        default="collective", description="Workload kind (collective)."
+    )
     op: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"] = Field(
-        "all_reduce", description="Collective operation run."
+        default="all_reduce", description="Collective operation run."
     )
     nbytes: PositiveInt = Field(
-        64 * 2**20,
+        default=64 * 2**20,
         description="Message size in bytes as nccl-tests counts it (see devices/collectives.py).",
     )
     devices: list[str] | None = Field(
@@ -43,19 +45,19 @@ class CollectiveParams(WorkloadParams):
         "every GPU and NPU in configuration order).",
     )
     fabric: str | None = Field(
-        None,
+        default=None,
         description="Catalogue collective fabric (hetsim list "
         "fabrics); null: the ring the topology gives.",
     )
     algorithm: str | None = Field(
-        None,
+        default=None,
         description="Algorithm of the op, fastest (least predicted time), or null "
         "for the op's default (ring; direct for all-to-all).",
     )
     repetitions: PositiveInt = Field(
-        11, description="Times the collective runs, one after another."
+        default=11, description="Times the collective runs, one after another."
     )
-    gap_s: Seconds = Field(0.0, description="Idle seconds between two repetitions.")
+    gap_s: Seconds = Field(default=0.0, description="Idle seconds between two repetitions.")
 
     @model_validator(mode="after")
     def _known_algorithm(self) -> CollectiveParams:

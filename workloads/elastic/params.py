@@ -36,33 +36,35 @@ class JobModel(_Strict):
     """
 
     dtype: str = Field(
-        "bf16", description="Number format of the dense compute on the GPU roofline."
+        default="bf16", description="Number format of the dense compute on the GPU roofline."
     )
     batch_per_worker: PositiveInt = Field(
-        2048, description="Samples per step of one worker (assumption)."
+        default=2048, description="Samples per step of one worker (assumption)."
     )
     flops_per_sample: PositiveFloat = Field(
-        3.0e9,
+        default=3.0e9,
         description="Forward + backward FLOPs per sample (assumption: 3 x ~1 GFLOP dense towers).",
     )
     hbm_bytes_per_sample: NonNegativeFloat = Field(
-        4.0e5, description="HBM bytes read and written per sample for embedding rows (assumption)."
+        default=4.0e5,
+        description="HBM bytes read and written per sample for embedding rows (assumption).",
     )
     ps_bytes_per_sample: NonNegativeFloat = Field(
-        2.0e5,
+        default=2.0e5,
         description="Bytes exchanged with the parameter servers per sample "
         "(embedding rows and gradients; assumption).",
     )
     worker_link: str = Field(
-        "eth-100g", description="Catalogue link type of each worker's NIC to the parameter servers."
+        default="eth-100g",
+        description="Catalogue link type of each worker's NIC to the parameter servers.",
     )
     ps_link: str = Field(
-        "eth-200g",
+        default="eth-200g",
         description="Catalogue link type of each parameter-server shard; "
         "shards x its bandwidth caps the job's rate.",
     )
     ps_shards: PositiveInt = Field(
-        8,
+        default=8,
         description="Parameter-server shards whose summed link "
         "bandwidth bounds the job's throughput.",
     )
@@ -90,18 +92,19 @@ class Rescale(_Strict):
     """
 
     mode: Literal["stop", "partial"] = Field(
-        "stop",
+        default="stop",
         description="stop: checkpoint-restart, the job stops for the whole "
         "rescale; partial: only the rebalance pauses it.",
     )
     checkpoint_s: Seconds = Field(
-        30.0, description="Seconds to checkpoint before a stop-the-world rescale (assumption)."
+        default=30.0,
+        description="Seconds to checkpoint before a stop-the-world rescale (assumption).",
     )
     pod_start_s: Seconds = Field(
-        60.0, description="Seconds for a new worker pod to start (assumption)."
+        default=60.0, description="Seconds for a new worker pod to start (assumption)."
     )
     rebalance_s: Seconds = Field(
-        15.0,
+        default=15.0,
         description="Seconds of consumer-group rebalance and state sync per rescale (assumption).",
     )
 
@@ -128,7 +131,7 @@ class Pool(_Strict):
     """
 
     gpus: list[str] | None = Field(
-        None,
+        default=None,
         description="Cluster device names of the GPU pool, all of one type "
         "(null: every GPU, NPU and server device).",
     )
@@ -152,39 +155,43 @@ class Pool(_Strict):
 class ElasticParams(WorkloadParams):
     """The ``workload:`` block of an elastic scenario."""
 
-    kind: Literal["elastic"] = Field("elastic", description="Workload kind (elastic).")
+    kind: Literal["elastic"] = Field(default="elastic", description="Workload kind (elastic).")
     duration_s: PositiveSeconds = Field(
-        7 * DAY_S, description="Simulated length of the run, in seconds (default 7 days)."
+        default=7 * DAY_S, description="Simulated length of the run, in seconds (default 7 days)."
     )
     step_s: PositiveSeconds = Field(
-        15.0,
+        default=15.0,
         description="Control step, in seconds: rates are constant within a "
         "step and the scaler decides once per step.",
     )
     traffic: Traffic = Field(
         description="The sample stream's arrival rate: synthetic (diurnal with bursts) or a trace."
     )
-    partitions: PositiveInt = Field(128, description="Stream partitions spread over the workers.")
+    partitions: PositiveInt = Field(
+        default=128, description="Stream partitions spread over the workers."
+    )
     partition_skew: NonNegativeFloat = Field(
-        0.5,
+        default=0.5,
         description="Zipf exponent of the partitions' shares of the "
         "stream ((p + 1)^-skew; 0: equal).",
     )
     job: JobModel = JobModel()
     rescale: Rescale = Rescale()
     pool: Pool = Pool()
-    initial_replicas: PositiveInt = Field(8, description="Workers at the start of the run.")
-    min_replicas: PositiveInt = Field(1, description="Fewest workers the scaler may choose.")
+    initial_replicas: PositiveInt = Field(default=8, description="Workers at the start of the run.")
+    min_replicas: PositiveInt = Field(
+        default=1, description="Fewest workers the scaler may choose."
+    )
     max_replicas: PositiveInt | None = Field(
-        None, description="Most workers the scaler may choose (null: the pool size)."
+        default=None, description="Most workers the scaler may choose (null: the pool size)."
     )
     slo_freshness_s: PositiveSeconds = Field(
-        300.0,
+        default=300.0,
         description="Freshness target, in seconds: a sample consumed later "
         "than this after it arrived violates the SLO.",
     )
     record_timeline: bool = Field(
-        True, description="Write the per-step timeline and rescales tables."
+        default=True, description="Write the per-step timeline and rescales tables."
     )
 
     @model_validator(mode="after")

@@ -94,21 +94,22 @@ D2H_RATIO = 0.854
 class MoEParams(WorkloadParams):
     """The ``workload:`` block of an MoE offloading scenario."""
 
-    kind: Literal["moe"] = Field("moe", description="Workload kind (moe).")
+    kind: Literal["moe"] = Field(default="moe", description="Workload kind (moe).")
     model: str | ModelRef | MoEModel = Field(
         "mixtral-8x7b", description="catalogue name, inline spec, or {name, hf_config_path}"
     )
     phase: Literal["both", "prefill", "decode"] = Field(
-        "both", description="Steps run: prefill then decode (both), prefill only, or decode only."
+        default="both",
+        description="Steps run: prefill then decode (both), prefill only, or decode only.",
     )
     prompt_tokens: PositiveInt = Field(
-        128, description="Prompt length of the prefill step, in tokens."
+        default=128, description="Prompt length of the prefill step, in tokens."
     )
     output_tokens: NonNegativeInt = Field(
-        32, description="Decode steps (tokens generated per sequence)."
+        default=32, description="Decode steps (tokens generated per sequence)."
     )
     routing: Routing = Field(
-        SyntheticRouting.model_validate({}),
+        default=SyntheticRouting.model_validate({}),
         description="Expert routing per token and layer: synthetic (drawn "
         "from distributions) or replayed from a trace.",
     )
@@ -121,38 +122,41 @@ class MoEParams(WorkloadParams):
     expert_bits: float = Field(4.5, gt=0, le=32, description="bits per routed-expert weight")
     dense_bits: float = Field(4.5, gt=0, le=32, description="bits per attention/shared weight")
     gpu_dtype: str = Field(
-        "fp16", description="Compute format of the GPU's roofline (expert, dense and repack costs)."
+        default="fp16",
+        description="Compute format of the GPU's roofline (expert, dense and repack costs).",
     )
     gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
     cpu_dtype: str = Field(
-        "fp32",
+        default="fp32",
         description="Compute format of the CPU roofline for CPU experts (cpu_model roofline).",
     )
     gpu: str | None = Field(None, description="GPU device name; default: the first GPU")
     cpu: str | None = Field(None, description="host CPU name; default: the GPU's host")
     cpu_cores: PositiveInt | None = Field(
-        None,
+        default=None,
         description="Limit the host CPU to this many cores, its peaks scaled by "
         "cores / catalogue cores (null: the catalogue CPU).",
     )
     cpu_memory_bandwidth_Bps: PositiveFloat | None = Field(
-        None,
+        default=None,
         description="Override of the host CPU's DRAM bandwidth, in "
         "bytes/s (null: the catalogue's).",
     )
     warmup_tokens: PositiveInt = Field(
-        64,
+        default=64,
         description="Tokens of the routing trace before the run that profile each "
         "layer for the cache policy and warm the cache.",
     )
     gpu_expert_overhead_s: Seconds = Field(
-        0.0, description="Extra seconds per activated expert on the GPU beyond its roofline time."
+        default=0.0,
+        description="Extra seconds per activated expert on the GPU beyond its roofline time.",
     )
     cpu_expert_overhead_s: Seconds = Field(
-        0.0, description="Extra seconds per activated expert on the CPU beyond its modelled time."
+        default=0.0,
+        description="Extra seconds per activated expert on the CPU beyond its modelled time.",
     )
     cpu_layer_overhead_s: Seconds = Field(
-        0.0,
+        default=0.0,
         description="Host seconds per layer with CPU experts before they start "
         "(thread start-up; a fused MoE call's cost).",
     )
@@ -168,7 +172,7 @@ class MoEParams(WorkloadParams):
         "roofline", description="CPU expert pricing: the device roofline, or devices/cpu.py"
     )
     cpu_format: str = Field(
-        "q4_k",
+        default="q4_k",
         description="Weight format of the CPU experts in the kernel model "
         "(devices/cpu_kernels.yaml, e.g. q4_k, int4, int8).",
     )
@@ -187,15 +191,15 @@ class MoEParams(WorkloadParams):
         "null: the faster of the two at each expert's load (the CPU model's auto path)",
     )
     cpu_threads: PositiveInt | None = Field(
-        None,
+        default=None,
         description="Threads of the CPU kernel model (null: "
         "cpu_cores, else every core of every socket).",
     )
     cpu_sockets: Literal[1, 2] = Field(
-        1, description="CPU sockets the kernel model streams expert weights from."
+        default=1, description="CPU sockets the kernel model streams expert weights from."
     )
     cpu_numa: Literal["interleave", "replicate"] = Field(
-        "interleave",
+        default="interleave",
         description="Two sockets: weights interleaved across both memories, "
         "or replicated per socket (local reads only).",
     )
@@ -231,12 +235,12 @@ class MoEParams(WorkloadParams):
         description="overrides of the profile's fields (torch_op_s, launch_s, sync_s, counts)",
     )
     tee: Literal["none", "h100-cc"] = Field(
-        "none",
+        default="none",
         description="GPU confidential computing: expert copies and hand-offs go "
         "through the h100-cc encrypted bounce buffer.",
     )
     cc_crypto_throughput_Bps: PositiveFloat | None = Field(
-        None,
+        default=None,
         description="CPU AES-GCM rate of the bounce buffer, in bytes/s (null: the h100-cc preset).",
     )
     cpu_handoff: bool = Field(

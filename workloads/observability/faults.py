@@ -86,12 +86,12 @@ class FailStopModel(_Strict):
     or none."""
 
     kind: Literal["llama3", "rates", "trace", "none"] = Field(
-        "llama3",
+        default="llama3",
         description="Source of fail-stop faults: the Llama 3 table (scaled by "
         "rate_scale), explicit rates_per_gpu_day, a fault trace, or none.",
     )
     rate_scale: PositiveFloat = Field(
-        1.0, description="Multiplier of the per-GPU-day rates (kinds llama3 and rates)."
+        default=1.0, description="Multiplier of the per-GPU-day rates (kinds llama3 and rates)."
     )
     rates_per_gpu_day: dict[str, float] = Field(
         default_factory=dict, description="Fail-stop rate per GPU-day by cause (kind rates)."

@@ -65,7 +65,7 @@ class FaultJobParams(WorkloadParams):
     """The ``workload:`` block of a fault-tolerance scenario."""
 
     kind: Literal["observability-faults"] = Field(
-        "observability-faults", description="Workload kind (observability-faults)."
+        default="observability-faults", description="Workload kind (observability-faults)."
     )
     gpus: int = Field(
         default=10_000,
@@ -75,10 +75,10 @@ class FaultJobParams(WorkloadParams):
         "job, each exposed to the fault rates.",
     )
     duration_days: PositiveDays = Field(
-        30.0, description="Length of the job, in days of simulated time."
+        default=30.0, description="Length of the job, in days of simulated time."
     )
     gpu: str | None = Field(
-        None,
+        default=None,
         description="Cluster device whose cost prices an iteration (null: the first GPU or NPU).",
     )
     model: TrainingModel = TrainingModel(params=70e9, tokens_per_rank=8192)
@@ -94,7 +94,7 @@ class FaultJobParams(WorkloadParams):
     replace_s: PositiveSeconds = 300.0  # evict a rank and bring in a spare
     manual_detect_s: PositiveSeconds = 86_400.0  # operators find a missed straggler (reconstr.)
     gpus_per_node: PositiveInt = Field(
-        8,
+        default=8,
         description="GPUs per node of the job; read by no computation at present (node grouping "
         "comes from probe.gpus_per_node and fail_stop.trace_gpus_per_node).",
     )

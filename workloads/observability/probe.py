@@ -58,7 +58,8 @@ class ProbeParams(BaseModel):
     )
     clean_windows: PositiveInt = Field(default=8, description="fault-free windows for alarms")
     gpus_per_node: PositiveInt = Field(
-        8, description="GPUs per node of the probe (ranks on one node share its per-node noise)."
+        default=8,
+        description="GPUs per node of the probe (ranks on one node share its per-node noise).",
     )
     link_telemetry: str = Field(
         default="collective",

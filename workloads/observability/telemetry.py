@@ -71,7 +71,7 @@ class TrainingModel(_Strict):
 
     params: PositiveFloat = 1.3e9  # model parameters P (replaced by the architecture's)
     tokens_per_rank: int = Field(default=16_384, ge=1)  # tokens per rank per iteration T
-    dtype: str = Field("bf16", description="Number format of forward and backward compute.")
+    dtype: str = Field(default="bf16", description="Number format of forward and backward compute.")
     grad_bytes_per_param: PositiveFloat = 2.0  # bf16 gradients
     dataload_s: Seconds = Field(default=0.02, ge=0)  # host input pipeline per iteration
     architecture: str | None = Field(
@@ -111,17 +111,17 @@ class CommConfig(_Strict):
     """The gradient all-reduce: a collective fabric by name, or an alpha-beta link."""
 
     fabric: str | None = Field(
-        None,
+        default=None,
         description="Collective fabric from the catalogue that prices the "
         "gradient all-reduce (give this or link).",
     )
     link: str | None = Field(
-        None,
+        default=None,
         description="Catalogue link priced as an alpha-beta fabric (latency, "
         "bandwidth) for the all-reduce (give this or fabric).",
     )
     algorithm: str = Field(
-        "ring",
+        default="ring",
         description="All-reduce algorithm of the collective model (ring; a fabric may fit others).",
     )
 

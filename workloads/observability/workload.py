@@ -53,7 +53,7 @@ class ObservabilityParams(WorkloadParams):
     """The ``workload:`` block of a straggler-detection scenario."""
 
     kind: Literal["observability"] = Field(
-        "observability", description="Workload kind (observability)."
+        default="observability", description="Workload kind (observability)."
     )
     ranks: int = Field(
         default=2048, ge=2, le=MAX_DEVICES, description="Data-parallel ranks of the training job."
@@ -65,7 +65,7 @@ class ObservabilityParams(WorkloadParams):
         description="GPUs per node (rank r is on node r // "
         "gpus_per_node; a node's ranks share its noise).",
     )
-    iterations: PositiveInt = Field(1000, description="Training iterations run.")
+    iterations: PositiveInt = Field(default=1000, description="Training iterations run.")
     window_iters: int = Field(
         default=50, ge=2, description="Iterations per analysis window handed to the detector."
     )
@@ -85,11 +85,13 @@ class ObservabilityParams(WorkloadParams):
     replace_s: PositiveSeconds = 60.0  # evict a rank and bring in a spare (reconstruction)
     restart_s: PositiveSeconds = 600.0  # restart the job from a checkpoint (reconstruction)
     checkpoint_iters: PositiveInt = Field(
-        500,
+        default=500,
         description="Iterations between checkpoints; a restart redoes the work "
         "since the last one (writing cost not modelled).",
     )
-    record_rank_windows: bool = Field(True, description="Write the per-rank, per-window table.")
+    record_rank_windows: bool = Field(
+        default=True, description="Write the per-rank, per-window table."
+    )
     record_telemetry: bool = False  # one row per rank-iteration (small runs only)
 
     @field_validator("stragglers")

@@ -63,17 +63,17 @@ METRICS: dict[str, str] = {
 class OffloadParams(WorkloadParams):
     """The ``workload:`` block of a dense offloading scenario."""
 
-    kind: Literal["offload"] = Field("offload", description="Workload kind (offload).")
+    kind: Literal["offload"] = Field(default="offload", description="Workload kind (offload).")
     model: str = Field(
-        "llama-2-7b",
+        default="llama-2-7b",
         description="Dense model, by catalogue name (mixture-of-experts models use kind moe).",
     )
-    batch: PositiveInt = Field(1, description="Sequences decoded together.")
+    batch: PositiveInt = Field(default=1, description="Sequences decoded together.")
     prompt_tokens: NonNegativeInt = Field(
-        512, description="Prompt length of each sequence, in tokens."
+        default=512, description="Prompt length of each sequence, in tokens."
     )
     output_tokens: NonNegativeInt = Field(
-        32, description="Tokens generated per sequence (decode steps)."
+        default=32, description="Tokens generated per sequence (decode steps)."
     )
     weight_bits: float = Field(
         16.0,
@@ -89,20 +89,25 @@ class OffloadParams(WorkloadParams):
         description="Bits per KV-cache value on the GPU (and in host "
         "memory unless host_kv_bits is set).",
     )
-    gpu_dtype: str = Field("fp16", description="Compute format of the GPU roofline.")
+    gpu_dtype: str = Field(default="fp16", description="Compute format of the GPU roofline.")
     cpu_format: str = Field("f16", description="CPU kernel format (devices/cpu_kernels.yaml)")
     gpu: str | None = Field(
-        None, description="Cluster device that runs the GPU side (null: the first GPU or NPU)."
+        default=None,
+        description="Cluster device that runs the GPU side (null: the first GPU or NPU).",
     )
     cpu: str | None = Field(
-        None, description="Host CPU device holding offloaded weights and KV (null: the GPU's host)."
+        default=None,
+        description="Host CPU device holding offloaded weights and KV (null: the GPU's host).",
     )
     cpu_threads: PositiveInt | None = Field(
-        None, description="Threads of the CPU kernel model (null: every core of every socket)."
+        default=None,
+        description="Threads of the CPU kernel model (null: every core of every socket).",
     )
-    cpu_sockets: Literal[1, 2] = Field(1, description="CPU sockets the kernel model streams from.")
+    cpu_sockets: Literal[1, 2] = Field(
+        default=1, description="CPU sockets the kernel model streams from."
+    )
     cpu_numa: NumaMode = Field(
-        "interleave",
+        default="interleave",
         description="Two sockets: weights interleaved across both memories, "
         "or replicated per socket (local reads only).",
     )
@@ -208,17 +213,17 @@ class OffloadParams(WorkloadParams):
     )
     d2h_bandwidth_ratio: PositiveFloat = Field(0.854, description="H02: 46.8 / 54.8 GB/s")
     gpu_dequant_s_per_gb: NonNegativeFloat = Field(
-        0.0,
+        default=0.0,
         description="GPU seconds per GB of weights to dequantise weights "
         "held below 16 bits (0: fused into the GEMM).",
     )
     tee: Literal["none", "h100-cc", "tdx", "tdx+h100-cc", "sgx-mee"] = Field(
-        "none",
+        default="none",
         description="Trusted execution: h100-cc encrypts host<->GPU copies; tdx and sgx-mee add "
         "metadata traffic to every CPU memory read; tdx+h100-cc both.",
     )
     cc_crypto_throughput_Bps: PositiveFloat | None = Field(
-        None,
+        default=None,
         description="CPU AES-GCM rate of the h100-cc bounce buffer, "
         "in bytes/s (null: the preset's).",
     )

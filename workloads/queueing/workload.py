@@ -86,7 +86,7 @@ class IdleIndex:
 class QueueingParams(WorkloadParams):
     """The ``workload:`` block of a queueing scenario."""
 
-    kind: Literal["queueing"] = Field("queueing", description="Workload kind (queueing).")
+    kind: Literal["queueing"] = Field(default="queueing", description="Workload kind (queueing).")
     arrivals: Arrivals = Field(
         description="Arrival process of the requests: poisson or a trace (by kind)."
     )
@@ -98,7 +98,7 @@ class QueueingParams(WorkloadParams):
         default=1000, gt=0, le=MAX_REQUESTS, description="Requests generated."
     )
     warmup_requests: NonNegativeInt = Field(
-        0,
+        default=0,
         description="First requests left out of the metrics "
         "(steady-state cut; must be below num_requests).",
     )
@@ -106,7 +106,7 @@ class QueueingParams(WorkloadParams):
         default=None, description="device names; default: every gpu/npu/server device"
     )
     discipline: Literal["fcfs", "ps"] = Field(
-        "fcfs",
+        default="fcfs",
         description="Service discipline of each server: first-come first-served, "
         "or processor sharing (needs a push dispatch).",
     )

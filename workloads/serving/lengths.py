@@ -129,8 +129,8 @@ class PairFilter(Strict):
     ``min_*`` and ``max_prompt`` bound each length, ``max_total`` their sum (vLLM's and
     SGLang's ShareGPT samplers: 4, 4, 1024 and 2048)."""
 
-    min_prompt: PositiveInt = Field(1, description="Shortest prompt kept, in tokens.")
-    min_output: PositiveInt = Field(1, description="Shortest output kept, in tokens.")
+    min_prompt: PositiveInt = Field(default=1, description="Shortest prompt kept, in tokens.")
+    min_output: PositiveInt = Field(default=1, description="Shortest output kept, in tokens.")
     max_prompt: PositiveInt | None = Field(
         None, le=MAX_TOKENS, description="Longest prompt kept, in tokens (null: no bound)."
     )
@@ -180,13 +180,14 @@ class SyntheticLengths(Strict):
         "gives the laws (keys written here replace the file's)",
     )
     prompt: LengthLaw | None = Field(
-        None, description="Law of prompt lengths in tokens (with output; not with total)."
+        default=None, description="Law of prompt lengths in tokens (with output; not with total)."
     )
     output: LengthLaw | None = Field(
-        None, description="Law of output lengths in tokens (with prompt; not with total)."
+        default=None, description="Law of output lengths in tokens (with prompt; not with total)."
     )
     total: LengthLaw | None = Field(
-        None, description="Law of prompt + output lengths in tokens, split by prefill_decode_ratio."
+        default=None,
+        description="Law of prompt + output lengths in tokens, split by prefill_decode_ratio.",
     )
     prefill_decode_ratio: PositiveFloat | None = Field(
         None,

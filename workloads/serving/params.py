@@ -39,10 +39,10 @@ class SloConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     ttft_s: PositiveSeconds = Field(
-        1.0, description="Time-to-first-token target of every request, in seconds."
+        default=1.0, description="Time-to-first-token target of every request, in seconds."
     )
     tpot_s: PositiveSeconds = Field(
-        0.1,
+        default=0.1,
         description="Time-per-output-token target of every request (mean "
         "gap between output tokens), in seconds.",
     )
@@ -70,17 +70,17 @@ class ColdStart(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     image_pull_s: Seconds = Field(
-        60.0,
+        default=60.0,
         description="Seconds to pull the serving container image on a new instance (60 "
         "s from published cold-start measurements, see above).",
     )
     storage_Bps: PositiveFloat = Field(
-        1e9,
+        default=1e9,
         description="Remote object-storage read rate for the weights download, "
         "in bytes/s (1 GB/s, same-region S3 figure).",
     )
     engine_warmup_s: Seconds = Field(
-        60.0,
+        default=60.0,
         description="Seconds from weights loaded to serving (torch.compile, "
         "CUDA-graph capture, KV allocation; 60 s, vLLM user report).",
     )
@@ -102,7 +102,7 @@ class OutputEstimate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["prompt-history", "lognormal", "oracle"] = Field(
-        "prompt-history",
+        default="prompt-history",
         description="Predictor of a request's output length: prompt-history, lognormal "
         "error around the true length, or oracle (the true length).",
     )
@@ -113,7 +113,7 @@ class OutputEstimate(BaseModel):
         "mean prediction is true x (1 + bias).",
     )
     noise_sigma: NonNegativeFloat = Field(
-        0.0,
+        default=0.0,
         description="Standard deviation of the log error of the "
         "predicted output length (0: no noise).",
     )
@@ -150,10 +150,10 @@ class LudConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     enabled: bool = Field(
-        True, description="Decode with LUD; false runs standard one-token decode steps."
+        default=True, description="Decode with LUD; false runs standard one-token decode steps."
     )
     lookahead: PositiveInt = Field(
-        4,
+        default=4,
         description="Positions K proposed per LUD decode step (at "
         "most K tokens accepted per step).",
     )
@@ -166,15 +166,15 @@ class LudConfig(BaseModel):
 class ServingParams(WorkloadParams):
     """The ``workload:`` block of a serving scenario."""
 
-    kind: Literal["serving"] = Field("serving", description="Workload kind (serving).")
-    model: str = Field("llama-3-8b", description="Model served, by catalogue name.")
+    kind: Literal["serving"] = Field(default="serving", description="Workload kind (serving).")
+    model: str = Field(default="llama-3-8b", description="Model served, by catalogue name.")
     dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = Field(
         "fp16",
         description="weight format; activations follow it (fp8: FP8 GEMMs; int8: W8A8; "
         "int4: weight-only W4A16, activations fp16) unless activation_dtype is set",
     )
     activation_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8"] | None = Field(
-        None,
+        default=None,
         description="Activation format when it differs from the weights' (null: follow dtype).",
     )
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8"] | None = Field(
@@ -288,10 +288,10 @@ class ServingParams(WorkloadParams):
         "gets this share of tp x memory minus the weights.",
     )
     block_tokens: PositiveInt = Field(
-        16, description="Tokens per KV-cache block (paged attention's block size)."
+        default=16, description="Tokens per KV-cache block (paged attention's block size)."
     )
     max_batch: PositiveInt = Field(
-        256,
+        default=256,
         description="Largest batch the goodput estimator sizes an instance "
         "for (batching policies set the runtime limit).",
     )
@@ -309,7 +309,7 @@ class ServingParams(WorkloadParams):
         "goodput is divided by 1 + sizing_headroom.",
     )
     estimate_sample: PositiveInt = Field(
-        256,
+        default=256,
         description="Number of held-out requests the sizing sample draws (sizing_source holdout).",
     )
     sizing_source: Literal["holdout", "window"] = Field(
@@ -321,7 +321,7 @@ class ServingParams(WorkloadParams):
         "their rate (needs warmup_s >= sizing_window_s, so that they are not measured)",
     )
     sizing_window_s: PositiveSeconds = Field(
-        60.0,
+        default=60.0,
         description="Seconds of arrivals at the start of the run that form "
         "the sizing sample (sizing_source window).",
     )
@@ -343,23 +343,23 @@ class ServingParams(WorkloadParams):
         "(each GPU's catalogue default: mixes providers) or none",
     )
     tokens: Literal["output", "total"] = Field(
-        "output",
+        default="output",
         description="Tokens counted by the token and cost-per-token metrics: "
         "output tokens only, or prompt plus output.",
     )
     lud: LudConfig | None = None
     truncate_to_context: bool = Field(
-        True,
+        default=True,
         description="Shorten prompts so that prompt + output fits the "
         "model's context window (at least 1 prompt token).",
     )
     gpus: list[str] | None = Field(
-        None,
+        default=None,
         description="Cluster device names the deployment may use "
         "(null: every GPU and NPU of the cluster).",
     )
     load_weights: bool = Field(
-        True,
+        default=True,
         description="Copy each instance's weights from its node's CPU to its GPUs over the "
         "topology before it serves (false: weights already resident).",
     )
@@ -369,7 +369,7 @@ class ServingParams(WorkloadParams):
         "(empty: every request has the slo targets).",
     )
     report_window_s: PositiveSeconds = Field(
-        60.0, description="Width of the windows table's arrival-time windows, in seconds."
+        default=60.0, description="Width of the windows table's arrival-time windows, in seconds."
     )
     warmup_s: Seconds = Field(
         0.0,

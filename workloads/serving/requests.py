@@ -52,17 +52,17 @@ class RequestsConfig(Strict):
         description="Number of requests generated (with trace arrivals: the trace's first rows).",
     )
     arrivals: Literal["poisson", "gamma", "trace"] = Field(
-        "poisson",
+        default="poisson",
         description="Arrival process: poisson, gamma (gaps with coefficient "
         "of variation cv) or the trace's timestamps.",
     )
     rate_per_s: PositiveFloat | None = Field(
-        1.0,
+        default=1.0,
         description="Mean arrival rate of synthetic arrivals, in requests/s "
         "(null with trace arrivals: the trace's rate).",
     )
     cv: PositiveFloat = Field(
-        1.0,
+        default=1.0,
         description="Coefficient of variation of the gaps between gamma arrivals (1 is Poisson).",
     )
     max_gap_factor: PositiveFloat | None = Field(
@@ -71,15 +71,15 @@ class RequestsConfig(Strict):
         "gaps (Vidur's Poisson interval generator caps at 3); None: no cap",
     )
     lengths: Literal["fixed", "trace", "synthetic"] = Field(
-        "fixed",
+        default="fixed",
         description="Where request lengths come from: fixed (prompt_tokens, "
         "output_tokens), the trace, or synthetic laws.",
     )
     prompt_tokens: PositiveInt = Field(
-        512, description="Prompt length of every request with fixed lengths, in tokens."
+        default=512, description="Prompt length of every request with fixed lengths, in tokens."
     )
     output_tokens: PositiveInt = Field(
-        128, description="Output length of every request with fixed lengths, in tokens."
+        default=128, description="Output length of every request with fixed lengths, in tokens."
     )
     synthetic: SyntheticLengths | None = None  # the laws of ``lengths: synthetic``
     trace: TraceConfig | None = None

@@ -48,19 +48,22 @@ from hetsim.workloads.tee.view import ProtectionPlan, ProtectionView
 class TeeCollabParams(WorkloadParams):
     """The ``workload:`` block of a collaborative-training TEE scenario."""
 
-    kind: Literal["tee-collab"] = Field("tee-collab", description="Workload kind (tee-collab).")
-    model: str = Field(
-        "gpt3-6.7b", description="Model trained: a GPT-3 size (gpt3-*) or a catalogue model."
+    kind: Literal["tee-collab"] = Field(
+        default="tee-collab", description="Workload kind (tee-collab)."
     )
-    steps: PositiveInt = Field(20, description="Training steps run.")
+    model: str = Field(
+        default="gpt3-6.7b",
+        description="Model trained: a GPT-3 size (gpt3-*) or a catalogue model.",
+    )
+    steps: PositiveInt = Field(default=20, description="Training steps run.")
     batch_sequences: PositiveInt = Field(
-        8,
+        default=8,
         description="Sequences per step, split into the "
         "micro-batches that fit in accelerator memory.",
     )
-    seq_len: PositiveInt = Field(2048, description="Tokens per sequence.")
+    seq_len: PositiveInt = Field(default=2048, description="Tokens per sequence.")
     dtype: str = Field(
-        "bf16",
+        default="bf16",
         description="Number format of the accelerator's forward and "
         "backward (must have a peak on it).",
     )

@@ -43,9 +43,11 @@ from hetsim.workloads.tee.verify_costs import (
 class TeeVerifyParams(WorkloadParams):
     """The ``workload:`` block of a verifiable-inference (Slalom) scenario."""
 
-    kind: Literal["tee-verify"] = Field("tee-verify", description="Workload kind (tee-verify).")
+    kind: Literal["tee-verify"] = Field(
+        default="tee-verify", description="Workload kind (tee-verify)."
+    )
     model: Literal["vgg16-imagenet", "vgg16"] = Field(
-        "vgg16-imagenet",
+        default="vgg16-imagenet",
         description="DNN verified: VGG-16 on 224x224 ImageNet inputs "
         "(Slalom's) or on 32x32 CIFAR-10 inputs.",
     )
@@ -56,12 +58,12 @@ class TeeVerifyParams(WorkloadParams):
         "preproc", description="r^T W precomputed offline (preproc) or per batch (online)"
     )
     gpu: str | None = Field(
-        None,
+        default=None,
         description="Cluster device running the outsourced linear "
         "layers (null: the first GPU or NPU).",
     )
     enclave: str = Field(
-        "sgx-mee",
+        default="sgx-mee",
         description="CPU enclave preset (devices/enclave.py: sgx-mee, tdx, h100-cc, tensor).",
     )
     enclave_crypto_Bps: PositiveFloat | None = Field(
@@ -84,12 +86,12 @@ class TeeVerifyParams(WorkloadParams):
         8.0, description="nonlinear pass: read the output, write the next input"
     )
     tee_dtype: str = Field(
-        "fp32",
+        default="fp32",
         description="Number format of the enclave's checks, nonlinearities "
         "and baseline forward on the CPU roofline.",
     )
     gpu_dtype: str = Field(
-        "fp32", description="Number format of the linear layers on the GPU roofline."
+        default="fp32", description="Number format of the linear layers on the GPU roofline."
     )
 
 

@@ -54,7 +54,7 @@ class CpuAdamCost(BaseModel):
         default=28.0, description="host DRAM traffic, reconstruction"
     )
     dtype: Literal["fp32", "bf16", "fp16"] = Field(
-        "fp32", description="Number format of the CPU-Adam step on the CPU roofline."
+        default="fp32", description="Number format of the CPU-Adam step on the CPU roofline."
     )
 
 

@@ -73,26 +73,28 @@ class PipelineParams(WorkloadParams):
     """The ``workload:`` block of a pipeline-schedule scenario."""
 
     kind: Literal["training-pipeline"] = Field(
-        "training-pipeline", description="Workload kind (training-pipeline)."
+        default="training-pipeline", description="Workload kind (training-pipeline)."
     )
     model: TransformerSpec = LLAMA70B
     stages: PositiveInt = Field(
-        8, description="Pipeline stages (the model's layers split evenly over them)."
+        default=8, description="Pipeline stages (the model's layers split evenly over them)."
     )
-    micro_batches: PositiveInt = Field(8, description="Micro-batches per iteration.")
+    micro_batches: PositiveInt = Field(default=8, description="Micro-batches per iteration.")
     tp: PositiveInt = Field(8, description="tensor-parallel degree inside a stage")
     recompute: Literal["none", "full"] = Field(
-        "none",
+        default="none",
         description="Activation recomputation: none, or full (every backward reruns its forward).",
     )
     dtype: Literal["bf16", "fp16"] = Field(
-        "bf16", description="Number format of compute and of the activations sent between stages."
+        default="bf16",
+        description="Number format of compute and of the activations sent between stages.",
     )
     p2p_link: str = Field(
-        "ib-ndr", description="Catalogue link type carrying activations between adjacent stages."
+        default="ib-ndr",
+        description="Catalogue link type carrying activations between adjacent stages.",
     )
     device: str | None = Field(
-        None,
+        default=None,
         description="Cluster device that prices a stage's compute (null: the first GPU or NPU).",
     )
     cost_model: CostModel = Field(

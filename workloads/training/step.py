@@ -167,25 +167,25 @@ class ParallelTrainingParams(WorkloadParams):
     """The ``workload:`` block of a ``training-parallel`` scenario."""
 
     kind: Literal["training-parallel"] = Field(
-        "training-parallel", description="Workload kind (training-parallel)."
+        default="training-parallel", description="Workload kind (training-parallel)."
     )
     model: str | ModelParams = Field(
         "llama-3-8b", description="catalogue model name, or an inline model"
     )
     device: str | None = Field(
-        None,
+        default=None,
         description="Cluster device that prices each rank's kernels (null: the first GPU or NPU).",
     )
-    tp: PositiveInt = Field(1, description="Tensor-parallel degree.")
+    tp: PositiveInt = Field(default=1, description="Tensor-parallel degree.")
     cp: PositiveInt = Field(
-        1, description="Context-parallel degree (each rank keeps seq_len / cp tokens)."
+        default=1, description="Context-parallel degree (each rank keeps seq_len / cp tokens)."
     )
     cp_comm: Literal["ring", "ulysses"] = Field(
         "ring",
         description="context-parallel exchange: ring attention's K/V, or Ulysses' "
         "all-to-all of heads",
     )
-    pp: PositiveInt = Field(1, description="Pipeline-parallel degree (stages).")
+    pp: PositiveInt = Field(default=1, description="Pipeline-parallel degree (stages).")
     dp: PositiveInt = Field(1, description="data-parallel degree (FSDP shards included)")
     ep: PositiveInt = Field(1, description="expert-parallel degree, out of the tp x cp x dp ranks")
     moe_capacity_factor: PositiveFloat | None = Field(
@@ -195,22 +195,22 @@ class ParallelTrainingParams(WorkloadParams):
         1.0, ge=1.0, description="busiest EP rank's routed tokens over the balanced share"
     )
     moe_pad_to_capacity: bool = Field(
-        False,
+        default=False,
         description="MoE: every EP rank computes its full capacity (padded "
         "tokens), not the busiest rank's routed load.",
     )
     gpus_per_node: PositiveInt = Field(
-        8,
+        default=8,
         description="GPUs per node: consecutive ranks share a node's scale-up fabric and its NIC.",
     )
-    micro_batch: PositiveInt = Field(1, description="Sequences per micro-batch.")
-    seq_len: PositiveInt = Field(2048, description="Tokens per sequence.")
+    micro_batch: PositiveInt = Field(default=1, description="Sequences per micro-batch.")
+    seq_len: PositiveInt = Field(default=2048, description="Tokens per sequence.")
     global_batch: PositiveInt = Field(8, description="sequences per optimizer step")
     precision: Literal["bf16", "fp16", "fp8"] = Field(
         "bf16", description="GEMM format (fp8: FP8 linears, attention stays bf16)"
     )
     sequence_parallel: bool = Field(
-        True,
+        default=True,
         description="Megatron sequence parallelism: TP all-reduces become "
         "reduce-scatter + all-gather and norms run on T / tp tokens.",
     )
@@ -220,44 +220,44 @@ class ParallelTrainingParams(WorkloadParams):
         "torchtitan's op-level selective (op), or full",
     )
     tp_comm_overlap: bool = Field(
-        False,
+        default=False,
         description="Hide TP collectives behind the adjacent GEMM in tp_overlap_chunks "
         "pieces (Megatron's userbuffer overlap; reconstruction).",
     )
     tp_overlap_chunks: PositiveInt = Field(
-        4,
+        default=4,
         description="Pieces a TP collective is split into under "
         "tp_comm_overlap: exposed max(comm - gemm, comm / "
         "chunks).",
     )
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage; 3 is FSDP FULL_SHARD")
     overlap_grad_reduce: bool = Field(
-        True,
+        default=True,
         description="Reduce each gradient bucket as soon as it is full, "
         "overlapping the backward (false: all after the backward).",
     )
     overlap_param_gather: bool = Field(
-        True,
+        default=True,
         description="ZeRO 1/2: overlap the all-gather of updated parameters "
         "with the next step's first forward unit.",
     )
     bucket_params: PositiveInt = Field(40_000_000, description="Megatron-LM's DDP default")
     fsdp_prefetch: PositiveInt = Field(
-        1,
+        default=1,
         description="ZeRO 3: layers whose parameters are all-gathered ahead of the one computing.",
     )
     grad_bytes_per_param: Literal[2, 4] = Field(
-        2,
+        default=2,
         description="Bytes per gradient value held and "
         "reduce-scattered (4 where FSDP reduces in "
         "fp32).",
     )
     intra_fabric: str = Field(
-        "h100-nvswitch",
+        default="h100-nvswitch",
         description="Catalogue collective fabric inside a node (scale-up, e.g. NVSwitch).",
     )
     inter_fabric: str = Field(
-        "h100-ib-ndr-multinode",
+        default="h100-ib-ndr-multinode",
         description="Catalogue collective fabric across nodes (scale-out NICs).",
     )
     node_nic_Bps: float | None = Field(

@@ -61,7 +61,7 @@ class Variability(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     every_iters: NonNegativeInt = Field(
-        0,
+        default=0,
         description="Iterations between draws of a new op sequence "
         "(0: the sequence never changes).",
     )
@@ -84,15 +84,15 @@ class Variability(BaseModel):
 class TrainingParams(WorkloadParams):
     """The ``workload:`` block of a single-accelerator training-memory scenario."""
 
-    kind: Literal["training"] = Field("training", description="Workload kind (training).")
+    kind: Literal["training"] = Field(default="training", description="Workload kind (training).")
     model: TransformerSpec = Field(default_factory=lambda: TransformerSpec())
     size_x_hbm: float | None = Field(None, gt=0, description="set layers to this footprint/HBM")
-    iterations: PositiveInt = Field(20, description="Training iterations run.")
+    iterations: PositiveInt = Field(default=20, description="Training iterations run.")
     dtype: Literal["bf16", "fp16"] = Field(
-        "bf16", description="Number format of parameters, activations and compute."
+        default="bf16", description="Number format of parameters, activations and compute."
     )
     device: str | None = Field(
-        None, description="Cluster device the model trains on (null: the first GPU or NPU)."
+        default=None, description="Cluster device the model trains on (null: the first GPU or NPU)."
     )
     cost_model: Literal["kernel", "roofline"] = Field(
         "kernel",
