@@ -35,10 +35,22 @@ class _Strict(BaseModel):
 class DeviceConfig(_Strict):
     """Devices of one kind on a node: a catalogue type, a count and optional overrides."""
 
-    type: str
-    count: int = Field(default=1, gt=0, le=MAX_DEVICES)
-    memory_bytes: PositiveInt | None = None
-    streams: PositiveInt = 1
+    type: str = Field(
+        description="Device type from the catalogue (hetsim list devices), or switch / nvswitch."
+    )
+    count: int = Field(
+        default=1,
+        gt=0,
+        le=MAX_DEVICES,
+        description="Devices of this type on the node; more than "
+        "one are named <name>0, <name>1, ...",
+    )
+    memory_bytes: PositiveInt | None = Field(
+        default=None, description="Memory capacity of each device in bytes (null: the catalogue's)."
+    )
+    streams: PositiveInt = Field(
+        default=1, description="Kernels each device runs at once (capacity of its resource)."
+    )
 
     @field_validator("type")
     @classmethod
@@ -53,8 +65,11 @@ class DeviceConfig(_Strict):
 class LinkConfig(_Strict):
     """A link type from the catalogue joining two devices (or device groups) of a node."""
 
-    type: str
-    between: tuple[str, str]
+    type: str = Field(description="Link type from the catalogue (hetsim list links).")
+    between: tuple[str, str] = Field(
+        description="The two devices (or device groups) joined, by short "
+        "name; a group links every member pair."
+    )
 
     @field_validator("type")
     @classmethod
@@ -69,10 +84,16 @@ class LinkConfig(_Strict):
 class NodeConfig(_Strict):
     """One machine: its devices by short name and its internal links."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Node name (letters, digits, _ . -); devices are named <node>/<device>.",
+    )
     devices: dict[str, DeviceConfig] = Field(min_length=1)
     links: list[LinkConfig] = Field(default_factory=list)
-    network_attach: str | None = None
+    network_attach: str | None = Field(
+        default=None,
+        description="This node's device that links to the scale-out switch (null: network.attach).",
+    )
 
 
 class NetworkConfig(_Strict):

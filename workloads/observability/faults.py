@@ -126,9 +126,19 @@ class FailStopModel(_Strict):
 class FailSlowKind(_Strict):
     """One kind of fail-slow fault: rate, slowdown range, duration (reconstruction)."""
 
-    rate_per_gpu_day: float = Field(default=0.0, ge=0)
+    rate_per_gpu_day: float = Field(
+        default=0.0,
+        ge=0,
+        description="Faults of this kind per GPU-day, Poisson over the run (reconstruction).",
+    )
     slowdown: tuple[float, float] = (1.2, 2.0)  # op time multiplier range (uniform)
-    persistent_fraction: float = Field(default=0.5, ge=0, le=1)
+    persistent_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of these faults that last to the end of "
+        "the run; the rest are transient.",
+    )
     mean_transient_s: PositiveSeconds = 600.0  # exponential duration of a transient one
 
     @model_validator(mode="after")

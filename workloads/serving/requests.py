@@ -91,10 +91,20 @@ class SloClass(Strict):
     requests drawn into it (the shares of all classes sum to 1), or None for every
     class when the trace names each request's class (``requests.trace.class_column``)."""
 
-    name: str = Field(min_length=1)
-    ttft_s: PositiveSeconds
-    tpot_s: PositiveSeconds
-    share: float | None = Field(None, gt=0.0, le=1.0)
+    name: str = Field(min_length=1, description="Class name (matched by a trace's class column).")
+    ttft_s: PositiveSeconds = Field(
+        description="Time-to-first-token target of the class, in seconds."
+    )
+    tpot_s: PositiveSeconds = Field(
+        description="Time-per-output-token target of the class, in seconds."
+    )
+    share: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="Fraction of requests drawn into the class (all shares sum to 1), or null "
+        "for every class when the trace names each request's class.",
+    )
 
 
 @dataclass(frozen=True)

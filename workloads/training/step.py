@@ -134,15 +134,24 @@ class ModelParams(BaseModel):
     """An inline dense transformer (``model:`` may also name a catalogue model)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str = "custom"
-    layers: PositiveInt
-    hidden: PositiveInt
-    heads: PositiveInt
-    kv_heads: PositiveInt | None = None
-    ffn: PositiveInt
-    vocab: PositiveInt
-    gated_mlp: bool = True
-    tied_embeddings: bool = False
+    name: str = Field(default="custom", description="Name of the inline model in tables.")
+    layers: PositiveInt = Field(description="Transformer layers.")
+    hidden: PositiveInt = Field(description="Hidden size (a multiple of heads).")
+    heads: PositiveInt = Field(description="Attention (query) heads.")
+    kv_heads: PositiveInt | None = Field(
+        default=None,
+        description="Key/value heads for grouped-query attention (null: heads, plain multi-head).",
+    )
+    ffn: PositiveInt = Field(description="FFN inner size of a dense layer.")
+    vocab: PositiveInt = Field(description="Vocabulary size.")
+    gated_mlp: bool = Field(
+        default=True,
+        description="Gated MLP (gate, up and down projections, as "
+        "Llama's SwiGLU); false: two projections.",
+    )
+    tied_embeddings: bool = Field(
+        default=False, description="The output head shares the input embedding's weights."
+    )
     experts: NonNegativeInt = Field(0, description="routed experts per MoE layer (0: dense)")
     top_k: NonNegativeInt = Field(0, description="experts each token is routed to")
     expert_ffn: NonNegativeInt = Field(0, description="FFN width of one routed expert")
