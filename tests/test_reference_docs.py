@@ -5,10 +5,13 @@ and the CLI and API references match their generator (hetsim.simulator.apidoc)."
 from __future__ import annotations
 
 import re
+import typing
 
 import pytest
+from pydantic import BaseModel
 
-from hetsim.simulator.reference import field_rows, reference_models, reference_page
+from hetsim.simulator.reference import _source_notes, field_rows, reference_models, reference_page
+from hetsim.simulator.registry import first_line
 
 
 def test_every_reference_field_has_a_description() -> None:
@@ -17,6 +20,42 @@ def test_every_reference_field_has_a_description() -> None:
                for row in field_rows(model) if not row.doc.strip()]  # fmt: skip
     assert not missing, (f"{len(missing)} scenario fields have no description "
                          "(give each a Field(description=...)):\n" + "\n".join(missing))  # fmt: skip
+
+
+def _models_in(annotation: object) -> list[type[BaseModel]]:
+    """Every pydantic model inside an annotation (lists, dicts, unions, Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def test_every_nested_scenario_model_field_has_a_description() -> None:
+    """Models the reference does not expand (items of lists and dicts, members of
+    unions: node devices, length laws, job sources...) are validated scenario input too."""
+    seen: set[type[BaseModel]] = set()
+    missing: list[str] = []
+
+    def walk(model: type[BaseModel]) -> None:
+        if model in seen:
+            return
+        seen.add(model)
+        notes = _source_notes(model)
+        for name, info in model.model_fields.items():
+            nested = _models_in(info.annotation)
+            doc = info.description or notes.get(name, "")
+            if not doc and len(nested) == 1:
+                doc = first_line(nested[0].__doc__)
+            if not doc.strip():
+                missing.append(f"{model.__module__}.{model.__qualname__}.{name}")
+            for m in nested:
+                walk(m)
+
+    for _, obj in reference_models():
+        params = getattr(obj, "Params", None) or obj
+        if isinstance(params, type) and issubclass(params, BaseModel):
+            walk(params)
+    assert len(seen) > 100
+    assert not missing, f"{len(missing)} fields without a description:\n" + "\n".join(missing)
 
 
 def test_generated_page_has_no_empty_description_cell() -> None:
