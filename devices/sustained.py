@@ -131,7 +131,11 @@ def borrowed_ratio(device: str) -> str:
 
 def clocked_spec(spec: DeviceSpec, ratio: float) -> DeviceSpec:
     """``spec`` with every compute peak scaled by ``ratio`` (bandwidth unchanged), for
-    kernels priced from a spec rather than a kernel fit (published attention profiles)."""
-    if ratio == 1.0:
+    kernels priced from a spec rather than a kernel fit (published attention profiles).
+    ``ratio`` is the fits' clock ratio, which already holds a power cap's factor, so the
+    returned spec carries no cap (the roofline would apply it again)."""
+    if ratio == 1.0 and spec.power_cap_w is None:
         return spec
-    return replace(spec, peak_flops={k: v * ratio for k, v in spec.peak_flops.items()})
+    return replace(
+        spec, peak_flops={k: v * ratio for k, v in spec.peak_flops.items()}, power_cap_w=None
+    )
