@@ -97,8 +97,16 @@ class NodeConfig(_Strict):
         pattern=r"^[A-Za-z0-9_.-]+$",
         description="Node name (letters, digits, _ . -); devices are named <node>/<device>.",
     )
-    devices: dict[str, DeviceConfig] = Field(min_length=1)
-    links: list[LinkConfig] = Field(default_factory=list)
+    devices: dict[str, DeviceConfig] = Field(
+        min_length=1,
+        description="The node's devices by short name: a catalogue "
+        "type, a count and optional overrides each.",
+    )
+    links: list[LinkConfig] = Field(
+        default_factory=list,
+        description="The node's internal links, each a catalogue link "
+        "type between two devices or device groups.",
+    )
     network_attach: str | None = Field(
         default=None,
         description="This node's device that links to the scale-out switch (null: network.attach).",
@@ -131,7 +139,11 @@ class ClusterConfig(_Strict):
         description="The machines of the cluster, each with its devices "
         "and internal links; names must be unique.",
     )
-    network: NetworkConfig | None = None
+    network: NetworkConfig | None = Field(
+        default=None,
+        description="The scale-out fabric: every node's attach device links to "
+        "one switch (null: no network between nodes).",
+    )
     power_coefficients: dict[str, float] = Field(
         default_factory=dict,
         description="this run's values of power-model coefficients, by name (idle_fraction, "

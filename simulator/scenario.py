@@ -72,7 +72,10 @@ class ScenarioModel(BaseModel):
         description="Policy per decision point of the workload, by name or as {name, "
         "...parameters}; unset points use the kind's default.",
     )
-    outputs: OutputsConfig = OutputsConfig()
+    outputs: OutputsConfig = Field(
+        default=OutputsConfig(),
+        description="Where and how results are written (table format, span recording).",
+    )
     sweep: dict[str, Any] = Field(
         default_factory=dict,
         description="Sweep design: dotted paths to value lists (a grid), or the "

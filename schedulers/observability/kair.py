@@ -71,7 +71,12 @@ class KairParams(BaseModel):
         description="Divide alpha by the number of ranks tested "
         "per window (Bonferroni correction).",
     )
-    min_effect: float = Field(default=0.02, ge=0)  # rank median >= (1 + e) x pooled median
+    min_effect: float = Field(
+        default=0.02,
+        ge=0,
+        description="A flagged rank's median self time must exceed the baseline's "
+        "by this share: median >= (1 + e) x baseline median.",
+    )
     op_z: float = Field(
         default=3.0,
         gt=0,

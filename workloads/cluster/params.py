@@ -449,11 +449,29 @@ class ClusterParams(WorkloadParams):
         description="The job stream: synthetic, or a trace (Muri, "
         "Alibaba, Philly, Helios), by kind."
     )
-    speeds: SpeedTable = Field(default_factory=lambda: SpeedTable.model_validate({}))
-    deadlines: Deadlines = Field(default_factory=lambda: Deadlines.model_validate({}))
-    execution: Execution = Field(default_factory=lambda: Execution.model_validate({}))
-    contention: Contention = Field(default_factory=lambda: Contention.model_validate({}))
-    estimates: Estimates = Field(default_factory=lambda: Estimates.model_validate({}))
+    speeds: SpeedTable = Field(
+        default_factory=lambda: SpeedTable.model_validate({}),
+        description="Per-model, per-GPU-type throughput table "
+        "(default: Gavel's measured isolated steps/s).",
+    )
+    deadlines: Deadlines = Field(
+        default_factory=lambda: Deadlines.model_validate({}),
+        description="Which jobs get a deadline, and how tight: D = submit + "
+        "lambda x solo duration on the reference type.",
+    )
+    execution: Execution = Field(
+        default_factory=lambda: Execution.model_validate({}),
+        description="How groups run: interference, group size, restarts and scheduling rounds.",
+    )
+    contention: Contention = Field(
+        default_factory=lambda: Contention.model_validate({}),
+        description="Node contention (CPU, storage, NIC) between "
+        "groups sharing a node (off by default).",
+    )
+    estimates: Estimates = Field(
+        default_factory=lambda: Estimates.model_validate({}),
+        description="The named estimator of job length every policy sees (never the run's truth).",
+    )
     stage_profiles_path: str = Field(
         shipped("cluster/muri_stage_profiles.csv"),
         description="CSV of per-iteration data, GPU and network seconds per "

@@ -175,9 +175,17 @@ class ElasticParams(WorkloadParams):
         description="Zipf exponent of the partitions' shares of the "
         "stream ((p + 1)^-skew; 0: equal).",
     )
-    job: JobModel = JobModel()
-    rescale: Rescale = Rescale()
-    pool: Pool = Pool()
+    job: JobModel = Field(
+        default=JobModel(),
+        description="Cost inputs of one worker of the synchronous "
+        "parameter-server training job (assumptions).",
+    )
+    rescale: Rescale = Field(
+        default=Rescale(), description="Downtime of one rescale (stop-the-world or partial)."
+    )
+    pool: Pool = Field(
+        default=Pool(), description="The shared GPU pool and the share other tenants hold."
+    )
     initial_replicas: PositiveInt = Field(default=8, description="Workers at the start of the run.")
     min_replicas: PositiveInt = Field(
         default=1, description="Fewest workers the scaler may choose."

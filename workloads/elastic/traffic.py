@@ -80,7 +80,9 @@ class SyntheticTraffic(_Strict):
     burst_duration_s: PositiveSeconds = Field(
         default=1800.0, description="Mean burst length in seconds, exponential (assumption)."
     )
-    noise: Noise = Noise()
+    noise: Noise = Field(
+        default=Noise(), description="Multiplicative log-normal AR(1) noise on the rate, mean 1."
+    )
 
 
 class TraceTraffic(_Strict):
@@ -99,7 +101,11 @@ class TraceTraffic(_Strict):
         description="Mean the series is rescaled to, in samples per second; it is "
         "interpolated to the control steps and repeated to cover the run."
     )
-    noise: Noise = Noise(cv=0.0)
+    noise: Noise = Field(
+        default=Noise(cv=0.0),
+        description="Multiplicative log-normal AR(1) noise on the "
+        "rate, mean 1 (default none: cv 0).",
+    )
 
 
 Traffic = Annotated[SyntheticTraffic | TraceTraffic, Field(discriminator="kind")]

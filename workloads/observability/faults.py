@@ -131,7 +131,10 @@ class FailSlowKind(_Strict):
         ge=0,
         description="Faults of this kind per GPU-day, Poisson over the run (reconstruction).",
     )
-    slowdown: tuple[float, float] = (1.2, 2.0)  # op time multiplier range (uniform)
+    slowdown: tuple[float, float] = Field(
+        default=(1.2, 2.0),
+        description="Range of the operator-time multiplier of a fault, drawn uniformly.",
+    )
     persistent_fraction: float = Field(
         default=0.5,
         ge=0,
@@ -139,7 +142,9 @@ class FailSlowKind(_Strict):
         description="Share of these faults that last to the end of "
         "the run; the rest are transient.",
     )
-    mean_transient_s: PositiveSeconds = 600.0  # exponential duration of a transient one
+    mean_transient_s: PositiveSeconds = Field(
+        default=600.0, description="Mean duration of a transient fault, in seconds (exponential)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FailSlowKind:

@@ -34,7 +34,10 @@ class StragglerKind(BaseModel):
         description="Faults of this kind injected, each on a distinct "
         "rank at a uniformly drawn iteration.",
     )
-    slowdown: tuple[float, float] = (1.1, 2.0)  # operator time multiplier (uniform)
+    slowdown: tuple[float, float] = Field(
+        default=(1.1, 2.0),
+        description="Range of the operator-time multiplier of a fault, drawn uniformly.",
+    )
     persistent_fraction: float = Field(
         default=0.5,
         ge=0,

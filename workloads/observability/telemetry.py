@@ -69,11 +69,20 @@ class TrainingModel(_Strict):
     """Work of one data-parallel rank per iteration: a dense catalogue transformer priced
     kernel by kernel (``architecture``), or ``6 x P x T`` FLOPs on the device roofline."""
 
-    params: PositiveFloat = 1.3e9  # model parameters P (replaced by the architecture's)
-    tokens_per_rank: int = Field(default=16_384, ge=1)  # tokens per rank per iteration T
+    params: PositiveFloat = Field(
+        default=1.3e9,
+        description="Model parameters P (replaced by the architecture's when one is named).",
+    )
+    tokens_per_rank: int = Field(
+        default=16_384, ge=1, description="Tokens T per rank per iteration."
+    )
     dtype: str = Field(default="bf16", description="Number format of forward and backward compute.")
-    grad_bytes_per_param: PositiveFloat = 2.0  # bf16 gradients
-    dataload_s: Seconds = Field(default=0.02, ge=0)  # host input pipeline per iteration
+    grad_bytes_per_param: PositiveFloat = Field(
+        default=2.0, description="Bytes per gradient value all-reduced (2: bf16)."
+    )
+    dataload_s: Seconds = Field(
+        default=0.02, ge=0, description="Seconds of the host input pipeline per iteration."
+    )
     architecture: str | None = Field(
         default=None,
         description="dense catalogue model (workloads/models/dense.yaml) whose layers price "
@@ -173,7 +182,10 @@ class NoiseModel(_Strict):
         description="Chance per rank-iteration of a host hiccup "
         "adding spike_s seconds to dataload.",
     )
-    spike_s: tuple[Seconds, Seconds] = (0.5, 3.0)  # uniform range of one hiccup, seconds
+    spike_s: tuple[Seconds, Seconds] = Field(
+        default=(0.5, 3.0),
+        description="Range in seconds of one host hiccup added to dataload, drawn uniformly.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> NoiseModel:

@@ -70,9 +70,16 @@ class ObservabilityParams(WorkloadParams):
         default=50, ge=2, description="Iterations per analysis window handed to the detector."
     )
     gpu: str | None = Field(default=None, description="device whose roofline prices compute")
-    model: TrainingModel = TrainingModel()
-    comm: CommConfig = CommConfig(link="ib-hdr")
-    noise: NoiseModel = NoiseModel()
+    model: TrainingModel = Field(
+        default=TrainingModel(), description="Work of one data-parallel rank per iteration."
+    )
+    comm: CommConfig = Field(
+        default=CommConfig(link="ib-hdr"),
+        description="The gradient all-reduce: a collective fabric by name, or an alpha-beta link.",
+    )
+    noise: NoiseModel = Field(
+        default=NoiseModel(), description="Run-to-run variation of operator times (reconstruction)."
+    )
     link_telemetry: Literal["collective", "own"] = Field(
         "collective",
         description="what a rank's 'send' operator shows: the ring all-reduce's duration "
@@ -82,8 +89,12 @@ class ObservabilityParams(WorkloadParams):
         default_factory=dict,
         description="Fail-slow faults to inject, by kind (count, slowdown, persistence).",
     )
-    replace_s: PositiveSeconds = 60.0  # evict a rank and bring in a spare (reconstruction)
-    restart_s: PositiveSeconds = 600.0  # restart the job from a checkpoint (reconstruction)
+    replace_s: PositiveSeconds = Field(
+        default=60.0, description="Seconds to evict a rank and bring in a spare (reconstruction)."
+    )
+    restart_s: PositiveSeconds = Field(
+        default=600.0, description="Seconds to restart the job from a checkpoint (reconstruction)."
+    )
     checkpoint_iters: PositiveInt = Field(
         default=500,
         description="Iterations between checkpoints; a restart redoes the work "
@@ -92,7 +103,9 @@ class ObservabilityParams(WorkloadParams):
     record_rank_windows: bool = Field(
         default=True, description="Write the per-rank, per-window table."
     )
-    record_telemetry: bool = False  # one row per rank-iteration (small runs only)
+    record_telemetry: bool = Field(
+        default=False, description="Write one telemetry row per rank-iteration (small runs only)."
+    )
 
     @field_validator("stragglers")
     @classmethod

@@ -202,7 +202,11 @@ class SyntheticLengths(Strict):
         description="Prefill tokens per decode token when lengths come from "
         "total: decode = ceil(total / (1 + ratio)).",
     )
-    filter: PairFilter | None = None
+    filter: PairFilter | None = Field(
+        default=None,
+        description="Keep only the (prompt, output) pairs a benchmark client "
+        "keeps, drawing the others again (null: keep all).",
+    )
 
     @model_validator(mode="before")
     @classmethod

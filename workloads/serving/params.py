@@ -263,8 +263,14 @@ class ServingParams(WorkloadParams):
         "(workloads/models/transformer_cost.py), each at the elementwise class's minimum "
         "kernel time and one launch; llama.cpp's early-2024 graph: 9",
     )
-    requests: RequestsConfig = RequestsConfig()
-    slo: SloConfig = SloConfig()
+    requests: RequestsConfig = Field(
+        default=RequestsConfig(),
+        description="How requests are generated: count, arrivals and lengths.",
+    )
+    slo: SloConfig = Field(
+        default=SloConfig(),
+        description="Latency SLOs of every request (unless slo_classes assigns its class's).",
+    )
     deployment_rate_per_s: PositiveFloat | Literal["peak"] | None = Field(
         None,
         description="request rate the deployment is sized for (None: requests.rate_per_s; "
@@ -325,8 +331,16 @@ class ServingParams(WorkloadParams):
         description="Seconds of arrivals at the start of the run that form "
         "the sizing sample (sizing_source window).",
     )
-    output_estimate: OutputEstimate = Field(default_factory=OutputEstimate)
-    cold_start: ColdStart = ColdStart()
+    output_estimate: OutputEstimate = Field(
+        default_factory=OutputEstimate,
+        description="The output length a policy sees for a request before "
+        "it runs (never the true one unless oracle).",
+    )
+    cold_start: ColdStart = Field(
+        default=ColdStart(),
+        description="What an instance the autoscaler adds waits for before it "
+        "serves (image pull, weights download, engine warm-up).",
+    )
     sizing_estimator: Literal["analytic", "simulate"] = Field(
         "analytic",
         description="the one goodput estimator every deployment policy of the run sizes "
@@ -347,7 +361,11 @@ class ServingParams(WorkloadParams):
         description="Tokens counted by the token and cost-per-token metrics: "
         "output tokens only, or prompt plus output.",
     )
-    lud: LudConfig | None = None
+    lud: LudConfig | None = Field(
+        default=None,
+        description="Lexical unit decoding (LUD) of several tokens per "
+        "decode step (null: standard decoding).",
+    )
     truncate_to_context: bool = Field(
         default=True,
         description="Shorten prompts so that prompt + output fits the "
@@ -377,7 +395,11 @@ class ServingParams(WorkloadParams):
         "left out of the latency, throughput and SLO metrics (not of cost, which counts "
         "every provisioned hour)",
     )
-    prefix_cache: bool = False  # automatic prefix caching on colocated/prefill instances
+    prefix_cache: bool = Field(
+        default=False,
+        description="Automatic prefix caching on colocated and prefill "
+        "instances (needs requests with prefix-block hashes).",
+    )
 
     @model_validator(mode="after")
     def _known_model(self) -> ServingParams:

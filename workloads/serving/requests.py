@@ -81,9 +81,17 @@ class RequestsConfig(Strict):
     output_tokens: PositiveInt = Field(
         default=128, description="Output length of every request with fixed lengths, in tokens."
     )
-    synthetic: SyntheticLengths | None = None  # the laws of ``lengths: synthetic``
-    trace: TraceConfig | None = None
-    surge: SurgeConfig | None = None
+    synthetic: SyntheticLengths | None = Field(
+        default=None, description="The length laws of lengths: synthetic."
+    )
+    trace: TraceConfig | None = Field(
+        default=None,
+        description="The request trace file read by trace arrivals or trace lengths (null: none).",
+    )
+    surge: SurgeConfig | None = Field(
+        default=None,
+        description="A window in which the arrival rate is factor times higher (null: none).",
+    )
 
 
 class SloClass(Strict):

@@ -58,12 +58,25 @@ class TraceConfig(Strict):
         description="Trace file (relative paths resolve against the "
         "scenario's folder; pkg: names a shipped file)."
     )
-    lengths_path: str | None = None  # servegen: the token_pdf file
-    window_s: PositiveSeconds | None = None  # servegen: simulated seconds per window
-    start_s: Seconds = 0.0  # servegen: skip windows starting before this
-    clients: list[int] | None = None  # servegen: these clients only (default all)
-    class_column: str | None = None  # azure: a column naming each row's SLO class
-    hash_block_tokens: PositiveInt = 512  # mooncake: prompt tokens per hash_ids entry
+    lengths_path: str | None = Field(
+        default=None, description="servegen: the token_pdf file of request lengths."
+    )
+    window_s: PositiveSeconds | None = Field(
+        default=None, description="servegen: simulated seconds per trace window."
+    )
+    start_s: Seconds = Field(
+        default=0.0,
+        description="servegen: skip windows starting before this trace time, in seconds.",
+    )
+    clients: list[int] | None = Field(
+        default=None, description="servegen: these clients only (null: all)."
+    )
+    class_column: str | None = Field(
+        default=None, description="azure: a column naming each row's SLO class."
+    )
+    hash_block_tokens: PositiveInt = Field(
+        default=512, description="mooncake: prompt tokens per hash_ids entry."
+    )
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,10 @@ class TeeCollabParams(WorkloadParams):
     )
     recompute: bool = Field(default=True, description="activation checkpointing per layer")
     adam_flops_per_param: float = Field(default=12.0, ge=0, description="reconstruction")
-    secure: SecureMemoryParams = SecureMemoryParams()
+    secure: SecureMemoryParams = Field(
+        default=SecureMemoryParams(),
+        description="Metadata-cache behaviour of the cacheline TEEs: simulated or fixed rates.",
+    )
     verify_latency_s: Seconds = Field(
         default=1e-6, ge=0, description="one MAC check (reconstruction)"
     )

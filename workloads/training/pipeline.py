@@ -75,7 +75,11 @@ class PipelineParams(WorkloadParams):
     kind: Literal["training-pipeline"] = Field(
         default="training-pipeline", description="Workload kind (training-pipeline)."
     )
-    model: TransformerSpec = LLAMA70B
+    model: TransformerSpec = Field(
+        default=LLAMA70B,
+        description="The dense transformer trained (default: a "
+        "Llama-3-70B shape at 131072 tokens per sequence).",
+    )
     stages: PositiveInt = Field(
         default=8, description="Pipeline stages (the model's layers split evenly over them)."
     )

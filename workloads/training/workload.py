@@ -87,7 +87,10 @@ class TrainingParams(WorkloadParams):
     """The ``workload:`` block of a single-accelerator training-memory scenario."""
 
     kind: Literal["training"] = Field(default="training", description="Workload kind (training).")
-    model: TransformerSpec = Field(default_factory=lambda: TransformerSpec())
+    model: TransformerSpec = Field(
+        default_factory=lambda: TransformerSpec(),
+        description="The dense transformer trained and its per-iteration shape.",
+    )
     size_x_hbm: float | None = Field(None, gt=0, description="set layers to this footprint/HBM")
     iterations: PositiveInt = Field(default=20, description="Training iterations run.")
     dtype: Literal["bf16", "fp16"] = Field(
@@ -111,7 +114,10 @@ class TrainingParams(WorkloadParams):
         "extrapolated; FlashAttention-2 measured 0.50-0.73 on A100, 0.35 on H100)",
     )
     gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
-    variability: Variability = Field(default_factory=lambda: Variability())
+    variability: Variability = Field(
+        default_factory=lambda: Variability(),
+        description="Eager-mode op-sequence changes drawn during the run (default: none).",
+    )
     profiler_op_overhead_s: Seconds = Field(
         20e-6, description="profiler hook cost per ATen dispatch (reconstruction)"
     )
