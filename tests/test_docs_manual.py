@@ -108,7 +108,9 @@ def test_module_paths_exist(page: Path) -> None:
 
 
 def test_module_pattern() -> None:
-    found = [m.group(1) for m in MODULE.finditer("see `hetsim/workloads/serving/a.py`, x/devices/y")]
+    found = [
+        m.group(1) for m in MODULE.finditer("see `hetsim/workloads/serving/a.py`, x/devices/y")
+    ]
     assert found == ["workloads/serving/a.py"]
 
 
