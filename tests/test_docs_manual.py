@@ -130,3 +130,15 @@ def test_bare_module_names_exist(page: Path) -> None:
     names = _basenames()
     missing = sorted({n for n in BARE.findall(page.read_text(encoding="utf-8")) if n not in names})
     assert not missing, f"{rel(page)} names modules that do not exist: {missing}"
+
+
+VALIDATION_ROW = re.compile(r"\bV\d{2}\b|validation/v\d")
+
+
+@pytest.mark.parametrize("page", WRITTEN, ids=rel)
+def test_headings_not_named_after_validation_rows(page: Path) -> None:
+    """A section is named for what it describes; the rows it is checked against go in
+    its text."""
+    text = FENCED.sub("", page.read_text(encoding="utf-8"))
+    bad = [m.group(0) for m in HEADING.finditer(text) if VALIDATION_ROW.search(m.group(2))]
+    assert not bad, f"{rel(page)}: {bad}"
