@@ -9,6 +9,7 @@ Device names are ``<node>/<device>`` (``<device><i>`` when ``count > 1``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,7 @@ from hetsim.devices.catalogue import fabric_spec as registry_fabric
 from hetsim.devices.compute import ComputeDevice
 from hetsim.devices.group import CommGroup
 from hetsim.devices.memory import MemoryPool
+from hetsim.devices.power import POWER_COEFFICIENTS, power_model
 from hetsim.devices.topology import Topology, TopologyLinks, from_dict
 from hetsim.simulator import registry
 from hetsim.simulator.engine import Simulation
@@ -39,6 +41,13 @@ class DeviceConfig(_Strict):
     count: int = Field(default=1, gt=0, le=MAX_DEVICES)
     memory_bytes: PositiveInt | None = None
     streams: PositiveInt = 1
+    power_cap_w: float | None = Field(
+        default=None,
+        gt=0,
+        description="board power limit of these devices in W, below the catalogue's tdp_w "
+        "(None: the TDP): lowers the clock of compute-bound kernels and the power they draw "
+        "together (devices/power.py, docs/energy.md); a cap at or above the TDP changes nothing",
+    )
 
     @field_validator("type")
     @classmethod
@@ -90,6 +99,20 @@ class ClusterConfig(_Strict):
 
     nodes: list[NodeConfig] = Field(min_length=1)
     network: NetworkConfig | None = None
+    power_coefficients: dict[str, float] = Field(
+        default_factory=dict,
+        description="this run's values of power-model coefficients, by name (idle_fraction, "
+        "memory_activity, dvfs_exponent; devices/power.yaml gives each default and its "
+        "source), applied to every device (idle_fraction only to CPUs): for robustness "
+        "sweeps (scenarios/energy-robustness.yaml)",
+    )
+    accelerator_power_cap_w: float | None = Field(
+        default=None,
+        gt=0,
+        description="board power limit in W of every GPU and NPU of the cluster whose TDP is "
+        "above it (None: each device's TDP); a device's own power_cap_w wins. One mechanism "
+        "lowers compute-bound clocks and power together (devices/power.py, docs/energy.md)",
+    )
 
     @field_validator("nodes")
     @classmethod
@@ -102,6 +125,19 @@ class ClusterConfig(_Strict):
         if total > MAX_DEVICES:
             raise ValueError(f"{total} devices exceed the limit of {MAX_DEVICES}")
         return nodes
+
+    @field_validator("power_coefficients")
+    @classmethod
+    def _known_coefficients(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = sorted(set(v) - set(POWER_COEFFICIENTS))
+        if bad:
+            raise ValueError(f"unknown power coefficient {bad[0]!r}; valid: "
+                             f"{', '.join(POWER_COEFFICIENTS)}")  # fmt: skip
+        for k, x in v.items():
+            if not x >= 0 or (k == "dvfs_exponent" and x <= 0):
+                raise ValueError(f"{k}: {x} must be > 0" if k == "dvfs_exponent"
+                                 else f"{k}: {x} must be >= 0")  # fmt: skip
+        return v
 
     def topology(self) -> Topology:
         """The cluster's topology graph (raises ValueError on a bad link reference)."""
@@ -127,6 +163,17 @@ class Cluster:
         for entry in self.topology.devices():
             spec = fit_overrides.device(registry.device_types.get(entry.type_name))
             cfg = overrides[entry.name]
+            cap = cfg.power_cap_w
+            if cap is None and spec.kind in ("gpu", "npu"):
+                cap = config.accelerator_power_cap_w
+            coefficients = config.power_coefficients
+            if coefficients:
+                wanted = ("idle_fraction",) if spec.kind == "cpu" else POWER_COEFFICIENTS
+                over = tuple((k, float(coefficients[k])) for k in wanted if k in coefficients)
+                spec = dataclasses.replace(spec, power_overrides=over)
+            if cap is not None and cap < spec.tdp_w:
+                spec = dataclasses.replace(spec, power_cap_w=float(cap))
+                power_model(spec)  # a cap at or below idle power is an error here
             dev = ComputeDevice(sim, spec, entry.name, node=entry.node, streams=cfg.streams)
             self._devices[entry.name] = dev
             capacity = cfg.memory_bytes or spec.memory_bytes

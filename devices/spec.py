@@ -85,6 +85,12 @@ class DeviceSpec:
     pcie_lanes: int = 16
     scaleup_link: str = ""
     tdp_w: float = 0.0
+    #: a run's board power limit below the TDP (None: the TDP); set by the cluster from
+    #: ``power_cap_w`` and read by :mod:`devices.power` (clock factor and power limit)
+    power_cap_w: float | None = None
+    #: a run's values of power coefficients (``devices/power.yaml`` names: idle_fraction,
+    #: memory_activity, dvfs_exponent), set by the cluster from ``power_coefficients``
+    power_overrides: tuple[tuple[str, float], ...] = ()
     prices: dict[str, PricePreset] = field(default_factory=dict)
     source: str = ""
     notes: str = ""

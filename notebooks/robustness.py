@@ -68,6 +68,10 @@ class Headline:
     #: summary columns whose non-zero value marks a run as failed although it wrote
     #: metrics (e.g. ``oom``: it stopped at an allocation, after some iterations)
     fail_on: tuple[str, ...] = ()
+    #: keys of the system's policy (a dict in the first ``by`` column) that the sweep
+    #: varies while the baselines stay fixed: each setting of them is a point of its own,
+    #: compared with every baseline run (:func:`spread_knobs`)
+    knobs: tuple[str, ...] = ()
 
 
 CUCKOO_POLICIES = {
@@ -318,6 +322,24 @@ HEADLINES["cauchy-estimate"] = Headline(
     paper={"goodput Tokens/USD": 1.383},
 )
 
+SLIMPIPE_1F1B = "1f1b"
+HEADLINES["slimpipe"] = Headline(
+    doc="docs/training.md",
+    by=("policies.schedule", "workload.pp", "workload.cp"),
+    system="SlimPipe",
+    labels={
+        "SlimPipe": ("slimpipe", 8, 1),
+        "1F1B TP 8 x CP 2 x PP 4": (SLIMPIPE_1F1B, 4, 2),
+        "1F1B TP 8 x CP 4 x PP 2": (SLIMPIPE_1F1B, 2, 4),
+        "TP 8 x CP 8": (SLIMPIPE_1F1B, 1, 8),
+    },
+    metrics=(Metric("mfu", True, "MFU"),),
+    claim="SlimPipe reaches up to 1.57x the MFU of the best baseline for Llama-70B at 512K "
+    "context (64 H100)",
+    paper={"MFU": 1.57},
+    knobs=("slices", "partner_priority", "exchange_overlap"),
+)
+
 #: robustness scenario of each headline (several headlines may share one sweep)
 SCENARIO_OF = {
     "chameleon": "chameleon",
@@ -336,6 +358,7 @@ SCENARIO_OF = {
     "lud": "lud",
     "cauchy-surge": "cauchy-surge",
     "cauchy-estimate": "cauchy-estimate",
+    "slimpipe": "slimpipe",
 }
 
 
@@ -389,6 +412,28 @@ def label_rows(table: pd.DataFrame, spec: Headline) -> pd.Series:
     return pd.Series(out, index=table.index, dtype=object)
 
 
+def spread_knobs(table: pd.DataFrame, spec: Headline) -> pd.DataFrame:
+    """``table`` with the system's swept policy keys (``spec.knobs``) as columns of their
+    own (``<by>.<key>``) and its policy cell reduced to the policy's name, and every
+    baseline row repeated once per setting of those keys, so that each setting is a
+    point compared with the same baseline runs. Unchanged when the headline has none."""
+    col = by_columns(spec)[0]
+    if not spec.knobs or table.empty or f"{col}.{spec.knobs[0]}" in table:
+        return table
+    cells = [_parse(c) for c in table[col]]
+    is_sys = [isinstance(c, dict) for c in cells]
+    sys_rows = table[is_sys].copy()
+    for k in spec.knobs:
+        sys_rows[f"{col}.{k}"] = [c.get(k) for c, s in zip(cells, is_sys, strict=True) if s]
+    sys_rows[col] = [c["name"] for c, s in zip(cells, is_sys, strict=True) if s]
+    knob_cols = [f"{col}.{k}" for k in spec.knobs]
+    settings = sys_rows[knob_cols].drop_duplicates()
+    base = table[[not s for s in is_sys]]
+    repeated = [base.assign(**dict(zip(knob_cols, vals, strict=True)))
+                for vals in settings.itertuples(index=False)]  # fmt: skip
+    return pd.concat([sys_rows, *repeated], ignore_index=True)
+
+
 def ratios(table: pd.DataFrame, spec: Headline) -> pd.DataFrame:
     """One row per point (every swept column but ``by``) and metric: the system's ratio
     against each baseline and the best baseline, > 1 where the system is better. A run
@@ -396,6 +441,7 @@ def ratios(table: pd.DataFrame, spec: Headline) -> pd.DataFrame:
     flagged in ``failed:<label>`` (``failed:system`` for the paper's system), and so is a
     run whose metric is NaN (it ran but, e.g., ran out of memory before an iteration
     completed), so a failed baseline is never the "best" one."""
+    table = spread_knobs(table, spec)
     err = table["error"].notna() if "error" in table else pd.Series(False, index=table.index)
     for col in spec.fail_on:
         if col in table:
@@ -489,6 +535,7 @@ def render(name: str, spec: Headline, table: pd.DataFrame, command: str, figure:
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     stopped = {c: int(pd.to_numeric(table[c], errors="coerce").fillna(0).astype(bool).sum())
                for c in spec.fail_on if c in table}  # fmt: skip
+    table = spread_knobs(table, spec)
     comps = [lab for lab in spec.labels if lab != spec.system] + ["best baseline"]
     swept = [c for c in swept_columns(table) if c not in by_columns(spec)]
     points = 0 if r.empty else len(r) // len(spec.metrics)

@@ -95,6 +95,23 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
         ),
     ),
     "serving": (
+        F(
+            "power-over-time",
+            "power",
+            "series",
+            ("power_W",),
+            "Power per device",
+            x="time_s",
+            hue="device",
+        ),
+        F(
+            "energy-by-device",
+            "energy",
+            "bars",
+            ("energy_J", "avg_power_W"),
+            "Energy and average power per device",
+            x="device",
+        ),
         F("latency-cdf", "requests", "cdf", ("ttft_s", "tpot_s", "e2e_s"), "Request latency"),
         F(
             "attainment-over-time",
@@ -177,6 +194,23 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
         ),
     ),
     "training-parallel": (
+        F(
+            "power-over-time",
+            "power",
+            "series",
+            ("power_W",),
+            "Power per device",
+            x="time_s",
+            hue="device",
+        ),
+        F(
+            "energy-by-device",
+            "energy",
+            "bars",
+            ("energy_J", "avg_power_W"),
+            "Energy and average power per device",
+            x="device",
+        ),
         F(
             "memory-per-stage",
             "stage_memory",

@@ -20,9 +20,9 @@ from hetsim.simulator.recorder import Recorder
 US_PER_S = 1e6
 
 
-COUNTER_UNITS = {"memory": "bytes", "link": "B/s"}
+COUNTER_UNITS = {"memory": "bytes", "link": "B/s", "power": "W"}
 """Unit of a counter track's values, by track kind (memory pools count bytes in use,
-network links their load)."""
+network links their load, devices' power tracks their draw)."""
 
 
 FLOW_NUDGE_US = 0.01

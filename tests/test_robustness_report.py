@@ -186,3 +186,22 @@ def test_tiny_robustness_point_runs(name: str) -> None:
         if scen == name:
             for m in mod.HEADLINES[h].metrics:
                 assert m.column in row.index
+
+
+def test_system_knobs_are_points_against_fixed_baselines() -> None:
+    # SlimPipe-style sweep: the system's policy dict varies (k = 1, 2), the baseline B
+    # runs once. Each k is a point compared with the same B run: m A(k=1) 2, A(k=2) 6,
+    # B 4 -> ratios 0.5 and 1.5.
+    mod = report()
+    t = pd.DataFrame([('{"name": "s", "k": 1}', 2.0), ('{"name": "s", "k": 2}', 6.0),
+                      ("b", 4.0)], columns=["policies.s", "m"])  # fmt: skip
+    t = t.assign(error=None, point=range(len(t)))
+    h = mod.Headline(doc="x.md", by=("policies.s",), system="A",
+                     labels={"A": ("s",), "B": ("b",)},
+                     metrics=(mod.Metric("m", True, "m"),), claim="A wins",
+                     knobs=("k",))  # fmt: skip
+    r = mod.ratios(t, h).sort_values("policies.s.k")
+    assert r["policies.s.k"].tolist() == [1, 2]
+    assert r["B"].tolist() == [0.5, 1.5]
+    block = mod.render("x", h, t, "cmd")
+    assert "2 points" in block and "`policies.s.k`" in block and "0 failed runs" in block

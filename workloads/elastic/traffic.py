@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 
 from hetsim.simulator.limits import PositiveSeconds
@@ -133,6 +132,8 @@ def synthetic_rates(
 
 def read_rate_series(spec: TraceTraffic, base_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     """(time_s, rate) of a trace file, sorted; raises KeyError/ValueError on bad data."""
+    import pandas as pd  # only a trace needs it (start-up time)
+
     path = resolve_path(spec.path, base_dir).resolve()
     frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     for col in (spec.time_column, spec.rate_column):

@@ -18,7 +18,9 @@ ignores that mixing sizes in one instance widens the prefill-time spread).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -125,11 +127,20 @@ def config_view(
 
 @dataclass(frozen=True)
 class Config:
-    """A candidate (GPU type, TP) with its cost model and KV capacity."""
+    """A candidate (GPU type, TP) with its cost model and KV capacity; its
+    :class:`ConfigView` (the goodput estimates) is worked out on first use, so a run whose
+    policies never read it (a fixed deployment) does not pay for it."""
 
+    gpu_type: str
+    tp: int
     cost: IterationCost
     kv_tokens: int
-    view: ConfigView
+    estimate: Callable[[], ConfigView] = field(repr=False, compare=False)
+
+    @cached_property
+    def view(self) -> ConfigView:
+        """The config's goodput estimates (computed once, on first use)."""
+        return self.estimate()
 
 
 def priced_config(
@@ -188,7 +199,8 @@ def candidate_configs(
                 short.append(str(e))
                 continue
             est = Estimator(cost, lengths, kv, cap, targets)
-            out.append(Config(cost, kv, config_view(name, tp, tp * price, est, buckets)))
+            view = partial(config_view, name, tp, tp * price, est, buckets)
+            out.append(Config(name, tp, cost, kv, view))
     if not out:
         raise ValueError(
             "; ".join(short) or "no GPU or NPU in the cluster for the serving workload"

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.energy import energy_columns, energy_report, per_unit, record_tables
 from hetsim.simulator.budget import WorkEstimate
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
@@ -50,6 +51,7 @@ from hetsim.workloads.serving.subsim import SubSimGoodput
 from hetsim.workloads.serving.view import (
     DeploymentView,
     InstanceSpec,
+    LazyTuple,
     RouteView,
     SearchBudget,
 )
@@ -206,7 +208,7 @@ class ServingWorkload(Workload):
             p.mem_fraction, self.sizing, targets, p.price_preset, p.max_batch, p.overheads(),
             self.sizing_predicted,
         )  # fmt: skip
-        return {(c.view.gpu_type, c.view.tp): c for c in found}
+        return {(c.gpu_type, c.tp): c for c in found}
 
     def _simulate(
         self, unit: tuple[InstanceSpec, ...], estimate_rps: float, budget: SearchBudget
@@ -237,7 +239,7 @@ class ServingWorkload(Workload):
             rate, float(self.sizing.prompts.mean()), float(self.sizing.outputs.mean()),
             self.slo.ttft_s, self.slo.tpot_s,
             tuple((t, c) for t, (_, c, _) in self.gpu_types.items()),
-            tuple(c.view for c in self.configs.values()),
+            LazyTuple(lambda: tuple(c.view for c in self.configs.values())),
             simulate=self._simulate if p.sizing_estimator == "simulate" else None,
             estimator=p.sizing_estimator,
         )  # fmt: skip
@@ -597,6 +599,28 @@ class ServingWorkload(Workload):
         out.update(model_trust((i.cost.transformer for i in self.instances),
                                float(self.times.prompt.mean()),
                                float(self.times.output.mean())))  # fmt: skip
+        out.update(self._energy(end_s))
+        return out
+
+    def _energy(self, end_s: float) -> dict[str, float | int | str]:
+        """The energy columns (:data:`ENERGY_METRICS`, :data:`SERVING_ENERGY_METRICS`):
+        each instance's iterations go to its GPUs' meters, once."""
+        if not getattr(self, "_energy_booked", False):
+            self._energy_booked = True
+            for inst in self.instances:
+                n = len(inst.device_tracks)  # 0: never placed (it ran nothing)
+                for name in inst.device_tracks:
+                    self.cluster.device(name).energy.add(inst.energy_J / n, inst.busy_s,
+                                                         inst.peak_W)  # fmt: skip
+        rep = energy_report(self.cluster, end_s)
+        record_tables(self.sim.recorder, rep)
+        out: dict[str, float | int | str] = dict(energy_columns(self.cluster, end_s, rep))
+        done = np.isfinite(self.times.finish_s)
+        tokens = float(self.times.output[done].sum())
+        accel = float(out["energy_accelerator_J"])
+        out.update(per_unit(accel, {"energy_per_request_J": float(done.sum()),
+                                    "energy_per_output_token_J": tokens}))  # fmt: skip
+        out["tokens_per_J"] = tokens / accel if accel > 0 else float("nan")
         return out
 
 

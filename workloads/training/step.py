@@ -82,7 +82,9 @@ from pydantic import (
 
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.energy import ENERGY_COLUMNS, POWER_COLUMNS, STEP_ENERGY_METRICS
 from hetsim.devices.kernels import elementwise_time_s, kernel_fits
+from hetsim.devices.power import compute_roof_flops, power_model
 from hetsim.devices.precision import Precision
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.budget import WorkEstimate
@@ -438,6 +440,7 @@ class ParallelTrainingWorkload(Workload):
         "borrowed_fits": "GPU.class<-device for every kernel class priced with another "
         "device's fit; GPU.sustained<-device and GPU.gemm.<format>_scale<-device for a "
         "clock ratio or GEMM format scale measured on another device",
+        **STEP_ENERGY_METRICS,
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: ParallelTrainingParams,
@@ -1005,7 +1008,60 @@ class ParallelTrainingWorkload(Workload):
             "replicas_simulated": len(self.replicas),
             "sustained_matmul_ratio": self.sustained_ratio,
             **self._trust(),
+            **self._energy(hfu * peak * it, tokens, parts["compute"] + parts["recompute"]),
         }  # fmt: skip
+
+    def _energy(self, flops_per_gpu: float, tokens: int, kernel_s: float) -> dict[str, Any]:
+        """Energy of one step (:data:`TRAINING_ENERGY_METRICS`): every GPU of the world
+        idles through its stage's bubbles and is busy the rest of the step, its kernels
+        at the compute utilisation of the step's hardware FLOPs (recompute included) at
+        the clock model's compute roof (devices/power.py)."""
+        it, world = self.iteration_s, self.layout.world
+        pm = power_model(self.spec)
+        roof = compute_roof_flops(self.spec, self.precision.math_dtype(), self.sustained_ratio)
+        busy = it * (1.0 - float(self.summary_bubble()))
+        compute = flops_per_gpu / roof if roof > 0 else 0.0
+        per_gpu = pm.idle_W * it + pm.interval_J(busy, compute)
+        peak_W = pm.busy_W(compute / kernel_s) if kernel_s > 0 else pm.memory_W
+        step_J = world * per_gpu
+        self._power_tables(pm, per_gpu, busy, peak_W)
+        return {
+            "energy_per_step_J": step_J,
+            "energy_per_token_J": step_J / tokens,
+            "tokens_per_J": tokens / step_J if step_J > 0 else float("nan"),
+            "avg_power_W": per_gpu / it if it > 0 else float("nan"),
+            "peak_power_W": peak_W,
+            "avg_power_W_by_type": f"{self.spec.name}:{per_gpu / it:.6g}" if it > 0 else "",
+            "peak_power_W_by_type": f"{self.spec.name}:{peak_W:.6g}",
+            "power_limit_W": pm.limit_W,
+        }
+
+    def _power_tables(self, pm: Any, per_gpu_J: float, busy_s: float, kernel_W: float) -> None:
+        """The ``energy`` table (one row: a GPU of the world over the step) and the
+        ``power`` table: per pipeline stage, the kernel draw over each scheduled unit
+        (forward, backward...) of the slowest replica, idle between units, and
+        ``memory_W`` from the stage's last unit to the step's end (DP tail, optimizer)."""
+        rec, it = self.sim.recorder, self.iteration_s
+        rec.table("energy", ENERGY_COLUMNS).append(
+            "each GPU", self.spec.name, self.spec.kind, per_gpu_J, busy_s,
+            per_gpu_J / it if it > 0 else 0.0, kernel_W,
+        )  # fmt: skip
+        table = rec.table("power", POWER_COLUMNS)
+        for d, (starts, ends) in enumerate(zip(self.starts, self.ends, strict=True)):
+            name = f"stage{d}"
+            for a, b in sorted(zip(starts, ends, strict=True)):
+                table.append(name, a, kernel_W)
+                table.append(name, b, pm.idle_W)
+            last = max(ends, default=0.0)
+            if last < it:
+                table.append(name, last, pm.memory_W)
+            table.append(name, it, pm.idle_W)
+
+    def summary_bubble(self) -> float:
+        """Mean over stages of the pipeline bubble's share of the step (``bubble``)."""
+        return float(bubble_fraction(self.starts, self.ends, [
+            sum(self._time(d, u) * self.factor[d] for u in o) + self.helped_s[d]
+            for d, o in enumerate(self.sched.order)]).mean())  # fmt: skip
 
     def _trust(self) -> dict[str, str]:
         """Which kernel fits priced the step (``docs/fidelity`` copies these columns)."""
