@@ -214,7 +214,7 @@ class ServingParams(WorkloadParams):
     )
     tee: Literal["none", "h100-cc"] = Field(
         "none",
-        description="GPU confidential computing (issue 17): every iteration's two "
+        description="GPU confidential computing: every iteration's two "
         "host<->GPU transfers (input ids in, sampled tokens out) go through the encrypted "
         "bounce buffer of devices.secure_copy and pay its per-transfer toll",
     )

@@ -103,7 +103,7 @@ class TrainingParams(WorkloadParams):
         "kernel",
         description="kernel: each op priced by its kernel class (GEMM shape, flash attention, "
         "elementwise; workloads/training/op_cost.py); roofline: every op at the device's "
-        "large-GEMM efficiency (the pricing before issue 15, for comparisons)",
+        "large-GEMM efficiency (the older, coarser pricing, kept for comparisons)",
     )
     attention_peak_fraction: float | None = Field(
         None,
