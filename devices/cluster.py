@@ -37,10 +37,22 @@ class _Strict(BaseModel):
 class DeviceConfig(_Strict):
     """Devices of one kind on a node: a catalogue type, a count and optional overrides."""
 
-    type: str
-    count: int = Field(default=1, gt=0, le=MAX_DEVICES)
-    memory_bytes: PositiveInt | None = None
-    streams: PositiveInt = 1
+    type: str = Field(
+        description="Device type from the catalogue (hetsim list devices), or switch / nvswitch."
+    )
+    count: int = Field(
+        default=1,
+        gt=0,
+        le=MAX_DEVICES,
+        description="Devices of this type on the node; more than "
+        "one are named <name>0, <name>1, ...",
+    )
+    memory_bytes: PositiveInt | None = Field(
+        default=None, description="Memory capacity of each device in bytes (null: the catalogue's)."
+    )
+    streams: PositiveInt = Field(
+        default=1, description="Kernels each device runs at once (capacity of its resource)."
+    )
     power_cap_w: float | None = Field(
         default=None,
         gt=0,
@@ -62,8 +74,11 @@ class DeviceConfig(_Strict):
 class LinkConfig(_Strict):
     """A link type from the catalogue joining two devices (or device groups) of a node."""
 
-    type: str
-    between: tuple[str, str]
+    type: str = Field(description="Link type from the catalogue (hetsim list links).")
+    between: tuple[str, str] = Field(
+        description="The two devices (or device groups) joined, by short "
+        "name; a group links every member pair."
+    )
 
     @field_validator("type")
     @classmethod
@@ -78,18 +93,40 @@ class LinkConfig(_Strict):
 class NodeConfig(_Strict):
     """One machine: its devices by short name and its internal links."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    devices: dict[str, DeviceConfig] = Field(min_length=1)
-    links: list[LinkConfig] = Field(default_factory=list)
-    network_attach: str | None = None
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Node name (letters, digits, _ . -); devices are named <node>/<device>.",
+    )
+    devices: dict[str, DeviceConfig] = Field(
+        min_length=1,
+        description="The node's devices by short name: a catalogue "
+        "type, a count and optional overrides each.",
+    )
+    links: list[LinkConfig] = Field(
+        default_factory=list,
+        description="The node's internal links, each a catalogue link "
+        "type between two devices or device groups.",
+    )
+    network_attach: str | None = Field(
+        default=None,
+        description="This node's device that links to the scale-out switch (null: network.attach).",
+    )
 
 
 class NetworkConfig(_Strict):
     """The scale-out fabric: every node's ``attach`` device links to one switch."""
 
-    type: str
-    attach: str = "cpu"
-    switch: str = "fabric"
+    type: str = Field(
+        description="Link type from the catalogue joining each node's attach device to the switch."
+    )
+    attach: str = Field(
+        default="cpu",
+        description="Short device name on each node that links to the "
+        "switch (a node's network_attach overrides it).",
+    )
+    switch: str = Field(
+        default="fabric", description="Name of the fabric switch every node attaches to."
+    )
 
     _known_type = field_validator("type")(LinkConfig._known_type.__func__)  # type: ignore[attr-defined]
 
@@ -97,8 +134,16 @@ class NetworkConfig(_Strict):
 class ClusterConfig(_Strict):
     """The ``cluster:`` block of a scenario."""
 
-    nodes: list[NodeConfig] = Field(min_length=1)
-    network: NetworkConfig | None = None
+    nodes: list[NodeConfig] = Field(
+        min_length=1,
+        description="The machines of the cluster, each with its devices "
+        "and internal links; names must be unique.",
+    )
+    network: NetworkConfig | None = Field(
+        default=None,
+        description="The scale-out fabric: every node's attach device links to "
+        "one switch (null: no network between nodes).",
+    )
     power_coefficients: dict[str, float] = Field(
         default_factory=dict,
         description="this run's values of power-model coefficients, by name (idle_fraction, "

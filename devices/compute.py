@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from hetsim.devices.energy import POWER_TRACK_SUFFIX, EnergyMeter
+from hetsim.devices.energy_meter import POWER_TRACK_SUFFIX, EnergyMeter
 from hetsim.devices.power import power_model
 from hetsim.devices.roofline import OpCost, op_cost, op_times_s
 from hetsim.devices.spec import DeviceSpec

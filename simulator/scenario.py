@@ -28,8 +28,16 @@ class OutputsConfig(BaseModel):
     """Where and how results are written."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    format: Literal["csv", "parquet"] = "csv"
-    spans: bool = True
+    format: Literal["csv", "parquet"] = Field(
+        default="csv",
+        description="File format of the result tables written with "
+        "--out (CLI --format overrides it).",
+    )
+    spans: bool = Field(
+        default=True,
+        description="Record per-operation spans (the spans table and "
+        "trace); false saves memory on long runs.",
+    )
 
 
 class DataNeed(BaseModel):
@@ -46,15 +54,44 @@ class ScenarioModel(BaseModel):
     """Top level of a scenario file (the workload and policies are validated by kind)."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str
-    description: str = ""
-    seed: NonNegativeInt = 0
-    until_s: PositiveSeconds | None = None
-    cluster: dict[str, Any]
-    workload: dict[str, Any]
-    policies: dict[str, Any] = Field(default_factory=dict)
-    outputs: OutputsConfig = OutputsConfig()
-    sweep: dict[str, Any] = Field(default_factory=dict)
+    name: str = Field(
+        description="Scenario name, written into every summary row (column scenario)."
+    )
+    description: str = Field(
+        default="",
+        description="Free text saying what the scenario shows (its first "
+        "line is shown by hetsim list scenarios).",
+    )
+    seed: NonNegativeInt = Field(
+        default=0,
+        description="Seed of the run's random streams; the same seed gives the same results.",
+    )
+    until_s: PositiveSeconds | None = Field(
+        default=None,
+        description="Simulated time in seconds at which the run stops even if the "
+        "workload has not finished; null runs to completion.",
+    )
+    cluster: dict[str, Any] = Field(
+        description="The cluster: nodes with their devices and links, and the "
+        "scale-out network (see the cluster section)."
+    )
+    workload: dict[str, Any] = Field(
+        description="The workload: a kind plus that kind's parameters (see the workload section)."
+    )
+    policies: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Policy per decision point of the workload, by name or as {name, "
+        "...parameters}; unset points use the kind's default.",
+    )
+    outputs: OutputsConfig = Field(
+        default=OutputsConfig(),
+        description="Where and how results are written (table format, span recording).",
+    )
+    sweep: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Sweep design: dotted paths to value lists (a grid), or the "
+        "long form with design, parameters and seeds.",
+    )
     plugins: list[str] = Field(
         default_factory=list,
         description="modules or .py files (relative to this file) that register workloads, "

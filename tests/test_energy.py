@@ -10,7 +10,8 @@ import pytest
 
 import hetsim
 from hetsim.devices.catalogue import device_spec
-from hetsim.devices.energy import EnergyMeter, power_series
+from hetsim.devices.energy import power_series
+from hetsim.devices.energy_meter import EnergyMeter
 from hetsim.devices.kernels import kernel_fits
 from hetsim.devices.power import cap_clock_ratio, power_model, power_table, type_power_model
 from hetsim.devices.sustained import sustained_ratio

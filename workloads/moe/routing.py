@@ -55,10 +55,26 @@ class SyntheticRouting(BaseModel):
     """``routing: {kind: synthetic}``: the generator described in the module docstring."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["synthetic"] = "synthetic"
-    popularity_skew: float = Field(0.5, ge=0)
-    token_reuse: float = Field(0.2, ge=0, lt=1)
-    logit_scale: float = Field(1.65, gt=0)
+    kind: Literal["synthetic"] = Field(default="synthetic", description="Routing kind (synthetic).")
+    popularity_skew: float = Field(
+        0.5,
+        ge=0,
+        description="Standard deviation of each layer's per-expert logit "
+        "bias b ~ N(0, skew^2) (calibrated: 0.5).",
+    )
+    token_reuse: float = Field(
+        0.2,
+        ge=0,
+        lt=1,
+        description="Lag-1 AR(1) coefficient of the logits from token to token "
+        "(0.2: the top-1 expert repeats about 21% of the time).",
+    )
+    logit_scale: float = Field(
+        1.65,
+        gt=0,
+        description="Scale of the token-varying logit term: z = b + logit_scale "
+        "x (1.65: top-1 share 0.25 under AdapMoE's T).",
+    )
     accuracy: float | list[float] | None = Field(
         None, description="next-layer prediction accuracy; None: model profile or 0.866"
     )
@@ -90,11 +106,26 @@ class ReplayRouting(BaseModel):
     """``routing: {kind: replay, path: trace.npz}``: recorded router probabilities."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["replay"] = "replay"
-    path: str
-    accuracy: float | list[float] | None = None
-    popularity_skew: float = 0.5
-    logit_scale: float = 1.65
+    kind: Literal["replay"] = Field(default="replay", description="Routing kind (replay).")
+    path: str = Field(
+        description=".npy or .npz file of router probabilities (tokens, MoE "
+        "layers, experts), optionally with predicted."
+    )
+    accuracy: float | list[float] | None = Field(
+        default=None,
+        description="Next-layer prediction accuracy when the file has no "
+        "predicted array (null: model profile or 0.866).",
+    )
+    popularity_skew: float = Field(
+        default=0.5,
+        description="Logit bias spread assumed when solving the prediction "
+        "noise for accuracy (no predicted array).",
+    )
+    logit_scale: float = Field(
+        default=1.65,
+        description="Logit scale assumed when solving the prediction "
+        "noise for accuracy (no predicted array).",
+    )
 
 
 Routing = Annotated[SyntheticRouting | ReplayRouting, Field(discriminator="kind")]

@@ -86,15 +86,30 @@ class IdleIndex:
 class QueueingParams(WorkloadParams):
     """The ``workload:`` block of a queueing scenario."""
 
-    kind: Literal["queueing"] = "queueing"
-    arrivals: Arrivals
-    demand: Demand
-    num_requests: int = Field(default=1000, gt=0, le=MAX_REQUESTS)
-    warmup_requests: NonNegativeInt = 0
+    kind: Literal["queueing"] = Field(default="queueing", description="Workload kind (queueing).")
+    arrivals: Arrivals = Field(
+        description="Arrival process of the requests: poisson or a trace (by kind)."
+    )
+    demand: Demand = Field(
+        description="Work of each request by kind (exponential, deterministic or "
+        "llm-prefill), priced on the device serving it."
+    )
+    num_requests: int = Field(
+        default=1000, gt=0, le=MAX_REQUESTS, description="Requests generated."
+    )
+    warmup_requests: NonNegativeInt = Field(
+        default=0,
+        description="First requests left out of the metrics "
+        "(steady-state cut; must be below num_requests).",
+    )
     servers: list[str] | None = Field(
         default=None, description="device names; default: every gpu/npu/server device"
     )
-    discipline: Literal["fcfs", "ps"] = "fcfs"
+    discipline: Literal["fcfs", "ps"] = Field(
+        default="fcfs",
+        description="Service discipline of each server: first-come first-served, "
+        "or processor sharing (needs a push dispatch).",
+    )
 
     @model_validator(mode="after")
     def _warmup_leaves_requests(self) -> QueueingParams:

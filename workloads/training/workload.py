@@ -62,10 +62,19 @@ class Variability(BaseModel):
     """Eager-mode sequence changes, drawn every ``every_iters`` iterations (0: never)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    every_iters: NonNegativeInt = 0
+    every_iters: NonNegativeInt = Field(
+        default=0,
+        description="Iterations between draws of a new op sequence "
+        "(0: the sequence never changes).",
+    )
     seq_lens: list[PositiveInt] = Field(default_factory=list, description="drawn uniformly")
     branch_ops: NonNegativeInt = Field(default=0, description="ops per layer of an optional branch")
-    branch_prob: float = Field(default=0.5, ge=0, le=1)
+    branch_prob: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Chance that a drawn sequence includes the optional branch's ops.",
+    )
     moe_ops_max: NonNegativeInt = Field(default=0, description="routing ops per layer, 0..max")
     ffn_tokens: list[PositiveFloat] = Field(
         default_factory=list,
@@ -77,17 +86,24 @@ class Variability(BaseModel):
 class TrainingParams(WorkloadParams):
     """The ``workload:`` block of a single-accelerator training-memory scenario."""
 
-    kind: Literal["training"] = "training"
-    model: TransformerSpec = Field(default_factory=lambda: TransformerSpec())
+    kind: Literal["training"] = Field(default="training", description="Workload kind (training).")
+    model: TransformerSpec = Field(
+        default_factory=lambda: TransformerSpec(),
+        description="The dense transformer trained and its per-iteration shape.",
+    )
     size_x_hbm: float | None = Field(None, gt=0, description="set layers to this footprint/HBM")
-    iterations: PositiveInt = 20
-    dtype: Literal["bf16", "fp16"] = "bf16"
-    device: str | None = None
+    iterations: PositiveInt = Field(default=20, description="Training iterations run.")
+    dtype: Literal["bf16", "fp16"] = Field(
+        default="bf16", description="Number format of parameters, activations and compute."
+    )
+    device: str | None = Field(
+        default=None, description="Cluster device the model trains on (null: the first GPU or NPU)."
+    )
     cost_model: Literal["kernel", "roofline"] = Field(
         "kernel",
         description="kernel: each op priced by its kernel class (GEMM shape, flash attention, "
         "elementwise; workloads/training/op_cost.py); roofline: every op at the device's "
-        "large-GEMM efficiency (the pricing before issue 15, for comparisons)",
+        "large-GEMM efficiency (the older, coarser pricing, kept for comparisons)",
     )
     attention_peak_fraction: float | None = Field(
         None,
@@ -98,14 +114,20 @@ class TrainingParams(WorkloadParams):
         "extrapolated; FlashAttention-2 measured 0.50-0.73 on A100, 0.35 on H100)",
     )
     gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
-    variability: Variability = Field(default_factory=lambda: Variability())
+    variability: Variability = Field(
+        default_factory=lambda: Variability(),
+        description="Eager-mode op-sequence changes drawn during the run (default: none).",
+    )
     profiler_op_overhead_s: Seconds = Field(
         20e-6, description="profiler hook cost per ATen dispatch (reconstruction)"
     )
     dispatch_scale: NonNegativeFloat = Field(
         1.0, description="scales the ATen dispatches per op (ops.DISPATCHES, reconstruction)"
     )
-    timeline_iterations: list[NonNegativeInt] = Field(default_factory=list)
+    timeline_iterations: list[NonNegativeInt] = Field(
+        default_factory=list,
+        description="Iterations whose every op is written to the op timeline table.",
+    )
     oom_fallback: OomFallback = Field(
         default_factory=lambda: OomFallback(),
         description="the runtime's forced swap when an allocation does not fit and the plan "
