@@ -174,3 +174,19 @@ def test_cluster_energy_is_the_idle_floor_plus_allocated_duty() -> None:
     expect = pm.idle_W * gpus * span + cluster_duty_cycle() * (300.0 - pm.idle_W) * busy
     assert row["energy_J"] == pytest.approx(expect, rel=1e-9)
     assert row["energy_per_job_J"] == pytest.approx(expect / row["completed"], rel=1e-9)
+
+
+def test_cluster_type_without_power_data_has_no_energy_but_runs() -> None:
+    # an inventory type name of the user's own (no catalogue device, no power data): the
+    # run completes and its energy metrics are absent with a reason, never a crash
+    r = hetsim.run(
+        ROOT / "scenarios" / "cuckoo_load.yaml",
+        overrides={
+            "workload.inventory": [{"gpu_type": t, "nodes": 1, "gpus_per_node": 8}
+                                   for t in ("my-gpu", "v100")],
+            "workload.speeds.type_speeds": {"my-gpu": 1.5},
+            "workload.jobs.num_jobs": 20,
+        },
+    )  # fmt: skip
+    assert r.summary_row["energy_J"] is None
+    assert "energy_J" in r.summary_row["absent_metrics"]

@@ -146,8 +146,14 @@ def _energy(wl: ClusterOutcome, busy: np.ndarray, span: float, completed: int) -
     coefficients = wl.cluster.config.power_coefficients
     over = tuple((k, float(v)) for k, v in coefficients.items())
     total, avg, peak = 0.0, {}, {}
-    for t, name in enumerate(wl.types):
-        pm = type_power_model(name, overrides=over)
+    try:
+        models = [type_power_model(name, overrides=over) for name in wl.types]
+    except KeyError:  # a GPU type of the user's inventory with no power data: no energy
+        nan = float("nan")
+        return {"energy_J": nan, "avg_power_W": nan, "peak_power_W": nan,
+                "avg_power_W_by_type": "", "peak_power_W_by_type": "",
+                "energy_per_job_J": nan}  # fmt: skip
+    for t, (name, pm) in enumerate(zip(wl.types, models, strict=True)):
         gpus = float(wl.pool.total[t])
         e = pm.idle_W * gpus * span + duty * (pm.limit_W - pm.idle_W) * float(busy[t])
         total += e
