@@ -28,7 +28,7 @@ from hetsim.devices.spec import (
     LinkSpec,
     PricePreset,
 )
-from hetsim.simulator import registry
+from hetsim.simulator import diskcache, registry
 
 
 def _yaml_load(text: str) -> Any:
@@ -37,6 +37,8 @@ def _yaml_load(text: str) -> Any:
 
 
 DATA_DIR = Path(__file__).resolve().parent
+_SPEC_FILE = DATA_DIR / "spec.py"
+_COLLECTIVES_FILE = DATA_DIR / "collectives.py"
 DEVICE_FILE = DATA_DIR / "catalogue.yaml"
 LINK_FILE = DATA_DIR / "links.yaml"
 
@@ -56,6 +58,7 @@ _DEVICE_KEYS = {
     "pcie_gen",
     "pcie_lanes",
     "scaleup_link",
+    "scaleup_fabric",
     "tdp_w",
     "prices",
     "source",
@@ -209,6 +212,7 @@ def _device(node: _Node, name: str) -> DeviceSpec:
         pcie_gen=node.integer("pcie_gen", 0),
         pcie_lanes=node.integer("pcie_lanes", 16),
         scaleup_link=node.text("scaleup_link", ""),
+        scaleup_fabric=node.text("scaleup_fabric", ""),
         tdp_w=node.number("tdp_w", 0.0),
         prices={p: _price(c) for p, c in _mapping_of(node, "prices").items()},
         source=node.text("source"),
@@ -272,7 +276,20 @@ def _entries(path: Path, section: str) -> dict[str, _Node]:
 
 
 def _load(path: Path, section: str, build: Any) -> dict[str, Any]:
-    """Build every entry of ``section``; ValueErrors from spec checks get the field path."""
+    """Build every entry of ``section``; ValueErrors from spec checks get the field path.
+
+    The specs are kept between processes (:mod:`simulator.diskcache`), keyed by the
+    content of ``path`` and of the modules that parse and define them: an edited
+    catalogue, shipped or the user's, is parsed again."""
+    return diskcache.cached(
+        "catalogue",
+        f"{section}:{build.__name__}",
+        lambda: _build_all(path, section, build),
+        [path, __file__, _SPEC_FILE, _COLLECTIVES_FILE],
+    )
+
+
+def _build_all(path: Path, section: str, build: Any) -> dict[str, Any]:
     out = {}
     for name, node in _entries(path, section).items():
         try:

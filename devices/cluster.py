@@ -9,6 +9,7 @@ Device names are ``<node>/<device>`` (``<device><i>`` when ``count > 1``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,7 @@ from hetsim.devices.catalogue import fabric_spec as registry_fabric
 from hetsim.devices.compute import ComputeDevice
 from hetsim.devices.group import CommGroup
 from hetsim.devices.memory import MemoryPool
+from hetsim.devices.power import POWER_COEFFICIENTS, power_model
 from hetsim.devices.topology import Topology, TopologyLinks, from_dict
 from hetsim.simulator import registry
 from hetsim.simulator.engine import Simulation
@@ -35,10 +37,29 @@ class _Strict(BaseModel):
 class DeviceConfig(_Strict):
     """Devices of one kind on a node: a catalogue type, a count and optional overrides."""
 
-    type: str
-    count: int = Field(default=1, gt=0, le=MAX_DEVICES)
-    memory_bytes: PositiveInt | None = None
-    streams: PositiveInt = 1
+    type: str = Field(
+        description="Device type from the catalogue (hetsim list devices), or switch / nvswitch."
+    )
+    count: int = Field(
+        default=1,
+        gt=0,
+        le=MAX_DEVICES,
+        description="Devices of this type on the node; more than "
+        "one are named <name>0, <name>1, ...",
+    )
+    memory_bytes: PositiveInt | None = Field(
+        default=None, description="Memory capacity of each device in bytes (null: the catalogue's)."
+    )
+    streams: PositiveInt = Field(
+        default=1, description="Kernels each device runs at once (capacity of its resource)."
+    )
+    power_cap_w: float | None = Field(
+        default=None,
+        gt=0,
+        description="board power limit of these devices in W, below the catalogue's tdp_w "
+        "(None: the TDP): lowers the clock of compute-bound kernels and the power they draw "
+        "together (devices/power.py, docs/energy.md); a cap at or above the TDP changes nothing",
+    )
 
     @field_validator("type")
     @classmethod
@@ -53,8 +74,11 @@ class DeviceConfig(_Strict):
 class LinkConfig(_Strict):
     """A link type from the catalogue joining two devices (or device groups) of a node."""
 
-    type: str
-    between: tuple[str, str]
+    type: str = Field(description="Link type from the catalogue (hetsim list links).")
+    between: tuple[str, str] = Field(
+        description="The two devices (or device groups) joined, by short "
+        "name; a group links every member pair."
+    )
 
     @field_validator("type")
     @classmethod
@@ -69,18 +93,40 @@ class LinkConfig(_Strict):
 class NodeConfig(_Strict):
     """One machine: its devices by short name and its internal links."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    devices: dict[str, DeviceConfig] = Field(min_length=1)
-    links: list[LinkConfig] = Field(default_factory=list)
-    network_attach: str | None = None
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Node name (letters, digits, _ . -); devices are named <node>/<device>.",
+    )
+    devices: dict[str, DeviceConfig] = Field(
+        min_length=1,
+        description="The node's devices by short name: a catalogue "
+        "type, a count and optional overrides each.",
+    )
+    links: list[LinkConfig] = Field(
+        default_factory=list,
+        description="The node's internal links, each a catalogue link "
+        "type between two devices or device groups.",
+    )
+    network_attach: str | None = Field(
+        default=None,
+        description="This node's device that links to the scale-out switch (null: network.attach).",
+    )
 
 
 class NetworkConfig(_Strict):
     """The scale-out fabric: every node's ``attach`` device links to one switch."""
 
-    type: str
-    attach: str = "cpu"
-    switch: str = "fabric"
+    type: str = Field(
+        description="Link type from the catalogue joining each node's attach device to the switch."
+    )
+    attach: str = Field(
+        default="cpu",
+        description="Short device name on each node that links to the "
+        "switch (a node's network_attach overrides it).",
+    )
+    switch: str = Field(
+        default="fabric", description="Name of the fabric switch every node attaches to."
+    )
 
     _known_type = field_validator("type")(LinkConfig._known_type.__func__)  # type: ignore[attr-defined]
 
@@ -88,8 +134,30 @@ class NetworkConfig(_Strict):
 class ClusterConfig(_Strict):
     """The ``cluster:`` block of a scenario."""
 
-    nodes: list[NodeConfig] = Field(min_length=1)
-    network: NetworkConfig | None = None
+    nodes: list[NodeConfig] = Field(
+        min_length=1,
+        description="The machines of the cluster, each with its devices "
+        "and internal links; names must be unique.",
+    )
+    network: NetworkConfig | None = Field(
+        default=None,
+        description="The scale-out fabric: every node's attach device links to "
+        "one switch (null: no network between nodes).",
+    )
+    power_coefficients: dict[str, float] = Field(
+        default_factory=dict,
+        description="this run's values of power-model coefficients, by name (idle_fraction, "
+        "memory_activity, dvfs_exponent; devices/power.yaml gives each default and its "
+        "source), applied to every device (idle_fraction only to CPUs): for robustness "
+        "sweeps (scenarios/energy-robustness.yaml)",
+    )
+    accelerator_power_cap_w: float | None = Field(
+        default=None,
+        gt=0,
+        description="board power limit in W of every GPU and NPU of the cluster whose TDP is "
+        "above it (None: each device's TDP); a device's own power_cap_w wins. One mechanism "
+        "lowers compute-bound clocks and power together (devices/power.py, docs/energy.md)",
+    )
 
     @field_validator("nodes")
     @classmethod
@@ -102,6 +170,19 @@ class ClusterConfig(_Strict):
         if total > MAX_DEVICES:
             raise ValueError(f"{total} devices exceed the limit of {MAX_DEVICES}")
         return nodes
+
+    @field_validator("power_coefficients")
+    @classmethod
+    def _known_coefficients(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = sorted(set(v) - set(POWER_COEFFICIENTS))
+        if bad:
+            raise ValueError(f"unknown power coefficient {bad[0]!r}; valid: "
+                             f"{', '.join(POWER_COEFFICIENTS)}")  # fmt: skip
+        for k, x in v.items():
+            if not x >= 0 or (k == "dvfs_exponent" and x <= 0):
+                raise ValueError(f"{k}: {x} must be > 0" if k == "dvfs_exponent"
+                                 else f"{k}: {x} must be >= 0")  # fmt: skip
+        return v
 
     def topology(self) -> Topology:
         """The cluster's topology graph (raises ValueError on a bad link reference)."""
@@ -127,6 +208,17 @@ class Cluster:
         for entry in self.topology.devices():
             spec = fit_overrides.device(registry.device_types.get(entry.type_name))
             cfg = overrides[entry.name]
+            cap = cfg.power_cap_w
+            if cap is None and spec.kind in ("gpu", "npu"):
+                cap = config.accelerator_power_cap_w
+            coefficients = config.power_coefficients
+            if coefficients:
+                wanted = ("idle_fraction",) if spec.kind == "cpu" else POWER_COEFFICIENTS
+                over = tuple((k, float(coefficients[k])) for k in wanted if k in coefficients)
+                spec = dataclasses.replace(spec, power_overrides=over)
+            if cap is not None and cap < spec.tdp_w:
+                spec = dataclasses.replace(spec, power_cap_w=float(cap))
+                power_model(spec)  # a cap at or below idle power is an error here
             dev = ComputeDevice(sim, spec, entry.name, node=entry.node, streams=cfg.streams)
             self._devices[entry.name] = dev
             capacity = cfg.memory_bytes or spec.memory_bytes
@@ -149,10 +241,38 @@ class Cluster:
         if name is not None:
             self.device(name)
             return name
-        found = self.device_names(("gpu", "npu"))
+        return self.usable(("gpu", "npu"), field)[0]
+
+    def usable(
+        self, kinds: tuple[str, ...], what: str, names: Iterable[str] | None = None
+    ) -> list[str]:
+        """The devices ``what`` (a workload) runs on: ``names`` if given, else every
+        device of one of ``kinds``. ValueError in one line when a named device is of
+        another kind, or when no device is of those kinds, saying which kinds ``what``
+        accepts and what the cluster's devices are."""
+        accepts = " or ".join(kinds)
+        if names is not None:
+            names = list(names)
+            for n in names:
+                spec = self.device(n).spec
+                if spec.kind not in kinds:
+                    raise ValueError(f"{what} runs on devices of kind {accepts}; {n} is a "
+                                     f"{spec.name} (kind {spec.kind})")  # fmt: skip
+            return names
+        found = self.device_names(kinds)
         if not found:
-            raise ValueError(f"{field}: the cluster has no gpu or npu")
-        return found[0]
+            have = sorted({f"{d.spec.name} (kind {d.spec.kind})" for d in self.devices()})
+            raise ValueError(f"{what} runs on devices of kind {accepts}; the cluster has "
+                             f"none (it has {', '.join(have) or 'no device'})")  # fmt: skip
+        return found
+
+    def kind_of_type(self, type_name: str) -> str | None:
+        """The kind of the cluster's devices of catalogue type ``type_name`` (None: the
+        cluster has none)."""
+        for d in self._devices.values():
+            if d.spec.name == type_name:
+                return str(d.spec.kind)
+        return None
 
     def devices(self) -> list[ComputeDevice]:
         """Every compute device, in configuration order."""

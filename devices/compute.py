@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import simpy
 
+from hetsim.devices.energy_meter import POWER_TRACK_SUFFIX, EnergyMeter
+from hetsim.devices.power import power_model
 from hetsim.devices.roofline import OpCost, op_cost, op_times_s
 from hetsim.devices.spec import DeviceSpec
 from hetsim.simulator.engine import Simulation
@@ -40,6 +42,9 @@ class ComputeDevice:
         self.busy_s = 0.0
         self.ops = 0
         self.track = sim.recorder.track(name, group=node or "devices", kind="device")
+        sim.recorder.track(name + POWER_TRACK_SUFFIX, group=node or "devices", kind="power")
+        #: the device's energy over the run (:mod:`devices.energy`)
+        self.energy = EnergyMeter(power_model(spec), sim.recorder, name)
 
     def __repr__(self) -> str:
         return f"ComputeDevice({self.name!r}, {self.spec.name})"
@@ -57,12 +62,21 @@ class ComputeDevice:
         return op_times_s(self.spec, flops, nbytes, dtype)
 
     def record_busy(
-        self, start_s: float, end_s: float, name: str, args: dict[str, Any] | None = None
+        self,
+        start_s: float,
+        end_s: float,
+        name: str,
+        args: dict[str, Any] | None = None,
+        utilisation: float | None = None,
     ) -> None:
-        """Account a busy interval (and draw it on this device's timeline)."""
+        """Account a busy interval (and draw it on this device's timeline); with a
+        compute ``utilisation`` (0: memory-bound, 1: compute-bound; :mod:`devices.power`)
+        its energy goes to :attr:`energy` too (None: the mechanism does not price power)."""
         self.busy_s += end_s - start_s
         self.ops += 1
         self.sim.recorder.span(self.track, name, start_s, end_s, args)
+        if utilisation is not None:
+            self.energy.busy(start_s, end_s, utilisation)
 
     def execute(
         self, flops: float, nbytes: float, dtype: str = "fp16", name: str = "op"
@@ -75,9 +89,11 @@ class ComputeDevice:
         with self.resource.request() as req:
             yield req
             start = env.now
-            duration = self.op_time_s(flops, nbytes, dtype)
+            cost = self.op_cost(flops, nbytes, dtype)
+            duration = cost.time_s
             yield env.timeout(duration)
-            self.record_busy(start, env.now, name)
+            u = cost.compute_s / duration if duration > 0 else 0.0
+            self.record_busy(start, env.now, name, utilisation=u)
         return duration
 
     def utilisation(self, horizon_s: float) -> float:

@@ -74,6 +74,7 @@ import numpy as np
 import yaml
 
 from hetsim.devices.catalogue import device_spec
+from hetsim.devices.power import cap_ratio
 from hetsim.devices.precision import DEQUANT_OPS_PER_WEIGHT, Precision
 from hetsim.devices.spec import DeviceSpec, EfficiencyCurve
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, borrowed_ratio, clock_ratio
@@ -249,6 +250,8 @@ def gemm_time_s(
     # a format measured on its own (FP8: K03, a sustained measurement) takes its own
     # scale; the others run at the fits' rate times the clock regime's factor
     peak = spec.peak(math) * fit.format_compute_scale.get(math, fit.compute_clock)
+    if spec.power_cap_w is not None and math in fit.format_compute_scale:
+        peak *= cap_ratio(spec)  # a power cap slows a format measured on its own too
     t_c = np.where(flops > 0, flops / (peak * fit.compute.array(flops)), 0.0)
     t_m = nbytes / (spec.memory_bandwidth_Bps * fit.memory.array(nbytes))
     t = smooth_max(t_c, t_m, fit.sharpness)
@@ -620,14 +623,17 @@ def kernel_fits(
     if gemv_memory not in GEMV_MEMORY_CHOICES:
         raise ValueError(f"gemv_memory: {gemv_memory!r}; valid: {', '.join(GEMV_MEMORY_CHOICES)}")
     fits, borrow = kernel_table()
+    cap = cap_ratio(spec)  # a power cap's factor on compute roofs (devices/power.py)
     if spec.name in fits:
         ratio = clock_ratio(spec.name, clocks, sustained_override)
+        ratio = ratio * cap if cap != 1.0 else ratio
         own = _fits_on(spec.name, spec.name, spec.memory_bandwidth_Bps, ratio)
         scale_on = dict.fromkeys(own.gemm.format_compute_scale, spec.name)
         return KernelFitRef(spec.name, own, _overall(spec.name, own.fitted_on), own.fitted_on,
                             scale_on, ratio)  # fmt: skip
     if spec.name in borrow:
         ratio = clock_ratio(spec.name, clocks, sustained_override)
+        ratio = ratio * cap if cap != 1.0 else ratio
         lender = borrow[spec.name]
         use_gemv = gemv_memory == "shipped"
         lent = _fits_on(spec.name, lender, spec.memory_bandwidth_Bps, ratio, use_gemv)
@@ -636,7 +642,15 @@ def kernel_fits(
         gemv = gemv_memory_table()[1].get(spec.name, "") if use_gemv else ""
         return KernelFitRef(spec.name, lent, "borrowed", lent.fitted_on, scale_on, ratio, gemv)
     clock_ratio(spec.name, clocks, sustained_override)  # a bad regime is still an error
-    return KernelFitRef(spec.name, roofline_fits(spec), "uncalibrated", {})
+    derived = roofline_fits(spec)
+    if cap != 1.0:  # derived fits take no sustained ratio, but a cap still slows them
+        derived = replace(
+            derived,
+            gemm=replace(derived.gemm, compute_clock=cap),
+            attention_prefill=replace(derived.attention_prefill, compute_clock=cap),
+        )
+        return KernelFitRef(spec.name, derived, "uncalibrated", {}, clock_ratio=cap)
+    return KernelFitRef(spec.name, derived, "uncalibrated", {})
 
 
 def _overall(device: str, fitted_on: dict[str, str]) -> FitKind:

@@ -40,6 +40,8 @@ from typing import Literal
 
 import numpy as np
 
+from hetsim.simulator import diskcache
+
 LINE_BYTES = 64
 ARITY = 8  # counters per version block, MACs per MAC line, children per tree node (MEE)
 
@@ -225,37 +227,8 @@ def tree_levels(region_bytes: float, root_entries: int = ARITY) -> int:
     return depth
 
 
-class _LRU:
-    """Set-associative LRU cache of (level, index) metadata lines with dirty bits."""
-
-    def __init__(self, spec: MetadataCache) -> None:
-        self.sets = spec.sets
-        self.ways = spec.ways
-        self.data: list[OrderedDict[tuple[int, int], bool]] = [
-            OrderedDict() for _ in range(self.sets)
-        ]
-        self.writebacks = 0
-
-    def touch(self, key: tuple[int, int], dirty: bool) -> bool:
-        """Access ``key``; True on a hit. A miss inserts it, evicting the LRU line."""
-        s = self.data[(key[1] * 0x9E3779B1 + key[0] * 0x85EBCA77) % self.sets]
-        if key in s:
-            s.move_to_end(key)
-            if dirty:
-                s[key] = True
-            return True
-        if len(s) >= self.ways:
-            _, was_dirty = s.popitem(last=False)
-            self.writebacks += int(was_dirty)
-        s[key] = dirty
-        return False
-
-    def dirty_lines(self) -> int:
-        """Lines still dirty (written back at the end of the stream)."""
-        return sum(sum(1 for d in s.values() if d) for s in self.data)
-
-
 _MAC = -1  # level tag of MAC lines; versions are level 0, tree nodes 1..depth
+_SET_MIX_INDEX, _SET_MIX_LEVEL = 0x9E3779B1, 0x85EBCA77  # set = hash(level, index) % sets
 
 
 def simulate_metadata(
@@ -277,24 +250,84 @@ def simulate_metadata(
 def _simulate(
     pattern: AccessPattern, cache: MetadataCache, region_bytes: float | None, n: int
 ) -> MetadataStats:
+    # a pure function of its arguments and of this file: kept between processes too
+    # (``simulator.diskcache``; a tensortee build simulates ~10^6 line accesses)
+    key = repr((pattern, cache, region_bytes, n))
+    return diskcache.cached(
+        "mee-metadata", key, lambda: _simulate_lines(pattern, cache, region_bytes, n), [__file__]
+    )
+
+
+def _simulate_lines(
+    pattern: AccessPattern, cache: MetadataCache, region_bytes: float | None, n: int
+) -> MetadataStats:
+    """The set-associative LRU cache of (level, index) metadata lines with dirty bits,
+    run over the first ``n`` lines of ``pattern``. Each line's MAC line and version
+    block are touched, then the tree nodes up to the first cached one (a read) or to
+    the root (a write updates every level); a miss inserts the line, evicting its set's
+    least recently used one (written back if dirty). Written out in one loop (~10^5
+    accesses per call; start-up time)."""
     region = float(region_bytes if region_bytes is not None else pattern.footprint_bytes)
     depth = tree_levels(region)
-    lru = _LRU(cache)
-    v_miss = m_miss = t_fetch = 0
+    n_sets, ways = cache.sets, cache.ways
+    sets: list[OrderedDict[tuple[int, int], bool]] = [OrderedDict() for _ in range(n_sets)]
+    mix_i, mix_l = _SET_MIX_INDEX, _SET_MIX_LEVEL
     w = pattern.write
+    writebacks = v_miss = m_miss = t_fetch = 0
+    prev_block, prev_all_hit = -1, False
     for line in pattern.lines(n).tolist():
         block = line // ARITY
-        m_miss += not lru.touch((_MAC, block), w)
-        hit = lru.touch((0, block), w)
-        v_miss += not hit
+        if block == prev_block and prev_all_hit:
+            # the same metadata lines as the access before, which hit on every one: they
+            # are the most recent of their sets, in this order, with the dirty bits this
+            # access would set, so this access changes nothing
+            continue
+        all_hit = True
+        key = (_MAC, block)
+        s = sets[(block * mix_i + _MAC * mix_l) % n_sets]
+        if key in s:
+            s.move_to_end(key)
+            if w:
+                s[key] = True
+        else:
+            m_miss += 1
+            all_hit = False
+            if len(s) >= ways:
+                writebacks += s.popitem(last=False)[1]
+            s[key] = w
+        key = (0, block)
+        s = sets[(block * mix_i) % n_sets]
+        if key in s:
+            s.move_to_end(key)
+            if w:
+                s[key] = True
+            hit = True
+        else:
+            v_miss += 1
+            hit = all_hit = False
+            if len(s) >= ways:
+                writebacks += s.popitem(last=False)[1]
+            s[key] = w
         node = block
         for level in range(1, depth + 1):
             if hit and not w:
                 break  # a cached version was verified when it came in
             node //= ARITY
-            hit = lru.touch((level, node), w)
-            t_fetch += not hit
-    wb = lru.writebacks + lru.dirty_lines()
+            key = (level, node)
+            s = sets[(node * mix_i + level * mix_l) % n_sets]
+            if key in s:
+                s.move_to_end(key)
+                if w:
+                    s[key] = True
+                hit = True
+            else:
+                t_fetch += 1
+                hit = all_hit = False
+                if len(s) >= ways:
+                    writebacks += s.popitem(last=False)[1]
+                s[key] = w
+        prev_block, prev_all_hit = block, all_hit
+    wb = writebacks + sum(sum(1 for d in s.values() if d) for s in sets)
     return MetadataStats(n, v_miss / n, m_miss / n, t_fetch / n, wb / n, depth)
 
 

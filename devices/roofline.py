@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetsim.devices.power import cap_ratio
 from hetsim.devices.spec import DeviceSpec
 
 
@@ -36,13 +37,20 @@ class OpCost:
         return "compute" if self.compute_s >= self.memory_s else "memory"
 
 
+def _peak(spec: DeviceSpec, dtype: str) -> float:
+    """Peak FLOP/s of ``dtype`` at the clock a power cap leaves (:mod:`devices.power`)."""
+    if spec.power_cap_w is None:
+        return spec.peak(dtype)
+    return spec.peak(dtype) * cap_ratio(spec)
+
+
 def op_cost(spec: DeviceSpec, flops: float, nbytes: float, dtype: str = "fp16") -> OpCost:
     """Roofline breakdown of an op with ``flops`` FLOPs moving ``nbytes`` bytes."""
     if flops < 0 or nbytes < 0:
         raise ValueError(f"op with negative work: flops={flops}, bytes={nbytes}")
     compute_s = 0.0
     if flops > 0:
-        compute_s = flops / (spec.peak(dtype) * spec.compute_curve(dtype)(flops))
+        compute_s = flops / (_peak(spec, dtype) * spec.compute_curve(dtype)(flops))
     memory_s = 0.0
     if nbytes > 0:
         memory_s = nbytes / (spec.memory_bandwidth_Bps * spec.memory_efficiency(nbytes))
@@ -64,7 +72,7 @@ def op_times_s(
         raise ValueError("ops with negative work")
     with np.errstate(divide="ignore", invalid="ignore"):
         compute = np.where(
-            flops > 0, flops / (spec.peak(dtype) * spec.compute_curve(dtype).array(flops)), 0.0
+            flops > 0, flops / (_peak(spec, dtype) * spec.compute_curve(dtype).array(flops)), 0.0
         )
         memory = np.where(
             nbytes > 0,

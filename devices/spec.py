@@ -84,7 +84,17 @@ class DeviceSpec:
     pcie_gen: int = 0
     pcie_lanes: int = 16
     scaleup_link: str = ""
+    #: collective fabric of a node's devices of this type (tensor-parallel all-reduce):
+    #: a fabric of links.yaml ``fabrics:``, ``pcie`` (a ring over its PCIe generation's
+    #: link), ``link`` (a ring over ``scaleup_link``); "" = not known (a run warns)
+    scaleup_fabric: str = ""
     tdp_w: float = 0.0
+    #: a run's board power limit below the TDP (None: the TDP); set by the cluster from
+    #: ``power_cap_w`` and read by :mod:`devices.power` (clock factor and power limit)
+    power_cap_w: float | None = None
+    #: a run's values of power coefficients (``devices/power.yaml`` names: idle_fraction,
+    #: memory_activity, dvfs_exponent), set by the cluster from ``power_coefficients``
+    power_overrides: tuple[tuple[str, float], ...] = ()
     prices: dict[str, PricePreset] = field(default_factory=dict)
     source: str = ""
     notes: str = ""

@@ -167,7 +167,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from hetsim.simulator.outdir import check_sweep_file, finish_sweep_dir
     from hetsim.simulator.result import write_frame
     from hetsim.simulator.runner import as_scenario
-    from hetsim.simulator.sweeps import sweep, sweep_hash
+    from hetsim.simulator.sweeps import overload_warning, sweep, sweep_hash
 
     if args.resume and args.out:
         raise ScenarioError("--out", "", "give --out or --resume, not both")
@@ -184,6 +184,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         force=args.force,
         max_points=_max_points(args),
         budgets=Budgets(_gib(args.max_memory_gib), args.max_cpu_s, args.max_events),
+        warn=False,
     )
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     if not args.quiet:
@@ -191,12 +192,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(sweep_digest(table, [*sc.workload_cls.metrics, "overloaded"]))
         if not out:
             print("(a digest; --out DIR writes every column to DIR/sweep.csv)")
-    if "overloaded" in table and table["overloaded"].fillna(False).astype(bool).any():
-        n = int(table["overloaded"].fillna(False).astype(bool).sum())
-        print(f"{args.file}: warning: {n} of {len(table)} points overloaded (sojourn times "
-              "or the backlog grow while requests arrive; see the overloaded, sojourn_growth "
-              "and backlog_growth columns): their latency and cost figures are not "
-              "steady-state figures", file=sys.stderr)  # fmt: skip
+    warning = overload_warning(table)
+    if warning:
+        print(f"{args.file}: warning: {warning}", file=sys.stderr)
     if out:
         fmt = args.format or sc.outputs.format
         folder, files = Path(out), [f"sweep.{fmt}", "scenario.yaml"]
@@ -320,7 +318,8 @@ def _entries(kind: str) -> list[tuple[str, str, str]]:
     if kind == "scenarios":
         from hetsim.simulator.scenario import shipped_scenarios
 
-        return [(name, _scenario_doc(path), "") for name, path in shipped_scenarios().items()]
+        return [(name, _data_mark(path) + _scenario_doc(path), "")
+                for name, path in shipped_scenarios().items()]  # fmt: skip
     if kind == "metrics":
         return [
             (f"{e.name}/{metric}", text, "")
@@ -334,7 +333,35 @@ def _entries(kind: str) -> list[tuple[str, str, str]]:
         "models": registry.models,
         "workloads": registry.workloads,
     }[kind]
-    return [(e.name, e.doc, fmt(e.params)) for e in reg]
+    rows = [(e.name, e.doc, fmt(e.params)) for e in reg]
+    if kind == "models":  # the moe workload's catalogue (workloads/models/moe.yaml) too
+        from hetsim.workloads.models.moe import moe_models
+
+        listed = {r[0] for r in rows}
+        for name, m in moe_models().items():
+            if name not in listed:
+                doc = (f"{m.display_name or name}: {m.layers} layers, {m.routed_experts} "
+                       f"routed experts (top-{m.top_k}), MoE (moe workload)")  # fmt: skip
+                rows.append((name, doc, ""))
+        rows.sort()
+    return rows
+
+
+def _data_mark(path: Path) -> str:
+    """``[needs data: ...]`` for a scenario whose ``data:`` hetsim does not ship
+    (``absent`` when it is not where the scenario reads it)."""
+    from hetsim.simulator.scenario import DataNeed, missing_data
+
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        needs = [DataNeed.model_validate(d) for d in (raw.get("data") or [])]
+    except (OSError, yaml.YAMLError, AttributeError, ValueError):
+        return ""
+    if not needs:
+        return ""
+    absent = missing_data(needs, path.parent)
+    state = "absent, see `hetsim validate`" if absent else "present"
+    return f"[needs unshipped data, {state}] "
 
 
 def _scenario_doc(path: Path) -> str:
@@ -466,6 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_fid.add_argument("--ids", action="append", help="only these rows (V51,V52; repeatable)")
     p_fid.set_defaults(func=cmd_fidelity)
+    for p in sub.choices.values():  # --plugin also after the subcommand
+        p.add_argument("--plugin", action="append", default=[], dest="sub_plugin",
+                       metavar="MODULE_OR_FILE", help="as hetsim --plugin")  # fmt: skip
     return parser
 
 
@@ -496,7 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hetsim: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        _load_cli_plugins(args.plugin)
+        _load_cli_plugins([*args.plugin, *getattr(args, "sub_plugin", [])])
         return int(args.func(args))
     except PluginError as e:
         print(f"hetsim: error: {e}", file=sys.stderr)

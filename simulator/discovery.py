@@ -75,9 +75,14 @@ def build_index(packages: list[ModuleType]) -> dict[str, list[str]]:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 continue  # full discovery will import (and report) it
-            keys = [f"workload:{m.group(1)}" for m in _WORKLOAD.finditer(text)]
-            keys += [f"policy:{m.group(1)}:{m.group(2)}" for m in _POLICY.finditer(text)]
-            if _MODELS.search(text):
+            keys: list[str] = []
+            # a substring test first: most files register nothing, and a pattern that
+            # starts with ``\b`` scans every position of the text (start-up time)
+            if "workloads.register(" in text:
+                keys += [f"workload:{m.group(1)}" for m in _WORKLOAD.finditer(text)]
+            if "policies.register(" in text:
+                keys += [f"policy:{m.group(1)}:{m.group(2)}" for m in _POLICY.finditer(text)]
+            if "models.add(" in text and _MODELS.search(text):
                 keys.append("models")
             for key in keys:
                 index.setdefault(key, []).append(module)

@@ -58,12 +58,45 @@ def user_loc(loc: Sequence[int | str], data: Any, missing: bool = False) -> list
     return out
 
 
+def _models_in(annotation: Any) -> list[Any]:
+    """The pydantic model classes an annotation holds (through Optional, unions,
+    Annotated, lists and dict values)."""
+    from typing import get_args
+
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return [annotation]
+    out: list[Any] = []
+    for arg in get_args(annotation):
+        out += _models_in(arg)
+    return out
+
+
+def valid_keys(model: Any, loc: Sequence[int | str]) -> list[str]:
+    """The field names valid where pydantic's error location ``loc`` ends (the keys of
+    the mapping that holds the last part); [] when the walk loses the model."""
+    models = _models_in(model)
+    for part in loc[:-1]:
+        if isinstance(part, int) or not models:
+            continue  # a list index: the same item models
+        nxt = [m2 for m in models if part in m.model_fields
+               for m2 in _models_in(m.model_fields[part].annotation)]  # fmt: skip
+        if nxt:
+            models = nxt
+        elif not any(part in m.model_fields for m in models):
+            named = [m for m in models if m.__name__ == part]
+            models = named or models  # a union label: stay on the union's members
+        else:
+            return []  # a plain field (a dict of scalars): no model to list
+    return sorted({f for m in models for f in m.model_fields})
+
+
 def from_validation(
-    file: str, prefix: str, err: ValidationError, data: Any = None
+    file: str, prefix: str, err: ValidationError, data: Any = None, model: Any = None
 ) -> ScenarioError:
     """The first error of a pydantic ValidationError as a ScenarioError.
 
-    ``data`` is the validated input, used to drop pydantic's union labels from the path.
+    ``data`` is the validated input, used to drop pydantic's union labels from the path;
+    ``model``: the model validated, so that an unknown key gets the closest valid one.
     """
     first = err.errors()[0]
     missing = first["type"] == "missing"
@@ -72,6 +105,11 @@ def from_validation(
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
+        valid = valid_keys(model, first["loc"]) if model is not None else []
+        if valid:
+            from hetsim.simulator.registry import did_you_mean
+
+            msg += f";{did_you_mean(str(first['loc'][-1]), valid)} valid: {', '.join(valid)}"
     elif first["type"] == "missing":
         msg = "required field is missing"
     elif first["type"] == "union_tag_invalid":

@@ -12,7 +12,8 @@ For each expressed row the scenario is run and
 * ``predicted = scale * column`` (or ``scale / column`` with ``invert: true``);
 * ``signed_error = predicted / published - 1`` and ``abs_error = |signed_error|``;
 * ``optimistic``: whether the prediction is faster than the measurement (a higher rate
-  for a unit per second, a shorter time for a unit of time; empty for other units);
+  for a unit per second, a shorter time for a unit of time), or for an energy (``J...``)
+  lower; empty for other units;
 * ``model_fits``, ``kernel_classes`` and ``borrowed_fits`` are copied from the run's
   summary columns of those names when the workload reports them.
 
@@ -54,7 +55,12 @@ from hetsim.simulator.errors import ScenarioError, dotted
 from hetsim.simulator.version import __version__
 
 ENDTOEND = "endtoend.csv"
-GROUPS = ("training", "decode", "serving", "cpu", "offload", "collective", "tee")
+ENERGY = "energy.csv"
+"""Published end-to-end energy measurements (ids ``E01``...), same columns as
+:data:`ENDTOEND`, beside it; validation only, like it (docs/energy.md)."""
+TIMING = ("training", "decode", "serving", "cpu", "offload", "collective", "tee")
+"""The groups of time and throughput rows (``all`` in the report)."""
+GROUPS = (*TIMING, "energy")
 INFERENCE = ("decode", "serving", "cpu", "offload", "collective")
 HOST = ("cpu", "offload", "tee")  # issue 17's target group: work on or through the host
 """The groups of issue 15's target (inference and collective rows)."""
@@ -64,9 +70,9 @@ COLUMNS = ("id", "group", "metric", "published", "unit", "predicted", "signed_er
            "in_sample", "cv_predicted", "cv_error", "cv_fold", "cv_low", "cv_high", "status",
            "scenario")  # fmt: skip
 WORST = 5
-_ID = re.compile(r"^V\d{2,3}$")
+_ID = re.compile(r"^[VE]\d{2,3}$")
 
-Group = Literal["training", "decode", "serving", "cpu", "offload", "collective", "tee"]
+Group = Literal["training", "decode", "serving", "cpu", "offload", "collective", "tee", "energy"]
 
 
 def repo_root() -> Path:
@@ -134,7 +140,7 @@ class RowsFile(_Strict):
     def _ids(cls, v: dict[str, Any]) -> dict[str, Any]:
         bad = [k for k in v if not _ID.match(k)]
         if bad:
-            raise ValueError(f"ids must look like V01, got {bad}")
+            raise ValueError(f"ids must look like V01 (or E01: energy), got {bad}")
         return v
 
 
@@ -181,7 +187,7 @@ class Outcome:
         unit = self.published.unit.strip()
         if "/s" in unit:
             return err > 0
-        if unit in ("s", "ms", "us"):
+        if unit in ("s", "ms", "us") or unit.startswith("J"):  # a time, an energy: less
             return err < 0
         return None
 
@@ -199,7 +205,8 @@ class Outcome:
 
     @property
     def optimistic(self) -> bool | None:
-        """Faster than measured: a higher rate or a shorter time (None: other units)."""
+        """Faster (or, for an energy, cheaper) than measured: a higher rate, a shorter time,
+        less energy (None: other units)."""
         return self.direction(self.signed_error)
 
 
@@ -208,13 +215,24 @@ class CalibrationMissing(Exception):
 
 
 def load_published(calibration_dir: Path) -> dict[str, Published]:
-    """Rows of ``endtoend.csv`` by id (CalibrationMissing if the file is absent)."""
+    """Rows of ``endtoend.csv`` and, when it is there, ``energy.csv`` by id
+    (CalibrationMissing if ``endtoend.csv`` is absent)."""
     path = calibration_dir / ENDTOEND
     if not path.is_file():
         raise CalibrationMissing(
             f"hetsim fidelity: no {ENDTOEND} in {calibration_dir} (the calibration data; "
             "give --calibration-dir)"
         )
+    out = _read_published(path)
+    energy = calibration_dir / ENERGY
+    if not energy.is_file():  # a --calibration-dir copy without it: the shipped one
+        energy = default_calibration_dir() / ENERGY
+    if energy.is_file():
+        out.update(_read_published(energy))
+    return out
+
+
+def _read_published(path: Path) -> dict[str, Published]:
     out: dict[str, Published] = {}
     with path.open(newline="", encoding="utf-8") as fh:
         for n, rec in enumerate(csv.DictReader(fh), start=2):
@@ -223,7 +241,7 @@ def load_published(calibration_dir: Path) -> dict[str, Published]:
                     rec["id"], rec["what"], rec["metric"], float(rec["value"]), rec["unit"]
                 )
             except (KeyError, TypeError, ValueError) as e:
-                raise ScenarioError(ENDTOEND, f"line {n}", f"unreadable row ({e})") from None
+                raise ScenarioError(path.name, f"line {n}", f"unreadable row ({e})") from None
     return out
 
 
@@ -254,11 +272,11 @@ def check_ids(rows: RowsFile, published: dict[str, Published], name: str) -> Non
     for section in ("rows", "unexpressed"):
         unknown = sorted(set(getattr(rows, section)) - set(published))
         if unknown:
-            raise ScenarioError(name, section, f"{unknown} are not ids of {ENDTOEND}")
+            raise ScenarioError(name, section, f"{unknown} are not ids of {ENDTOEND} or {ENERGY}")
 
 
-def _id_key(row_id: str) -> int:
-    return int(row_id[1:])
+def _id_key(row_id: str) -> tuple[bool, int]:
+    return (row_id[0] != "V", int(row_id[1:]))
 
 
 def _predict(value: float, row: Row) -> float:
@@ -458,7 +476,7 @@ def report_markdown(
     blocks = [(g, g, {g}) for g in GROUPS]
     blocks += [("inference + collective", "**inference + collective**", set(INFERENCE)),
                ("offload + CPU + TEE", "**offload + CPU + TEE**", set(HOST)),
-               ("all", "**all**", set(GROUPS))]  # fmt: skip
+               ("all", "**all**", set(TIMING))]  # fmt: skip
     for key, name, members in blocks:
         listed = [i for i, g in groups.items() if g in members]
         expressed = [i for i, r in rows.rows.items() if r.group in members]

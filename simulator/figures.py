@@ -95,6 +95,23 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
         ),
     ),
     "serving": (
+        F(
+            "power-over-time",
+            "power",
+            "series",
+            ("power_W",),
+            "Power per device",
+            x="time_s",
+            hue="device",
+        ),
+        F(
+            "energy-by-device",
+            "energy",
+            "bars",
+            ("energy_J", "avg_power_W"),
+            "Energy and average power per device",
+            x="device",
+        ),
         F("latency-cdf", "requests", "cdf", ("ttft_s", "tpot_s", "e2e_s"), "Request latency"),
         F(
             "attainment-over-time",
@@ -178,6 +195,23 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
     ),
     "training-parallel": (
         F(
+            "power-over-time",
+            "power",
+            "series",
+            ("power_W",),
+            "Power per device",
+            x="time_s",
+            hue="device",
+        ),
+        F(
+            "energy-by-device",
+            "energy",
+            "bars",
+            ("energy_J", "avg_power_W"),
+            "Energy and average power per device",
+            x="device",
+        ),
+        F(
             "memory-per-stage",
             "stage_memory",
             "stack",
@@ -246,6 +280,29 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
     ),
 }
 """Standard figures per workload kind (``observability-faults`` shares observability's)."""
+_STEP_TIME = F("step-time", "steps", "bars", ("step_s",), "Time per step", x="step",
+               derive={"step_s": ("end_s", "start_s")})  # fmt: skip
+FIGURES["tee-collab"] = (
+    _STEP_TIME,
+    F("time-split", "summary", "summary_bars",
+      ("step_s", "plain_step_s", "stall_s", "reencrypt_s", "verify_s", "metadata_s",
+       "crypto_s"), "Step time and its parts"),
+)  # fmt: skip
+FIGURES["tee-nna"] = (
+    F("time-split", "summary", "summary_bars",
+      ("step_s", "tee_only_step_s", "tee_work_s", "nna_work_s", "metakey_s", "overhead_s"),
+      "Step time and its parts"),
+)  # fmt: skip
+FIGURES["tee-verify"] = (
+    F("time-split", "summary", "summary_bars",
+      ("batch_s", "enclave_batch_s", "gpu_s", "copy_s", "tee_s"), "Batch time and its parts"),
+)  # fmt: skip
+FIGURES["offload"] = (
+    F("step-time", "steps", "bars", ("step_s",), "Time per step (prefill, then decode)",
+      x="step", derive={"step_s": ("end_s", "start_s")}),
+    F("time-split", "summary", "summary_bars", ("ttft_s", "tbt_mean_s"),
+      "Time to first token and mean time between tokens"),
+)  # fmt: skip
 FIGURES["observability-faults"] = FIGURES["observability"]
 
 
@@ -292,9 +349,13 @@ def _prepare(spec: FigureSpec, frame: pd.DataFrame) -> pd.DataFrame | None:
         frame[new] = num / den.where(den != 0) if spec.ratio else num - den
     if spec.first_of and spec.first_of in frame and len(frame):
         frame = frame[frame[spec.first_of] == frame[spec.first_of].iloc[0]]
+    if spec.draw == "summary_bars":  # the columns the summary has
+        return frame if any(c in frame for c in spec.columns) and len(frame) else None
     needed = [c for c in (*spec.columns, spec.x, spec.hue) if c]
     if any(c not in frame for c in needed) or frame.empty:
         return None
+    if spec.draw == "deadlines" and not np.isfinite(frame[spec.columns[1]].astype(float)).any():
+        return None  # no job has a deadline: no empty panels
     return frame
 
 
@@ -492,6 +553,20 @@ def _deadlines(spec: FigureSpec, frame: pd.DataFrame) -> Any:
     return fig
 
 
+def _summary_bars(spec: FigureSpec, frame: pd.DataFrame) -> Any:
+    """One horizontal bar per summary metric of ``columns`` the run has (seconds)."""
+    cols = [c for c in spec.columns if c in frame and np.isfinite(float(frame[c].iloc[0]))]
+    fig, axes = _panels(1)
+    values = np.array([float(frame[c].iloc[0]) for c in cols])
+    scale, unit = _time_scale(values)
+    ax = axes[0]
+    ax.barh(range(len(cols)), values / scale, color="C0")
+    ax.set_yticks(range(len(cols)), [_words(c) for c in cols])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time ({unit})")
+    return fig
+
+
 def _occupancy(spec: FigureSpec, frame: pd.DataFrame) -> Any:
     fig, axes = _panels(1)
     ax = axes[0]
@@ -536,7 +611,7 @@ def _spans(spec: FigureSpec, frame: pd.DataFrame) -> Any:
 DRAW: dict[str, Callable[[FigureSpec, pd.DataFrame], Any]] = {
     "cdf": _cdf, "series": _series, "bars": _bars, "stack": _stack,
     "occupancy": _occupancy, "spans": _spans, "memory": _memory, "stage_time": _stage_time,
-    "deadlines": _deadlines,
+    "deadlines": _deadlines, "summary_bars": _summary_bars,
 }  # fmt: skip
 
 
@@ -596,7 +671,9 @@ def _figures(
     name = str(scenario.get("name", folder.name))
     summary = _read_summary(folder)
     for spec in FIGURES.get(kind, ()):
-        raw = _read_table(folder, spec.table)
+        raw = (
+            pd.DataFrame([summary]) if spec.table == "summary" else _read_table(folder, spec.table)
+        )
         frame = _prepare(spec, raw) if raw is not None else None
         if frame is None:
             continue

@@ -77,9 +77,129 @@ def load_plugin(ref: str, base_dir: Path | None = None, origin: str = "plugin") 
         raise PluginError(f"{origin}: {e}") from None
     if key in _loaded:
         return _loaded[key]
+    before = _snapshot()
     module = _import_file(Path(key), origin) if is_file else _import_name(key, origin)
+    label = f"{origin}: {key!r}" if is_file else f"{origin}: {key}"
+    try:
+        _check_registrations(label, before)
+    except PluginError:
+        _forget(before)  # a rejected plugin leaves nothing registered
+        raise
     _loaded[key] = module
     return module
+
+
+def _snapshot() -> dict[str, set[str]]:
+    """The names registered so far, per policy decision point and for workload kinds."""
+    from hetsim.simulator import registry
+
+    out = {f"policy:{p}": set(r._entries) for p, r in registry.policies._points.items()}
+    out["workload"] = set(registry.workloads._entries)
+    return out
+
+
+def _forget(before: dict[str, set[str]]) -> None:
+    """Remove what plugins registered since ``before`` (hetsim's own entries stay)."""
+    from hetsim.simulator import registry
+
+    for point, reg in registry.policies._points.items():
+        for name in set(reg._entries) - before.get(f"policy:{point}", set()):
+            if _external(reg._entries[name].obj):
+                del reg._entries[name]
+    for kind in set(registry.workloads._entries) - before["workload"]:
+        if _external(registry.workloads._entries[kind].obj):
+            del registry.workloads._entries[kind]
+
+
+def _check_registrations(label: str, before: dict[str, set[str]]) -> None:
+    """Check what one plugin registered: a policy at a decision point some workload
+    declares, with a pydantic ``Params``, under a name hetsim does not define itself; a
+    workload kind subclassing :class:`hetsim.workloads.base.Workload`. PluginError
+    (one line naming the plugin) on the first problem."""
+    from hetsim.simulator import discovery, registry
+
+    index = discovery._get_index()
+    added = [(point, name, reg) for point, reg in sorted(registry.policies._points.items())
+             for name in sorted(set(reg._entries) - before.get(f"policy:{point}", set()))
+             if _external(reg._entries[name].obj)]  # fmt: skip
+    kinds = [k for k in sorted(set(registry.workloads._entries) - before["workload"])
+             if _external(registry.workloads._entries[k].obj)]  # fmt: skip
+    for point, name, reg in added:
+        cls = reg._entries[name].obj
+        where = f"policy {name!r} at {point}"
+        if index.get(f"policy:{point}:{name}"):
+            del reg._entries[name]
+            raise PluginError(f"{label}: {where} is registered twice (hetsim's "
+                              f"{index[f'policy:{point}:{name}'][0]} registers it): "
+                              "choose another name")  # fmt: skip
+        _check_point(label, where, point)
+        _check_policy_class(label, where, cls)
+    for kind in kinds:
+        cls = registry.workloads._entries[kind].obj
+        if index.get(f"workload:{kind}"):
+            del registry.workloads._entries[kind]
+            raise PluginError(f"{label}: workload kind {kind!r} is registered twice (hetsim's "
+                              f"{index[f'workload:{kind}'][0]} registers it)")  # fmt: skip
+        from hetsim.workloads.base import Workload, WorkloadParams
+
+        if not (isinstance(cls, type) and issubclass(cls, Workload)):
+            raise PluginError(f"{label}: workload kind {kind!r}: {_name(cls)} must subclass "
+                              "hetsim.workloads.base.Workload")  # fmt: skip
+        params = getattr(cls, "Params", None)
+        if not (isinstance(params, type) and issubclass(params, WorkloadParams)):
+            raise PluginError(f"{label}: workload kind {kind!r}: {_name(cls)}.Params must "
+                              "be a subclass of hetsim.workloads.base.WorkloadParams")  # fmt: skip
+
+
+def _external(obj: object) -> bool:
+    """Whether ``obj`` comes from outside hetsim's own packages (a plugin's)."""
+    module = str(getattr(obj, "__module__", ""))
+    return not module.startswith(PLUGIN_PACKAGES)
+
+
+def _name(obj: object) -> str:
+    return getattr(obj, "__name__", type(obj).__name__)
+
+
+def _check_point(label: str, where: str, point: str) -> None:
+    """``point`` (``domain.short``) must be a decision point of a registered workload
+    (the kind named like the domain first; every kind only when that one lacks it)."""
+    from hetsim.simulator import registry
+
+    def points(kinds: list[str]) -> list[str]:
+        out = set()
+        for kind in kinds:
+            cls = registry.workloads.get(kind)
+            out |= {f"{cls.domain}.{p}" for p in cls.decision_points}
+        return sorted(out)
+
+    domain = point.partition(".")[0]
+    if domain in registry.workloads and point in points([domain]):
+        return
+    every = points(registry.workloads.names())
+    if point in every:
+        return
+    same = [p for p in every if p.startswith(f"{domain}.")] or every
+    hint = registry.did_you_mean(point, every)
+    raise PluginError(f"{label}: {where}: no decision point {point!r};{hint} "
+                      f"valid: {', '.join(same)}")  # fmt: skip
+
+
+def _check_policy_class(label: str, where: str, cls: object) -> None:
+    """A policy is a class with a pydantic ``Params`` model (its scenario parameters)."""
+    from pydantic import BaseModel
+
+    if not isinstance(cls, type):
+        raise PluginError(f"{label}: {where}: {_name(cls)} must be a class (a "
+                          f"{type(cls).__name__} was registered)")  # fmt: skip
+    params = getattr(cls, "Params", None)
+    if params is None:
+        raise PluginError(f"{label}: {where}: class {cls.__name__} has no Params (a "
+                          "pydantic BaseModel of its parameters; an empty one if it has "
+                          "none)")  # fmt: skip
+    if not (isinstance(params, type) and issubclass(params, BaseModel)):
+        raise PluginError(f"{label}: {where}: {cls.__name__}.Params must be a pydantic "
+                          f"BaseModel subclass, not {_name(params)}")  # fmt: skip
 
 
 def _file_path(ref: str, base_dir: Path | None) -> Path:

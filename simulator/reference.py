@@ -217,6 +217,23 @@ def _shipped(entries: Iterable[registry.Entry[Any]]) -> list[registry.Entry[Any]
     return [e for e in entries if getattr(e.obj, "__module__", "").startswith("hetsim.")]
 
 
+def reference_models() -> list[tuple[str, Any]]:
+    """Every model the reference tables, as (section, model): the top level, the
+    cluster, each shipped workload kind and each shipped policy per decision point (the
+    same list :func:`reference_page` writes; a test checks every row has a doc)."""
+    from hetsim.devices.cluster import ClusterConfig
+    from hetsim.simulator.plugins import load_plugins
+    from hetsim.simulator.scenario import ScenarioModel
+
+    load_plugins()
+    out: list[tuple[str, Any]] = [("top level", ScenarioModel), ("cluster", ClusterConfig)]
+    out += [(f"workload kind {e.name}", e.obj) for e in _shipped(registry.workloads)]
+    for point in registry.policies.decision_points():
+        out += [(f"policy {point}: {e.name}", e.obj)
+                for e in _shipped(registry.policies.point(point))]  # fmt: skip
+    return out
+
+
 def reference_page() -> str:
     """The scenario reference as Markdown."""
     from hetsim.devices.cluster import ClusterConfig

@@ -141,6 +141,9 @@ def simulate(sc: Scenario, *, progress: bool = False, warn: bool = False) -> Res
     else:  # until_s ended the run: what is in flight must still add up
         workload.check_partial()
     sim.check_invariants()
+    problem = workload.warmup_problem(end_s)
+    if problem is not None:
+        raise ScenarioError(sc.file, *problem)
     summary: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed}
     summary.update(workload.summary(end_s))
     metrics = dict(type(workload).metrics)

@@ -9,6 +9,7 @@ as one :class:`ScenarioError` naming the file and the field path.
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,34 +28,83 @@ class OutputsConfig(BaseModel):
     """Where and how results are written."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    format: Literal["csv", "parquet"] = "csv"
-    spans: bool = True
+    format: Literal["csv", "parquet"] = Field(
+        default="csv",
+        description="File format of the result tables written with "
+        "--out (CLI --format overrides it).",
+    )
+    spans: bool = Field(
+        default=True,
+        description="Record per-operation spans (the spans table and "
+        "trace); false saves memory on long runs.",
+    )
+
+
+class DataNeed(BaseModel):
+    """Data a scenario reads that hetsim does not ship (a licence or its size), with
+    where to fetch it; a run without it stops with one line saying so."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str = Field(description="where the scenario reads it (relative to this file)")
+    what: str = Field(description="what the data are (name, version)")
+    fetch: str = Field(description="where to get them (a URL, a repository and folder)")
 
 
 class ScenarioModel(BaseModel):
     """Top level of a scenario file (the workload and policies are validated by kind)."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str
-    description: str = ""
-    seed: NonNegativeInt = 0
-    until_s: PositiveSeconds | None = None
-    cluster: dict[str, Any]
-    workload: dict[str, Any] | None = None
+    name: str = Field(
+        description="Scenario name, written into every summary row (column scenario)."
+    )
+    description: str = Field(
+        default="",
+        description="Free text saying what the scenario shows (its first "
+        "line is shown by hetsim list scenarios).",
+    )
+    seed: NonNegativeInt = Field(
+        default=0,
+        description="Seed of the run's random streams; the same seed gives the same results.",
+    )
+    until_s: PositiveSeconds | None = Field(
+        default=None,
+        description="Simulated time in seconds at which the run stops even if the "
+        "workload has not finished; null runs to completion.",
+    )
+    cluster: dict[str, Any] = Field(
+        description="The cluster: nodes with their devices and links, and the "
+        "scale-out network (see the cluster section)."
+    )
+    workload: dict[str, Any] | None = Field(
+        default=None,
+        description="The workload: a kind plus that kind's parameters (see the workload "
+        "section); required unless workloads: is given.",
+    )
     workloads: dict[str, dict[str, Any]] | None = Field(
         default=None,
-        description="several workloads on the one cluster, by name (each a workload block "
+        description="Several workloads on the one cluster, by name (each a workload block "
         "of any kind with its own policies: and devices:); instead of workload: "
-        "(simulator.colocate, docs/colocate.md)",
+        "(docs/colocate.md).",
     )
     sharing: dict[str, Any] = Field(
         default_factory=dict,
-        description="with workloads: how a GPU two workloads hold is shared "
-        "(simulator.colocate.SharingConfig: model exclusive, time-sliced or partition)",
+        description="With workloads: how a GPU two workloads list in devices: is shared "
+        "(model exclusive, time-sliced or partition; docs/colocate.md).",
     )
-    policies: dict[str, Any] = Field(default_factory=dict)
-    outputs: OutputsConfig = OutputsConfig()
-    sweep: dict[str, Any] = Field(default_factory=dict)
+    policies: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Policy per decision point of the workload, by name or as {name, "
+        "...parameters}; unset points use the kind's default.",
+    )
+    outputs: OutputsConfig = Field(
+        default=OutputsConfig(),
+        description="Where and how results are written (table format, span recording).",
+    )
+    sweep: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Sweep design: dotted paths to value lists (a grid), or the "
+        "long form with design, parameters and seeds.",
+    )
     plugins: list[str] = Field(
         default_factory=list,
         description="modules or .py files (relative to this file) that register workloads, "
@@ -64,6 +114,11 @@ class ScenarioModel(BaseModel):
         default_factory=list,
         description="user catalogue YAML files (relative to this file) adding devices, "
         "links and models",
+    )
+    data: list[DataNeed] = Field(
+        default_factory=list,
+        description="data this scenario reads that hetsim does not ship, each with where "
+        "to fetch it (checked before the rest; `hetsim list scenarios` marks them)",
     )
 
 
@@ -184,10 +239,13 @@ def find_scenario(ref: str | Path) -> Path:
     shipped = shipped_scenarios()
     if name in shipped:
         return shipped[name]
+    from hetsim.simulator.registry import did_you_mean
+
+    hint = did_you_mean(name, list(shipped))
     raise ScenarioError(
         str(ref),
         "",
-        f"no such file, and no shipped scenario {name!r}; shipped: " + ", ".join(shipped),
+        f"no such file, and no shipped scenario {name!r};{hint} shipped: " + ", ".join(shipped),
     )
 
 
@@ -210,7 +268,8 @@ def from_dict(
     try:
         top = ScenarioModel.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "", e, raw) from None
+        raise from_validation(file, "", e, raw, ScenarioModel) from None
+    _check_data(file, top.data, base)
     _load_extensions(file, top, base)
     cluster = _validate_cluster(file, top.cluster)
     if top.workloads is not None or top.workload is None:
@@ -240,6 +299,24 @@ def from_dict(
     )
 
 
+def missing_data(needs: list[DataNeed], base: Path) -> list[tuple[int, DataNeed, Path]]:
+    """The entries of a scenario's ``data:`` that are absent (index, entry, path)."""
+    out = []
+    for i, need in enumerate(needs):
+        path = resolve_path(need.path, base)
+        if not path.exists():
+            out.append((i, need, path))
+    return out
+
+
+def _check_data(file: str, needs: list[DataNeed], base: Path) -> None:
+    """One line for the first unshipped data set that is not where the scenario reads it."""
+    for i, need, path in missing_data(needs, base)[:1]:
+        where = os.path.abspath(path)
+        raise ScenarioError(file, f"data[{i}]", f"needs {need.what}, which hetsim does not "
+                            f"ship: fetch it from {need.fetch} and put it at {where}")  # fmt: skip
+
+
 def _load_extensions(file: str, top: ScenarioModel, base: Path) -> None:
     """Load the scenario's plugins and user catalogues (each once per process)."""
     from hetsim.simulator.user_catalogue import UserCatalogueError, load_user_catalogue
@@ -262,7 +339,7 @@ def _validate_cluster(file: str, raw: dict[str, Any]) -> Any:
     try:
         cluster = ClusterConfig.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "cluster", e, raw) from None
+        raise from_validation(file, "cluster", e, raw, ClusterConfig) from None
     except KeyError as e:
         raise ScenarioError(file, "cluster", str(e).strip("'\"")) from None
     _check_routes(file, cluster)
@@ -304,7 +381,7 @@ def _validate_workload(
     try:
         params = cls.Params.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, where, e, raw) from None
+        raise from_validation(file, where, e, raw, cls.Params) from None
     except KeyError as e:  # a validator's registry lookup (UnknownName names the valid ones)
         raise ScenarioError(file, where, str(e).strip("'\"")) from None
     _check_paths(file, where, params.model_dump(), base)
@@ -371,7 +448,7 @@ def _validate_policies(
         try:
             validated = cls.Params.model_validate(params)
         except ValidationError as e:
-            raise from_validation(file, where, e, params) from None
+            raise from_validation(file, where, e, params, cls.Params) from None
         except KeyError as e:
             raise ScenarioError(file, where, str(e).strip("'\"")) from None
         out[point] = PolicyChoice(point, name, cls, validated)

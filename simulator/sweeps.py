@@ -239,6 +239,7 @@ def sweep(
     force: bool = False,
     max_points: int | None = DEFAULT_MAX_POINTS,
     budgets: Budgets | None = None,
+    warn: bool = True,
 ) -> pd.DataFrame:
     """Run every point not yet done; return the sweep's table (one row per point).
 
@@ -248,6 +249,9 @@ def sweep(
     a readable shard, and only for the same scenario (``force``: any). A design of more
     than ``max_points`` points is refused (None: no limit). ``budgets``: each point's
     own limits (:func:`run_task`; None: none).
+    The table always has an ``overloaded`` column (None where a point's workload has no
+    overload check or it failed); ``warn``: issue :func:`overload_warning` as a
+    :class:`~simulator.runner.RunWarning` when a point was overloaded.
     ``executor``: ``local`` (a process pool of ``workers``; 1 runs in this process) or
     ``dask`` (a LocalCluster of ``workers`` on loopback, or the scheduler at ``address``).
     """
@@ -268,7 +272,36 @@ def sweep(
         bar.close()
         table = read_shards(shard_dir, [t.key for t in tasks])
         table.attrs["swept"] = list(parse_sweep(sc.sweep).parameters) if sc.sweep else []
+        if "overloaded" not in table:
+            table["overloaded"] = None
+        text = overload_warning(table)
+        if warn and text:
+            import warnings
+
+            from hetsim.simulator.runner import RunWarning
+
+            warnings.warn(f"{sc.name}: {text}", RunWarning, stacklevel=3)
         return table
+
+
+def overloaded_points(table: pd.DataFrame) -> int:
+    """How many points of a sweep table were overloaded."""
+    if "overloaded" not in table:
+        return 0
+    flags = table["overloaded"].map(lambda v: v is True or v == True or str(v) == "True")  # noqa: E712
+    return int(flags.sum())
+
+
+def overload_warning(table: pd.DataFrame) -> str | None:
+    """One line counting a sweep's overloaded points (None: none was)."""
+    n = overloaded_points(table)
+    if not n:
+        return None
+    return (
+        f"{n} of {len(table)} points overloaded (sojourn times or the backlog grow while "
+        "requests arrive; see the overloaded, sojourn_growth and backlog_growth columns): "
+        "their latency and cost figures are not steady-state figures"
+    )
 
 
 def _run_local(

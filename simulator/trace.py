@@ -20,9 +20,9 @@ from hetsim.simulator.recorder import Recorder
 US_PER_S = 1e6
 
 
-COUNTER_UNITS = {"memory": "bytes", "link": "B/s"}
+COUNTER_UNITS = {"memory": "bytes", "link": "B/s", "power": "W"}
 """Unit of a counter track's values, by track kind (memory pools count bytes in use,
-network links their load)."""
+network links their load, devices' power tracks their draw)."""
 
 
 FLOW_NUDGE_US = 0.01
@@ -52,43 +52,85 @@ def used_tracks(recorder: Recorder) -> list[str]:
     return sorted(set(s.track) | set(s.counter_track))
 
 
+def span_lanes(starts_ns: list[int], ends_ns: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """Lane, start and end (ns) of each span of ONE track, so that no two spans of one
+    lane overlap unless one holds the other (a viewer drops a slice that crosses
+    another's end). A span starting at most 1 ns before an earlier span's end (two
+    float times of one instant rounded apart) starts at that end instead; a span that
+    really overlaps another without being inside it goes to the next lane free for it.
+    """
+    order = sorted(range(len(starts_ns)), key=lambda i: (starts_ns[i], -ends_ns[i]))
+    lanes: list[list[int]] = []  # per lane: the ends of its open spans (a stack)
+    lane = [0] * len(starts_ns)
+    start, end = list(starts_ns), list(ends_ns)
+    for i in order:
+        for k, stack in enumerate([*lanes, []]):
+            while stack and stack[-1] <= start[i] + 1:
+                start[i] = max(start[i], stack.pop())
+            end[i] = max(end[i], start[i])
+            if not stack or end[i] <= stack[-1]:
+                if k == len(lanes):
+                    lanes.append(stack)
+                stack.append(end[i])
+                lane[i] = k
+                break
+    return lane, start, end
+
+
 def trace_events(recorder: Recorder) -> list[dict[str, Any]]:
     """The trace as a list of Chrome trace events (metadata first). Only tracks with
     spans or counter samples appear; counters are named with their unit."""
     names = [n for n in used_tracks(recorder) if n in recorder.tracks]
     groups = sorted({recorder.tracks[n].group for n in names})
     pid = {g: i + 1 for i, g in enumerate(groups)}
+    s = recorder.spans
+    # start and end each on the nanosecond grid, the duration their difference: a span
+    # ending where the next begins never overlaps it (float microseconds would by a
+    # rounding step, and a viewer drops overlapping slices); overlapping spans of one
+    # track go to lanes of their own (span_lanes)
+    by_track: dict[str, list[int]] = {}
+    for i, track_name in enumerate(s.track):
+        by_track.setdefault(track_name, []).append(i)
+    lane = [0] * len(s.track)
+    t0 = [0] * len(s.track)
+    t1 = [0] * len(s.track)
+    lanes_of: dict[str, int] = {}
+    for track_name, rows in by_track.items():
+        got = span_lanes([_ns(s.start_s[i]) for i in rows], [_ns(s.end_s[i]) for i in rows])
+        for j, i in enumerate(rows):
+            lane[i], t0[i], t1[i] = got[0][j], got[1][j], got[2][j]
+        lanes_of[track_name] = max(got[0], default=0) + 1
     tid: dict[str, int] = {}
+    lane_tid: dict[tuple[str, int], int] = {}
     events: list[dict[str, Any]] = []
     for g in groups:
         events.append({"ph": "M", "name": "process_name", "pid": pid[g], "args": {"name": g}})
-    for i, name in enumerate(names):
+    for name in names:
         track = recorder.tracks[name]
-        tid[name] = i + 1
-        events.append(
-            {
-                "ph": "M",
-                "name": "thread_name",
-                "pid": pid[track.group],
-                "tid": tid[name],
-                "args": {"name": f"{name} ({track.kind})"},
-            }
-        )
-    s = recorder.spans
-    for start, end, track_name, span_name, args in zip(
-        s.start_s, s.end_s, s.track, s.name, s.args, strict=True
-    ):
+        for k in range(lanes_of.get(name, 1)):
+            number = len(lane_tid) + 1
+            lane_tid[(name, k)] = number
+            if k == 0:
+                tid[name] = number
+            label = f"{name} ({track.kind})" + (f" lane {k + 1}" if k else "")
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": pid[track.group],
+                    "tid": number,
+                    "args": {"name": label},
+                }
+            )
+    for i, (track_name, span_name, args) in enumerate(zip(s.track, s.name, s.args, strict=True)):
         track = recorder.tracks[track_name]
         ev: dict[str, Any] = {
             "ph": "X",
             "name": span_name,
             "pid": pid[track.group],
-            "tid": tid[track_name],
-            # start and end each on the nanosecond grid, the duration their difference:
-            # a span ending where the next begins never overlaps it (float microseconds
-            # would by a rounding step, and a viewer drops overlapping slices)
-            "ts": _us(_ns(start)),
-            "dur": _us(_ns(end) - _ns(start)),
+            "tid": lane_tid[(track_name, lane[i])],
+            "ts": _us(t0[i]),
+            "dur": _us(t1[i] - t0[i]),
         }
         if args:
             ev["args"] = args

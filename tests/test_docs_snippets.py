@@ -1,5 +1,5 @@
-"""Every code block in README.md and docs/*.md marked runnable is executed, so a snippet
-can no longer rot.
+"""Every code block in README.md, docs/*.md, docs/tutorials/*.md and docs/guides/*.md
+marked runnable is executed, so a snippet can no longer rot.
 
 A block is marked by an HTML comment on the line right before its fence (invisible on
 GitHub):
@@ -27,7 +27,12 @@ from tests.conftest import ROOT
 
 MARK = re.compile(r"^<!--\s*runnable(?::\s*(?P<arg>.*?))?\s*-->\s*$", re.M)
 FENCE = re.compile(r"^```(?P<lang>\S*)")
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "tutorials").glob("*.md")),
+    *sorted((ROOT / "docs" / "guides").glob("*.md")),
+]
 
 
 @dataclass(frozen=True)
@@ -90,13 +95,24 @@ def test_markers_are_parsed() -> None:
         marked_blocks("<!-- runnable -->\ntext\n")
 
 
+@pytest.mark.parametrize(
+    "doc", sorted((ROOT / "docs" / "tutorials").glob("*.md")), ids=lambda p: p.name
+)
+def test_tutorials_run_sweep_and_plot(doc: Path) -> None:
+    """A tutorial runs a scenario, sweeps it and plots the sweep, every step runnable."""
+    blocks = marked_blocks(doc.read_text(encoding="utf-8"), doc.name)
+    argvs = [argv for b in blocks if b.lang == "sh" for argv in commands(b.code)]
+    assert {a[1] for a in argvs if len(a) > 1} >= {"run", "sweep"}, doc.name
+    assert any("plot_sweep" in b.code for b in blocks if b.lang == "python"), doc.name
+
+
 def test_readme_has_runnable_blocks() -> None:
     blocks = marked_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
     assert {b.lang for b in blocks} >= {"python", "sh"}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("doc", _documents(), ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", _documents(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_runnable_blocks_execute(
     doc: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

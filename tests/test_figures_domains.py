@@ -141,5 +141,5 @@ def test_stage_memory_table_is_the_summary_peak(tmp_path: Path) -> None:
     assert mem[cats].sum(axis=1).max() == pytest.approx(summary["peak_bytes"], rel=1e-12)
     assert (mem["capacity_bytes"] == 80 * 2**30).all()
     names = sorted(p.name for p in (out / "figures").iterdir())
-    assert names == sorted(f"{n}.{f}" for n in ("iteration-breakdown", "memory-per-stage")
-                           for f in ("png", "svg"))  # fmt: skip
+    shown = ("iteration-breakdown", "memory-per-stage", "energy-by-device", "power-over-time")
+    assert names == sorted(f"{n}.{f}" for n in shown for f in ("png", "svg"))

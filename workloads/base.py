@@ -87,6 +87,12 @@ class Workload(ABC):
         kept in :attr:`Result.warnings`); none by default."""
         return []
 
+    def warmup_problem(self, end_s: float) -> tuple[str, str] | None:
+        """(field, message) when the run's warm-up cut left nothing to measure (the run
+        ended, by ``until_s``, before any request past the warm-up completed); the
+        runner turns it into a one-line error. None by default (no warm-up cut)."""
+        return None
+
     def check(self) -> None:  # noqa: B027 - optional hook
         """Check the workload's own invariants at the end of a run (raise on violation)."""
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from itertools import combinations
 
-import networkx as nx
-
 Flow = list[dict[int, int]]  # per group: type -> GPUs of flow
 
 
@@ -43,6 +41,8 @@ def min_cost_max_flow(gpus: list[int], costs: list[dict[int, int]], free: list[i
     value = max_flow_value(gpus, costs, free)
     if value == 0:
         return [{} for _ in gpus]
+    import networkx as nx  # only a contended allocation needs it (start-up time)
+
     graph = nx.DiGraph()
     for i, (g, c) in enumerate(zip(gpus, costs, strict=True)):
         graph.add_edge("s", ("g", i), capacity=g, weight=0)

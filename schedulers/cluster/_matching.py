@@ -9,10 +9,12 @@ count are joined (Muri's same-#GPU rule); two running groups are never merged.
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from hetsim.workloads.cluster.view import PackingView
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: job id -> (solo iteration s, remaining iterations, deadline s, GPUs)
 Facts = dict[int, tuple[float, int, float, int]]
@@ -41,6 +43,8 @@ def matching_rounds(view: PackingView, weight: Weight) -> list[tuple[int, ...]]:
     for _ in range(view.max_group_size - 1):
         if merged_demand(view, groups) <= view.free_gpus:
             break
+        import networkx as nx  # on the first packing decision, not at import (start-up)
+
         graph = _graph(view, groups, facts, weight)
         matched = nx.max_weight_matching(graph)
         if not matched:
@@ -57,6 +61,8 @@ def matching_rounds(view: PackingView, weight: Weight) -> list[tuple[int, ...]]:
 def _graph(
     view: PackingView, groups: list[tuple[int, ...]], facts: Facts, weight: Weight
 ) -> nx.Graph:
+    import networkx as nx
+
     graph = nx.Graph()
     graph.add_nodes_from(range(len(groups)))
     gpus = [max(view.units[i].gpus for i in g) for g in groups]

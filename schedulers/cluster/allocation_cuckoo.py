@@ -34,8 +34,18 @@ class CuckooAllocationParams(BaseModel):
     """Cost weights of the reconstructed flow (assumptions, not from the paper)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    urgency_weight: float = Field(4.0, ge=0.0)
-    rank_weight: float = Field(0.01, ge=0.0)
+    urgency_weight: float = Field(
+        4.0,
+        ge=0.0,
+        description="Weight of a group's urgency in its cost per GPU: w = 1 + "
+        "urgency_weight x urgency (assumption, not from the paper).",
+    )
+    rank_weight: float = Field(
+        0.01,
+        ge=0.0,
+        description="Cost per GPU added per place in the ordering, so "
+        "earlier groups win ties (assumption).",
+    )
     cost_scale: float = Field(1000.0, gt=0.0, description="integer resolution of costs")
     estimate: Literal["stage", "group"] = Field(
         "stage", description="group-time estimate: stage-grained, or Muri's (ablation)"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.simulator.registry import policies
 from hetsim.workloads.cluster.view import OrderingView
@@ -13,7 +13,11 @@ class SrtfParams(BaseModel):
     """``gpu_time``: weigh remaining time by GPUs (SRSF, Muri-S's key); else plain SRTF."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    gpu_time: bool = True
+    gpu_time: bool = Field(
+        default=True,
+        description="Sort by remaining time x GPUs (SRSF, Muri-S's key); "
+        "false: by remaining solo time (SRTF).",
+    )
 
 
 @policies.register("cluster.ordering", "srtf")

@@ -18,7 +18,11 @@ class TiresiasParams(BaseModel):
     Tiresias simulator's default runs, ``solve_starvation=0``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    thresholds_gpu_s: list[Seconds] = Field(default_factory=lambda: [3250.0, 7200.0, 18000.0])
+    thresholds_gpu_s: list[Seconds] = Field(
+        default_factory=lambda: [3250.0, 7200.0, 18000.0],
+        description="Queue thresholds in attained GPU-seconds, increasing "
+        "(Muri's Tiresias code: 3250, 7200, 18000).",
+    )
     starve_limit: float | None = Field(
         None, gt=0.0, description="promote a job waiting >= starve_limit x its last run"
     )

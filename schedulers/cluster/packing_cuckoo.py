@@ -48,9 +48,24 @@ class CuckooPackingParams(BaseModel):
     """Weights of the reconstructed objective (not from the paper: assumptions)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    alpha: float = Field(1.0, ge=0.0)
-    beta: float = Field(1.0, ge=0.0)
-    gamma: float = Field(0.5, ge=0.0)
+    alpha: float = Field(
+        1.0,
+        ge=0.0,
+        description="Weight of the packed group's utilisation U(P) in the "
+        "edge weight (not published: assumption).",
+    )
+    beta: float = Field(
+        1.0,
+        ge=0.0,
+        description="Weight of the members' summed deadline urgency in the "
+        "edge weight (not published: assumption).",
+    )
+    gamma: float = Field(
+        0.5,
+        ge=0.0,
+        description="Weight of the members' summed slowdown T_P / solo - 1, "
+        "subtracted from the edge weight (not published: assumption).",
+    )
     estimate: Literal["stage", "group"] = Field(
         "stage", description="packed-time estimate: stage-grained, or Muri's (ablation)"
     )

@@ -23,7 +23,12 @@ class MuriParams(BaseModel):
     """Muri's edge threshold lambda (``weight_lbd`` in its code)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    weight_lambda: float = Field(0.0, ge=0.0)
+    weight_lambda: float = Field(
+        0.0,
+        ge=0.0,
+        description="Edge threshold lambda: a pair is matched only if U(P) > "
+        "lambda |P| / k (Muri's weight_lbd, default 0).",
+    )
 
 
 def utilisation(

@@ -13,7 +13,13 @@ class EwmaParams(BaseModel):
     """``alpha``: weight of the newest step (per control step)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    alpha: float = Field(default=0.1, gt=0.0, le=1.0)
+    alpha: float = Field(
+        default=0.1,
+        gt=0.0,
+        le=1.0,
+        description="Weight of the newest control step's rate: s_t "
+        "= alpha x_t + (1 - alpha) s_{t-1}.",
+    )
 
 
 @policies.register("elastic.forecaster", "ewma")

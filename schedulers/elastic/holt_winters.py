@@ -20,8 +20,13 @@ class HoltWintersParams(BaseModel):
     """Smoothing weights per bucket; ``bucket_s`` aggregates control steps first."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    season_s: PositiveSeconds = 86400.0
-    bucket_s: PositiveSeconds = 300.0
+    season_s: PositiveSeconds = Field(
+        default=86400.0, description="Length of the season, in seconds (a day)."
+    )
+    bucket_s: PositiveSeconds = Field(
+        default=300.0,
+        description="Seconds of control steps averaged into one bucket before smoothing.",
+    )
     alpha: float = Field(default=0.3, gt=0.0, le=1.0, description="level weight")
     beta: float = Field(default=0.01, ge=0.0, le=1.0, description="trend weight")
     gamma: float = Field(default=0.2, ge=0.0, le=1.0, description="season weight")

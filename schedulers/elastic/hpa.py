@@ -50,9 +50,16 @@ class HpaParams(BaseModel):
     """Kubernetes defaults (kube-controller-manager flags and the v2 behaviour API)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    metric: Literal["utilisation", "lag"] = "utilisation"
+    metric: Literal["utilisation", "lag"] = Field(
+        default="utilisation",
+        description="Scaling metric: the workers' busy fraction (utilisation) or "
+        "backlog per replica (lag, as KEDA's Kafka-lag scaler).",
+    )
     target: PositiveFloat = Field(default=0.8, description="utilisation, or lag samples/replica")
-    sync_period_s: PositiveSeconds = 15.0
+    sync_period_s: PositiveSeconds = Field(
+        default=15.0,
+        description="Seconds between HPA syncs (kube-controller-manager default 15 s).",
+    )
     initial_readiness_delay_s: Seconds = Field(
         default=30.0, description="after the job comes up, no sample for this long (k8s 30 s)"
     )
@@ -63,14 +70,44 @@ class HpaParams(BaseModel):
         default=0.0,
         description="a sample needs this long since readiness (within the initialization period)",
     )
-    tolerance: NonNegativeFloat = 0.1
-    scale_up_window_s: Seconds = 0.0
-    scale_down_window_s: Seconds = 300.0
-    up_percent: NonNegativeFloat = 100.0
-    up_pods: int = Field(default=4, ge=0)
-    up_period_s: PositiveSeconds = 15.0
-    down_percent: NonNegativeFloat = Field(default=100.0, le=100.0)
-    down_period_s: PositiveSeconds = 15.0
+    tolerance: NonNegativeFloat = Field(
+        default=0.1,
+        description="No change while |metric / target - 1| is "
+        "within this (Kubernetes default 0.1).",
+    )
+    scale_up_window_s: Seconds = Field(
+        default=0.0,
+        description="Scale-up stabilisation window, in seconds: the lowest "
+        "recommendation inside it bounds a scale-up (default 0).",
+    )
+    scale_down_window_s: Seconds = Field(
+        default=300.0,
+        description="Scale-down stabilisation window, in seconds: the highest "
+        "recommendation inside it bounds a scale-down (default 300).",
+    )
+    up_percent: NonNegativeFloat = Field(
+        default=100.0,
+        description="Scale-up policy: add at most this percent of the "
+        "replicas per up_period_s (default 100).",
+    )
+    up_pods: int = Field(
+        default=4,
+        ge=0,
+        description="Scale-up policy: add at most this many pods per up_period_s; "
+        "the larger of the two limits applies (default 4).",
+    )
+    up_period_s: PositiveSeconds = Field(
+        default=15.0, description="Period of the scale-up policies, in seconds (default 15)."
+    )
+    down_percent: NonNegativeFloat = Field(
+        default=100.0,
+        le=100.0,
+        description="Scale-down policy: remove at most this percent of the "
+        "replicas per down_period_s (default 100).",
+    )
+    down_period_s: PositiveSeconds = Field(
+        default=15.0, description="Period of the scale-down policy, in seconds (default 15)."
+    )
 
 
 @policies.register("elastic.autoscaler", "hpa")

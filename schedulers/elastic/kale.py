@@ -42,14 +42,40 @@ class KaleParams(BaseModel):
     """Kale's constants (all reconstructed; none is published)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    sync_period_s: PositiveSeconds = 60.0
-    horizon_s: PositiveSeconds = 900.0
-    margin: NonNegativeFloat = 0.1
-    drain_s: PositiveSeconds = 600.0
-    min_step: PositiveInt = 1
-    tolerance: NonNegativeFloat = 0.1
-    persistence: PositiveInt = 5
-    cooldown_s: Seconds = 1800.0
+    sync_period_s: PositiveSeconds = Field(
+        default=60.0, description="Seconds between scaling decisions (reconstruction)."
+    )
+    horizon_s: PositiveSeconds = Field(
+        default=900.0,
+        description="Forecast horizon H whose peak rate is provisioned for, in seconds (at "
+        "least the scale-up latency plus one sync; reconstruction).",
+    )
+    margin: NonNegativeFloat = Field(
+        default=0.1,
+        description="Headroom over the forecast peak rate: need = peak x (1 + "
+        "margin) + backlog / drain_s (reconstruction).",
+    )
+    drain_s: PositiveSeconds = Field(
+        default=600.0,
+        description="Seconds in which the current backlog should be drained (reconstruction).",
+    )
+    min_step: PositiveInt = Field(
+        default=1, description="Smallest replica change acted on (reconstruction)."
+    )
+    tolerance: NonNegativeFloat = Field(
+        default=0.1,
+        description="A scale-down needs at least this share of the "
+        "current replicas to drop (reconstruction).",
+    )
+    persistence: PositiveInt = Field(
+        default=5,
+        description="Consecutive decisions a scale-down must hold "
+        "before it happens (reconstruction).",
+    )
+    cooldown_s: Seconds = Field(
+        default=1800.0,
+        description="Seconds after the last change before a scale-down (reconstruction).",
+    )
     fit_window: PositiveInt = Field(default=120, description="observations kept for rho")
 
 

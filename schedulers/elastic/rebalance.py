@@ -6,7 +6,7 @@ import heapq
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import policies
@@ -18,8 +18,15 @@ class RebalanceParams(BaseModel):
     ``shuffle_s``: extra downtime of each rescale to move data (assumption)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    granularity: Literal["sample", "partition"] = "sample"
-    shuffle_s: Seconds = 5.0
+    granularity: Literal["sample", "partition"] = Field(
+        default="sample",
+        description="Reshuffle single samples (an even split over "
+        "workers) or whole partitions (LPT placement).",
+    )
+    shuffle_s: Seconds = Field(
+        default=5.0,
+        description="Extra downtime of each rescale to move data, in seconds (assumption).",
+    )
 
 
 @policies.register("elastic.balance", "rebalance")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.registry import policies
@@ -14,8 +14,10 @@ class SeasonalNaiveParams(BaseModel):
     """``season_s``: the period (a day); ``seasons``: how many past periods to average."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    season_s: PositiveSeconds = 86400.0
-    seasons: PositiveInt = 1
+    season_s: PositiveSeconds = Field(
+        default=86400.0, description="Length of the season, in seconds (a day)."
+    )
+    seasons: PositiveInt = Field(default=1, description="Past seasons averaged for the forecast.")
 
 
 @policies.register("elastic.forecaster", "seasonal-naive")

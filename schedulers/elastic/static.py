@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.registry import policies
@@ -14,8 +14,13 @@ class StaticParams(BaseModel):
     """``replicas``: the fixed size (None: keep the workload's initial_replicas)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    replicas: PositiveInt | None = None
-    sync_period_s: PositiveSeconds = 3600.0
+    replicas: PositiveInt | None = Field(
+        default=None,
+        description="The fixed replica count (null: keep the workload's initial_replicas).",
+    )
+    sync_period_s: PositiveSeconds = Field(
+        default=3600.0, description="Seconds between (unchanging) decisions."
+    )
 
 
 @policies.register("elastic.autoscaler", "static")

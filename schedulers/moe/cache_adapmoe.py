@@ -32,7 +32,12 @@ class AdapMoECacheParams(BaseModel):
     """``one_miss_weight``: weight of the one-uncached term (1, as in the public code)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    one_miss_weight: float = Field(1.0, ge=0)
+    one_miss_weight: float = Field(
+        1.0,
+        ge=0,
+        description="Weight w1 of the one-uncached-expert term of the DP's miss cost (1, "
+        "as in AdapMoE's public code; 2 for the earlier ablation).",
+    )
 
 
 def expected_misses(

@@ -25,8 +25,19 @@ class MrsParams(BaseModel):
     """``alpha``: weight of the newest token; ``p_factor``: top-p = factor x activated."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    alpha: float = Field(0.5, gt=0, le=1)
-    p_factor: int = Field(2, ge=1)
+    alpha: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Weight of the newest token's top-p router probabilities in the "
+        "score: S <- alpha TopP(s) + (1 - alpha) S (public code 0.5).",
+    )
+    p_factor: int = Field(
+        2,
+        ge=1,
+        description="TopP keeps p_factor x (experts the token activated) "
+        "largest probabilities (public code 2).",
+    )
 
 
 @policies.register("moe.cache", "mrs")

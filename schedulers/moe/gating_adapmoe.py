@@ -25,9 +25,22 @@ class AdapMoEGatingParams(BaseModel):
     ``sensitivity``: per-MoE-layer F_l overriding the model's profile."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    threshold: float = Field(0.005, ge=0)
-    sensitivity: list[float] | None = None
-    decode_only: bool = True
+    threshold: float = Field(
+        0.005,
+        ge=0,
+        description="Threshold T: a tail expert j is kept only if F_l w_j^2 >= T "
+        "(public default 0.005; the MMLU sweep uses 0-0.013).",
+    )
+    sensitivity: list[float] | None = Field(
+        default=None,
+        description="Sensitivity F_l per MoE layer, overriding the "
+        "model's profile (null: the model's).",
+    )
+    decode_only: bool = Field(
+        default=True,
+        description="Apply the adaptive rule in decode only (as the "
+        "paper); prefill keeps the plain top-k.",
+    )
 
 
 @policies.register("moe.gating", "adapmoe")

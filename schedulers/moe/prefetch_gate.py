@@ -23,10 +23,24 @@ class GatePrefetchParams(BaseModel):
     most probable predicted experts to consider (0 = the model's top-k)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    lookahead_layers: int = Field(1, ge=1, le=8)
-    experts_per_layer: int = Field(1, ge=1)
-    candidates: int = Field(0, ge=0)
-    decode_only: bool = True
+    lookahead_layers: int = Field(
+        1,
+        ge=1,
+        le=8,
+        description="Layers ahead whose experts are predicted and prefetched (AdapMoE's code: 1).",
+    )
+    experts_per_layer: int = Field(
+        1,
+        ge=1,
+        description="Uncached predicted experts copied ahead per "
+        "lookahead layer (AdapMoE's code: 1).",
+    )
+    candidates: int = Field(
+        0,
+        ge=0,
+        description="Most probable predicted experts considered per layer (0: the model's top-k).",
+    )
+    decode_only: bool = Field(default=True, description="Prefetch in decode steps only.")
 
 
 @policies.register("moe.prefetch", "gate")

@@ -64,11 +64,23 @@ class ImpactPrefetchParams(BaseModel):
     causes the next layer's demand copies (module docstring)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    lookahead_layers: int = Field(3, ge=1, le=8)
-    max_per_layer: int = Field(4, ge=1)
-    min_impact_s: Seconds = Field(0.0, ge=0)
-    decode_only: bool = True
-    pcie_contention: bool = True
+    lookahead_layers: int = Field(
+        3, ge=1, le=8, description="Layers ahead whose experts are predicted (the paper: 3)."
+    )
+    max_per_layer: int = Field(4, ge=1, description="Most prefetch copies issued at one layer.")
+    min_impact_s: Seconds = Field(
+        0.0, ge=0, description="Smallest simulated makespan reduction, in seconds, worth a copy."
+    )
+    decode_only: bool = Field(
+        default=True,
+        description="Prefetch in decode steps only (in prefill the "
+        "copy engine is busy with demand loads).",
+    )
+    pcie_contention: bool = Field(
+        default=True,
+        description="Charge a copy that overruns the layer's barrier the delay it "
+        "causes the next layer's demand copies (reconstruction).",
+    )
 
 
 @policies.register("moe.prefetch", "impact")

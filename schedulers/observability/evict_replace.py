@@ -19,7 +19,12 @@ class EvictReplaceParams(BaseModel):
     """``min_slowdown``: act only when the job runs at least this much slower (1 = always)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    min_slowdown: float = Field(default=1.0, ge=1.0)
+    min_slowdown: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="Evict only when the job runs at least this many "
+        "times slower than nominal (1: always).",
+    )
 
 
 @policies.register("observability.mitigation", "evict-replace")

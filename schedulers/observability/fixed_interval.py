@@ -14,7 +14,9 @@ class FixedIntervalParams(BaseModel):
     """``interval_s``: seconds of training between two checkpoints."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    interval_s: PositiveSeconds = Field(default=3600.0, gt=0)
+    interval_s: PositiveSeconds = Field(
+        default=3600.0, gt=0, description="Seconds of training work between two checkpoints."
+    )
 
 
 @policies.register("observability.checkpoint", "fixed")

@@ -46,10 +46,28 @@ class KaiopsParams(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    tpr: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TPR))
-    delay_s: dict[str, Seconds] = Field(default_factory=lambda: dict(DEFAULT_DELAY_S))
-    rca_accuracy: float = Field(default=0.9, ge=0, le=1)
-    false_alarms_per_gpu_day: float = Field(default=1e-4, ge=0)
+    tpr: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_TPR),
+        description="Probability that a fault is ever detected, by fault kind or "
+        "category (fail-stop 0.99, fail-slow 0.9; reconstruction).",
+    )
+    delay_s: dict[str, Seconds] = Field(
+        default_factory=lambda: dict(DEFAULT_DELAY_S),
+        description="Seconds from a fault's start to its detection, by fault kind or "
+        "category (fail-stop 30, fail-slow 300; reconstruction).",
+    )
+    rca_accuracy: float = Field(
+        default=0.9,
+        ge=0,
+        le=1,
+        description="Probability that the reported root cause is right (else "
+        "the other cause is reported; reconstruction).",
+    )
+    false_alarms_per_gpu_day: float = Field(
+        default=1e-4,
+        ge=0,
+        description="False alarms per GPU-day, at random GPUs and times (reconstruction).",
+    )
 
     @field_validator("tpr")
     @classmethod

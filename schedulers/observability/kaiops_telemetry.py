@@ -44,12 +44,29 @@ class KaiopsTelemetryParams(BaseModel):
     """History weight, warm-up, threshold, persistence (all reconstruction)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    history_weight: float = Field(default=0.2, gt=0, le=1)
-    warmup_windows: PositiveInt = 1
-    z: float = Field(default=6.0, gt=0)
+    history_weight: float = Field(
+        default=0.2,
+        gt=0,
+        le=1,
+        description="Weight of the newest unflagged window in each rank's "
+        "exponentially weighted history (reconstruction).",
+    )
+    warmup_windows: PositiveInt = Field(
+        default=1, description="Windows of history a rank needs before it is scored."
+    )
+    z: float = Field(
+        default=6.0,
+        gt=0,
+        description="Robust z-score above which a rank's feature is anomalous (high: "
+        "few false alarms when faults are rare; reconstruction).",
+    )
     min_scale: float = Field(default=0.01, gt=0, description="floor of the robust scale (log)")
-    persistence: PositiveInt = 1
-    max_findings: int = Field(default=16, ge=1)
+    persistence: PositiveInt = Field(
+        default=1, description="Consecutive anomalous windows before a rank is reported."
+    )
+    max_findings: int = Field(
+        default=16, ge=1, description="Most ranks reported per window, highest score first."
+    )
 
 
 @policies.register("observability.detector", "kaiops-telemetry")

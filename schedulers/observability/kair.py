@@ -60,11 +60,32 @@ class KairParams(BaseModel):
     history_windows: int = Field(
         default=4, ge=1, description="temporal baseline: unflagged windows kept per rank"
     )
-    alpha: float = Field(default=0.01, gt=0, lt=1)
-    bonferroni: bool = True
-    min_effect: float = Field(default=0.02, ge=0)  # rank median >= (1 + e) x pooled median
-    op_z: float = Field(default=3.0, gt=0)
-    max_findings: int = Field(default=16, ge=1)
+    alpha: float = Field(
+        default=0.01,
+        gt=0,
+        lt=1,
+        description="Significance level of each rank's one-sided KS test (reconstruction).",
+    )
+    bonferroni: bool = Field(
+        default=True,
+        description="Divide alpha by the number of ranks tested "
+        "per window (Bonferroni correction).",
+    )
+    min_effect: float = Field(
+        default=0.02,
+        ge=0,
+        description="A flagged rank's median self time must exceed the baseline's "
+        "by this share: median >= (1 + e) x baseline median.",
+    )
+    op_z: float = Field(
+        default=3.0,
+        gt=0,
+        description="Operator z-score a flagged rank's top operator "
+        "must exceed to be named (else unclear).",
+    )
+    max_findings: int = Field(
+        default=16, ge=1, description="Most ranks reported per window, largest KS statistic first."
+    )
 
 
 @policies.register("observability.detector", "kair")

@@ -19,8 +19,14 @@ class ThresholdParams(BaseModel):
     """``factor``: flag when mean self time > factor x median over ranks."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    factor: float = Field(default=1.10, gt=1.0)
-    max_findings: int = Field(default=16, ge=1)
+    factor: float = Field(
+        default=1.10,
+        gt=1.0,
+        description="Flag a rank whose mean self time exceeds factor x the median rank's.",
+    )
+    max_findings: int = Field(
+        default=16, ge=1, description="Most ranks reported per window, slowest first."
+    )
 
 
 @policies.register("observability.detector", "threshold")

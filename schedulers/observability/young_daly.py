@@ -20,8 +20,16 @@ class YoungDalyParams(BaseModel):
     """``formula``: young or daly; ``scale`` multiplies the optimum (for sensitivity sweeps)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    formula: Literal["young", "daly"] = "daly"
-    scale: float = Field(default=1.0, gt=0)
+    formula: Literal["young", "daly"] = Field(
+        default="daly",
+        description="Optimum interval formula: Young's sqrt(2 C M) "
+        "or Daly's higher-order refinement.",
+    )
+    scale: float = Field(
+        default=1.0,
+        gt=0,
+        description="Multiplier of the optimum interval (for sensitivity sweeps).",
+    )
 
 
 @policies.register("observability.checkpoint", "young-daly")

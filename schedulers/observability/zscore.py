@@ -21,8 +21,14 @@ class ZScoreParams(BaseModel):
     """``z``: one-sided threshold on the rank's z-score of mean self time."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    z: float = Field(default=3.0, gt=0)
-    max_findings: int = Field(default=16, ge=1)
+    z: float = Field(
+        default=3.0,
+        gt=0,
+        description="One-sided threshold on a rank's z-score of mean self time among ranks.",
+    )
+    max_findings: int = Field(
+        default=16, ge=1, description="Most ranks reported per window, highest z first."
+    )
 
 
 @policies.register("observability.detector", "zscore")

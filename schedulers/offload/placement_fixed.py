@@ -15,14 +15,53 @@ class FixedParams(BaseModel):
     """The fields of :class:`OffloadPlan`; ``cpu_layers: -1`` means every layer (CPU-only)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    weights_gpu: float = Field(1.0, ge=0, le=1)
-    weights_cpu: float = Field(0.0, ge=0, le=1)
-    cpu_layers: int = Field(0, ge=-1)
-    kv_gpu: float = Field(1.0, ge=0, le=1)
-    attention_on_cpu: bool = False
-    overlap: bool = True
-    gpu_batches: int = Field(1, ge=1)
-    pinned: bool = True
+    weights_gpu: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Fraction of every streamed layer's weights resident on the GPU.",
+    )
+    weights_cpu: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Fraction of every streamed layer's weights in host memory "
+        "(the rest after weights_gpu is read from SSD).",
+    )
+    cpu_layers: int = Field(
+        0,
+        ge=-1,
+        description="The last this-many layers run on the CPU from host memory "
+        "(llama.cpp -ngl; -1: every layer, CPU-only).",
+    )
+    kv_gpu: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Fraction of the KV cache on the GPU (the rest in "
+        "host memory, or on disk per kv_disk).",
+    )
+    attention_on_cpu: bool = Field(
+        default=False,
+        description="Attention over host-resident KV runs on the CPU (FlexGen's CPU "
+        "delegation, llama.cpp -nkvo) instead of copying the KV to the GPU.",
+    )
+    overlap: bool = Field(
+        default=True,
+        description="Copy the next layer's weights while this layer computes (double "
+        "buffering); false: copy, then compute (accelerate-style).",
+    )
+    gpu_batches: int = Field(
+        1,
+        ge=1,
+        description="Micro-batches per block (FlexGen num_gpu_batches), run "
+        "layer by layer in zig-zag order; at most the batch.",
+    )
+    pinned: bool = Field(
+        default=True,
+        description="Host buffers pinned (DMA at link rate); false: pageable, "
+        "staged through a pinned bounce buffer by a CPU memcpy.",
+    )
     kv_disk: float = Field(0.0, ge=0, le=1, description="KV fraction on the disk tier (cd)")
 
 

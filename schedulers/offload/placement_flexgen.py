@@ -29,9 +29,17 @@ class FlexGenParams(BaseModel):
     ``allow_disk``: weights (and, with a disk tier, KV) may go to disk."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    step: float = Field(0.1, gt=0, le=0.5)
-    max_gpu_batches: int = Field(16, ge=1)
-    allow_disk: bool = True
+    step: float = Field(
+        0.1, gt=0, le=0.5, description="Grid step of the weight fractions on GPU and CPU searched."
+    )
+    max_gpu_batches: int = Field(
+        16,
+        ge=1,
+        description="Largest number of micro-batches per block searched (divisors of the batch).",
+    )
+    allow_disk: bool = Field(
+        default=True, description="Let weights (and, with a disk tier, KV) go to disk."
+    )
 
 
 @policies.register("offload.placement", "flexgen")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.simulator.registry import policies
 from hetsim.workloads.queueing.view import DispatchView
@@ -14,7 +14,11 @@ class LeastLoadedParams(BaseModel):
     fast idle device beats a slow idle one); False compares committed backlog only."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    count_service: bool = True
+    count_service: bool = Field(
+        default=True,
+        description="Add this request's own service time on each server, so a fast idle "
+        "device beats a slow idle one; false: committed backlog only.",
+    )
 
 
 @policies.register("queueing.dispatch", "least-loaded")

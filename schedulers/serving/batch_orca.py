@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.schedulers.serving._admit import admit
 from hetsim.simulator.registry import policies
@@ -14,8 +14,12 @@ class OrcaBatchParams(BaseModel):
     """``max_batch_size``: sequences per iteration; ``max_tokens``: tokens per iteration."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    max_batch_size: PositiveInt = 256
-    max_tokens: PositiveInt = 8192
+    max_batch_size: PositiveInt = Field(default=256, description="Most sequences per iteration.")
+    max_tokens: PositiveInt = Field(
+        default=8192,
+        description="Most tokens per iteration (running decodes count "
+        "one each; whole prompts fill the rest).",
+    )
 
 
 @policies.register("serving.batching", "orca")

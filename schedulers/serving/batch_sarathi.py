@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.schedulers.serving._admit import admit
 from hetsim.simulator.registry import policies
@@ -15,8 +15,14 @@ class SarathiBatchParams(BaseModel):
     TBT SLOs and 2048 under relaxed ones); ``max_num_seqs`` as in vLLM."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    token_budget: PositiveInt = 512
-    max_num_seqs: PositiveInt = 256
+    token_budget: PositiveInt = Field(
+        default=512,
+        description="Tokens per iteration: all running decodes, then prefill chunks up to it "
+        "(Sarathi-Serve: 512 under strict TBT SLOs, 2048 relaxed).",
+    )
+    max_num_seqs: PositiveInt = Field(
+        default=256, description="Most sequences per iteration (vLLM's default 256)."
+    )
 
 
 @policies.register("serving.batching", "sarathi")

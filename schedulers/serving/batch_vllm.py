@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.schedulers.serving._admit import admit
 from hetsim.simulator.registry import policies
@@ -15,8 +15,14 @@ class VllmBatchParams(BaseModel):
     ``max_num_batched_tokens`` 8192 (its default for an 8k-context model)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    max_num_seqs: PositiveInt = 256
-    max_num_batched_tokens: PositiveInt = 8192
+    max_num_seqs: PositiveInt = Field(
+        default=256, description="Most sequences per iteration (vLLM v0 default 256)."
+    )
+    max_num_batched_tokens: PositiveInt = Field(
+        default=8192,
+        description="Most prompt tokens in one prefill iteration (vLLM v0 "
+        "default 8192 for an 8k-context model).",
+    )
 
 
 @policies.register("serving.batching", "vllm")

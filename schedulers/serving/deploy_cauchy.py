@@ -23,11 +23,22 @@ class CauchyParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     pd_ratios: list[tuple[PositiveInt, PositiveInt]] = Field(
-        default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)]
+        default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)],
+        description="Prefill:decode instance ratios (n_p, n_d) tried "
+        "per GPU combo (not published: exposed).",
     )
-    top_m: PositiveInt = 12
-    headroom: NonNegativeFloat = 0.0
-    tokens: Literal["output", "total"] = "output"
+    top_m: PositiveInt = Field(
+        default=12,
+        description="Combos kept by Tokens/USD before the integer "
+        "program (not published: exposed).",
+    )
+    headroom: NonNegativeFloat = Field(
+        default=0.0, description="Provision for target rate x (1 + headroom)."
+    )
+    tokens: Literal["output", "total"] = Field(
+        default="output",
+        description="Tokens a Tokens/USD figure counts: output only, or prompt plus output.",
+    )
 
 
 class Combo(NamedTuple):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from hetsim.schedulers.serving._measured import measured_colocated
 from hetsim.schedulers.serving._pools import pools
@@ -19,10 +19,20 @@ class ColocatedParams(BaseModel):
     requests or 60 s, 5 steps) and sized from; the others are not used."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    gpu_type: str | None = None
-    tp: PositiveInt | None = None
-    headroom: NonNegativeFloat = 0.0
-    shortlist: PositiveInt = 3
+    gpu_type: str | None = Field(
+        default=None, description="Fix the GPU type (null: search every type of the cluster)."
+    )
+    tp: PositiveInt | None = Field(
+        default=None, description="Fix the tensor-parallel degree (null: search every degree)."
+    )
+    headroom: NonNegativeFloat = Field(
+        default=0.0, description="Provision for target rate x (1 + headroom)."
+    )
+    shortlist: PositiveInt = Field(
+        default=3,
+        description="Under sizing_estimator simulate: configs (best predicted goodput "
+        "per dollar) bisected on sub-simulations and sized from.",
+    )
 
 
 @policies.register("serving.deployment", "colocated")

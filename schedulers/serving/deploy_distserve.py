@@ -39,16 +39,48 @@ class DistServeParams(BaseModel):
     size 2 + 1, which attain 1.0 (workloads/serving/subsim.py saw the same)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    gpu_type: str | None = None
-    headroom: NonNegativeFloat = 0.0
-    search: Literal["simulate", "estimate"] | None = None
-    shortlist: PositiveInt = 2
-    type_shortlist: PositiveInt = 2
-    partner_margin: float = Field(3.0, ge=1.0)
-    num_requests: PositiveInt = 300
-    duration_s: PositiveSeconds = 60.0
-    steps: PositiveInt = 5
-    attainment: float = Field(0.9, gt=0.0, lt=1.0)
+    gpu_type: str | None = Field(
+        default=None, description="Fix the GPU type (null: every type, compared per dollar)."
+    )
+    headroom: NonNegativeFloat = Field(
+        default=0.0, description="Provision for target rate x (1 + headroom)."
+    )
+    search: Literal["simulate", "estimate"] | None = Field(
+        default=None,
+        description="Goodput search: null follows workload.sizing_estimator; simulate "
+        "(bisect on sub-simulations) or estimate must agree with it.",
+    )
+    shortlist: PositiveInt = Field(
+        default=2,
+        description="Configs simulated per phase and GPU type, the "
+        "best by predicted per-GPU goodput.",
+    )
+    type_shortlist: PositiveInt = Field(
+        default=2, description="GPU types simulated: those with the cheapest predicted deployments."
+    )
+    partner_margin: float = Field(
+        3.0,
+        ge=1.0,
+        description="The other phase's instances beside the measured one carry this many "
+        "times its predicted goodput, so that they do not limit it.",
+    )
+    num_requests: PositiveInt = Field(
+        default=300,
+        description="Fewest requests per bisection run: a run has "
+        "max(num_requests, rate x duration_s) requests.",
+    )
+    duration_s: PositiveSeconds = Field(
+        default=60.0,
+        description="Seconds of arrivals per bisection run (60 s: 20 s runs from "
+        "an empty system overstated goodput, see above).",
+    )
+    steps: PositiveInt = Field(default=5, description="Bisection steps per config.")
+    attainment: float = Field(
+        0.9,
+        gt=0.0,
+        lt=1.0,
+        description="SLO attainment a bisected rate must reach (DistServe's 90%).",
+    )
 
 
 def _rps(role: Role, c: ConfigView) -> float:

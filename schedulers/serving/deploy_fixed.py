@@ -14,11 +14,16 @@ class FixedEntry(BaseModel):
     ``FixedParams.one_group`` says)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    role: Role = "mixed"
-    gpu_type: str
-    tp: PositiveInt = 1
-    count: PositiveInt = 1
-    group: NonNegativeInt | None = None
+    role: Role = Field(
+        default="mixed",
+        description="Phase the instances run: both (mixed), prefill only or decode only.",
+    )
+    gpu_type: str = Field(description="GPU type of the instances, by catalogue name.")
+    tp: PositiveInt = Field(default=1, description="Tensor-parallel degree of each instance.")
+    count: PositiveInt = Field(default=1, description="Instances of this shape.")
+    group: NonNegativeInt | None = Field(
+        default=None, description="Routing group of these instances (null: as one_group says)."
+    )
 
 
 class FixedParams(BaseModel):
@@ -26,8 +31,16 @@ class FixedParams(BaseModel):
     ``one_group`` (then all share group 0)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    instances: list[FixedEntry] = Field(min_length=1)
-    one_group: bool = False
+    instances: list[FixedEntry] = Field(
+        min_length=1,
+        description="The instances in order: role, GPU type, TP "
+        "degree, count and optional routing group.",
+    )
+    one_group: bool = Field(
+        default=False,
+        description="Put every instance in routing group 0 (false: each instance "
+        "is its own group unless its entry names one).",
+    )
 
 
 @policies.register("serving.deployment", "fixed")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from hetsim.schedulers.serving._measured import measured_colocated
 from hetsim.schedulers.serving._milp import slice_assignment
@@ -22,10 +22,22 @@ class MelangeParams(BaseModel):
     profiles every GPU type)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    slice_factor: PositiveInt = 4
-    headroom: NonNegativeFloat = 0.0
-    gpu_types: list[str] | None = None
-    shortlist: PositiveInt | None = None
+    slice_factor: PositiveInt = Field(
+        default=4,
+        description="Slices per size bucket, each assigned wholly to "
+        "one GPU config (Melange's slice_factor).",
+    )
+    headroom: NonNegativeFloat = Field(
+        default=0.0, description="Provision for target rate x (1 + headroom)."
+    )
+    gpu_types: list[str] | None = Field(
+        default=None, description="Candidate GPU types (null: every type of the cluster)."
+    )
+    shortlist: PositiveInt | None = Field(
+        default=None,
+        description="Under sizing_estimator simulate: configs (best predicted goodput per "
+        "dollar) profiled by simulate-and-bisect (null: every candidate).",
+    )
 
 
 @policies.register("serving.deployment", "melange")

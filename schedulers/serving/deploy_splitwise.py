@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from hetsim.schedulers.serving._measured import measured_phase
 from hetsim.schedulers.serving._pools import pools
@@ -22,11 +22,25 @@ class SplitwiseParams(BaseModel):
     goodput per dollar) bisected on sub-simulations, as DistServe's search does."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    prefill_type: str = "h100-sxm"
-    decode_type: str = "a100-80gb"
-    headroom: NonNegativeFloat = 0.0
-    kv_transfer: Literal["layerwise", "after-prefill"] = "layerwise"
-    shortlist: PositiveInt = 2
+    prefill_type: str = Field(
+        default="h100-sxm", description="GPU type of the prompt pool (Splitwise-HA: H100)."
+    )
+    decode_type: str = Field(
+        default="a100-80gb", description="GPU type of the token pool (Splitwise-HA: A100)."
+    )
+    headroom: NonNegativeFloat = Field(
+        default=0.0, description="Provision for target rate x (1 + headroom)."
+    )
+    kv_transfer: Literal["layerwise", "after-prefill"] = Field(
+        default="layerwise",
+        description="KV hand-off: layerwise (each layer's KV sent as computed, "
+        "Splitwise's) or after-prefill (the whole KV after the prompt phase).",
+    )
+    shortlist: PositiveInt = Field(
+        default=2,
+        description="Under sizing_estimator simulate: configs per phase (best "
+        "predicted goodput per dollar) bisected on sub-simulations.",
+    )
 
 
 @policies.register("serving.deployment", "splitwise")

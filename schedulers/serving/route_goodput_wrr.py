@@ -4,7 +4,7 @@ opportunistic placement inside a combo (RECONSTRUCTION)."""
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.simulator.registry import policies
 from hetsim.workloads.serving.view import InstanceView, RouteView
@@ -15,7 +15,11 @@ class GoodputWrrParams(BaseModel):
     instances has free KV for the prompt (the work-conserving fallback)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    fallback: bool = True
+    fallback: bool = Field(
+        default=True,
+        description="On a decode hand-off, leave the combo when none of its decode "
+        "instances has free KV for the prompt (work-conserving).",
+    )
 
 
 def smooth_wrr(scores: dict[int, float], weights: dict[int, float]) -> int:

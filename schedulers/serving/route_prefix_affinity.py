@@ -15,8 +15,18 @@ class PrefixAffinityParams(BaseModel):
     candidate an instance may have and still be chosen for its cache."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    min_hit: float = Field(0.5, ge=0.0, le=1.0)
-    max_imbalance: NonNegativeInt = 8
+    min_hit: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Least cached share of the prompt worth following; "
+        "below it, route to the least loaded instance.",
+    )
+    max_imbalance: NonNegativeInt = Field(
+        default=8,
+        description="Most extra outstanding requests, over the least loaded candidate, "
+        "an instance may have and still be chosen for its cache.",
+    )
 
 
 @policies.register("serving.routing", "prefix-affinity")

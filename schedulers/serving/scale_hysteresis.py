@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
 from hetsim.schedulers.serving.scale_units import (
     ThresholdParams,
@@ -24,9 +25,21 @@ class HysteresisParams(ThresholdParams):
     (how long a threshold must be crossed at every check before acting) and
     ``drain_rule`` (which active unit a scale-in drains)."""
 
-    hold_out_s: Seconds = 60.0
-    hold_in_s: Seconds = 300.0
-    drain_rule: Literal["least-efficient", "most-saving"] = "least-efficient"
+    hold_out_s: Seconds = Field(
+        default=60.0,
+        description="Seconds the utilisation must stay above upper at every "
+        "check before a scale-out (reconstruction).",
+    )
+    hold_in_s: Seconds = Field(
+        default=300.0,
+        description="Seconds the utilisation must stay below lower at every "
+        "check before a scale-in (reconstruction).",
+    )
+    drain_rule: Literal["least-efficient", "most-saving"] = Field(
+        default="least-efficient",
+        description="Unit a scale-in drains: least-efficient (lowest estimated "
+        "goodput per dollar) or most-saving (highest $/h).",
+    )
 
 
 @policies.register("serving.scaling", "hysteresis")

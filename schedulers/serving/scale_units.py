@@ -29,13 +29,27 @@ class ThresholdParams(BaseModel):
     the combos it may add)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    period_s: PositiveSeconds = 30.0
-    window_s: PositiveSeconds = 60.0
-    upper: PositiveFloat = 0.9
-    lower: NonNegativeFloat = 0.5
-    min_units: PositiveInt = 1
+    period_s: PositiveSeconds = Field(
+        default=30.0, description="Seconds between scaling decisions (Cauchy's delta: 30-60 s)."
+    )
+    window_s: PositiveSeconds = Field(
+        default=60.0, description="Seconds of arrivals over which the measured rate is taken."
+    )
+    upper: PositiveFloat = Field(
+        default=0.9,
+        description="Utilisation (measured rate / summed goodput "
+        "estimates) above which a unit is added.",
+    )
+    lower: NonNegativeFloat = Field(
+        default=0.5,
+        description="Utilisation below which a unit is drained (if "
+        "the rest keeps it at or below upper).",
+    )
+    min_units: PositiveInt = Field(default=1, description="Active units never drained below.")
     pd_ratios: list[tuple[PositiveInt, PositiveInt]] = Field(
-        default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)]
+        default_factory=lambda: [(1, 1), (1, 2), (2, 1), (1, 3), (1, 4)],
+        description="Prefill:decode instance ratios of the combos a "
+        "disaggregated scale-out may add.",
     )
 
     @model_validator(mode="after")

@@ -10,7 +10,7 @@ design the paper's baseline used exactly is not known from the abstract.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.simulator.registry import policies
 from hetsim.workloads.tee.view import Preset, ProtectionPlan, ProtectionView, Verify
@@ -20,9 +20,19 @@ class CachelineParams(BaseModel):
     """Presets of each side (``devices.enclave`` or ``tnpu-like``) and verification mode."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    cpu_enclave: Preset = "sgx-mee"
-    accel_enclave: Preset = "tnpu-like"
-    verify: Verify = "sync"
+    cpu_enclave: Preset = Field(
+        default="sgx-mee",
+        description="Enclave preset of the CPU side's streams (SGX/MEE-like by default).",
+    )
+    accel_enclave: Preset = Field(
+        default="tnpu-like",
+        description="Enclave preset of the accelerator side's streams (TNPU/MGX-like by default).",
+    )
+    verify: Verify = Field(
+        default="sync",
+        description="Accelerator integrity verification: sync (a "
+        "stall per tile), delayed, or none.",
+    )
 
 
 @policies.register("tee.protection", "cacheline")

@@ -10,7 +10,7 @@ chunking and the async-copy serialisation are folded into the per-transfer setup
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.simulator.registry import policies
 from hetsim.workloads.tee.view import Preset, ProtectionPlan, ProtectionView
@@ -21,7 +21,11 @@ class H100CCParams(BaseModel):
     integrity by ownership checks only)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    cpu_enclave: Preset | None = "tdx"
+    cpu_enclave: Preset | None = Field(
+        default="tdx",
+        description="CPU TEE preset around the driver (tdx; null: "
+        "SEV-like integrity by ownership checks only).",
+    )
 
 
 @policies.register("tee.protection", "h100-cc")

@@ -52,11 +52,34 @@ class NappaParams(BaseModel):
     placement when there are at most this many."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    depth: int = Field(default=1, ge=0)
-    decompose: bool = True
-    max_front: int = Field(default=256, ge=1)
-    rerank: int = Field(default=32, ge=1)
-    exhaustive_limit: int = Field(default=0, ge=0)
+    depth: int = Field(
+        default=1,
+        ge=0,
+        description="Meta-key prefetch distance in layers (0: meta-keys "
+        "made on demand, on the critical chain).",
+    )
+    decompose: bool = Field(
+        default=True,
+        description="Allow vector decomposition of an op across "
+        "every NNA (needs two or more NNAs).",
+    )
+    max_front: int = Field(
+        default=256,
+        ge=1,
+        description="Pareto points (chain, TEE-busy seconds) kept per "
+        "DP state, thinned evenly beyond it.",
+    )
+    rerank: int = Field(
+        default=32,
+        ge=1,
+        description="Points of the final front re-estimated with the mechanism's estimator.",
+    )
+    exhaustive_limit: int = Field(
+        default=0,
+        ge=0,
+        description="Estimate every placement instead of the DP when "
+        "there are at most this many (0: never).",
+    )
 
 
 class Choice(NamedTuple):

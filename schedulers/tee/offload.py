@@ -18,7 +18,12 @@ class OffloadParams(BaseModel):
     """``nna``: index of the NNA to use (None: the fastest estimate per op)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    nna: int | None = Field(default=None, ge=0)
+    nna: int | None = Field(
+        default=None,
+        ge=0,
+        description="Index of the NNA every linear op runs on (null: "
+        "each op's fastest estimated NNA).",
+    )
 
 
 def offload_placement(view: ExecutionView, nna: int | None) -> tuple[int, ...]:

@@ -27,9 +27,24 @@ class PipelinedParams(BaseModel):
     ``micro_batches``: micro-batches interleaved (None: the best estimated option)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    depth: int = Field(default=1, ge=1)
-    nna: int | None = Field(default=None, ge=0)
-    micro_batches: int | None = Field(default=None, ge=1)
+    depth: int = Field(
+        default=1,
+        ge=1,
+        description="Layers ahead whose meta-keys and masked inputs the TEE "
+        "prepares (not in the abstract: reconstruction).",
+    )
+    nna: int | None = Field(
+        default=None,
+        ge=0,
+        description="Index of the NNA every linear op runs on (null: "
+        "each op's fastest estimated NNA).",
+    )
+    micro_batches: int | None = Field(
+        default=None,
+        ge=1,
+        description="Micro-batches interleaved, one of the workload's options "
+        "(null: the option with the lowest estimated step time).",
+    )
 
 
 @policies.register("tee.execution", "pipelined")

@@ -12,7 +12,7 @@ cacheline presets, and so do the parts of tensor streams the hardware does not d
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hetsim.simulator.registry import policies
 from hetsim.workloads.tee.view import Preset, ProtectionPlan, ProtectionView
@@ -22,8 +22,16 @@ class TensorTEEParams(BaseModel):
     """``fallback_*``: presets for non-tensor streams of each side."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    fallback_cpu: Preset = "sgx-mee"
-    fallback_accel: Preset = "tnpu-like"
+    fallback_cpu: Preset = Field(
+        default="sgx-mee",
+        description="Enclave preset of the CPU side's non-tensor "
+        "streams and undetected tensor parts.",
+    )
+    fallback_accel: Preset = Field(
+        default="tnpu-like",
+        description="Enclave preset of the accelerator side's "
+        "non-tensor streams and undetected tensor parts.",
+    )
 
 
 @policies.register("tee.protection", "tensortee")

@@ -39,15 +39,54 @@ class ChameleonParams(BaseModel):
     """MindSpeed smart_swap defaults."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    warmup_step: PositiveInt = 2
-    stable_step: PositiveInt = 3
-    op_diff_thresh: float = Field(0.05, ge=0)
-    tensor_size_filter_bytes: int = Field(20 << 20, ge=0)
-    redundant_memory_bytes: int = Field(2 << 30, ge=0)
-    size_coverage_weight: float = Field(2.0, ge=0)
-    adjust_memory_bytes: int = Field(300 << 20, ge=0)
-    profile_every_step: bool = False
-    tolerate_measured_forced: bool = True
+    warmup_step: PositiveInt = Field(
+        default=2,
+        description="Consecutive similar steps in WARMUP before "
+        "SEARCHING (MindSpeed smart_swap default 2).",
+    )
+    stable_step: PositiveInt = Field(
+        default=3,
+        description="Steps of plan search in SEARCHING before STABLE (MindSpeed default 3).",
+    )
+    op_diff_thresh: float = Field(
+        0.05,
+        ge=0,
+        description="Relative change of the op count beyond which the sequence "
+        "counts as changed (MindSpeed default 0.05).",
+    )
+    tensor_size_filter_bytes: int = Field(
+        20 << 20,
+        ge=0,
+        description="Smallest activation, in bytes, considered for "
+        "swapping (MindSpeed default 20 MiB).",
+    )
+    redundant_memory_bytes: int = Field(
+        2 << 30,
+        ge=0,
+        description="Initial headroom in bytes: ops above capacity minus this "
+        "are points to relieve (MindSpeed default 2 GiB).",
+    )
+    size_coverage_weight: float = Field(
+        2.0,
+        ge=0,
+        description="Weight w of the size term in a candidate's score: coverage + w x "
+        "size^(1/3), both min-max normalised (MindSpeed default 2).",
+    )
+    adjust_memory_bytes: int = Field(
+        300 << 20,
+        ge=0,
+        description="Bytes added to the headroom after forced swaps in "
+        "STABLE (MindSpeed default 300 MiB).",
+    )
+    profile_every_step: bool = Field(
+        default=False,
+        description="Keep the profiler on in STABLE (the paper's profile-every-step comparison).",
+    )
+    tolerate_measured_forced: bool = Field(
+        default=True,
+        description="In STABLE restart only on more forced swaps than the kept plan showed "
+        "when measured; false: on any forced swap (MindSpeed's rule).",
+    )
     match_threshold: float = Field(
         0.75, ge=0, le=1, description="signature features that must agree (reconstruction)"
     )

@@ -20,7 +20,7 @@ class InterleavedParams(BaseModel):
     """Virtual stages (model chunks) per device."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    chunks: int = Field(2, ge=1)
+    chunks: int = Field(2, ge=1, description="Virtual stages (model chunks) per device, v.")
 
 
 @policies.register("training.schedule", "interleaved")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.simulator.registry import policies
 from hetsim.workloads.training.view import StepDecision, StepReport, SwapPlan
@@ -27,8 +27,15 @@ class RecomputeParams(BaseModel):
     """Which tensors to recompute and the number of layers to plan for."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    granularity: Literal["full", "selective"] = "full"
-    max_layers: PositiveInt = 1024
+    granularity: Literal["full", "selective"] = Field(
+        default="full",
+        description="Recompute every stored activation of a layer (full) or only the "
+        "attention core's softmax, dropout and mask tensors (selective).",
+    )
+    max_layers: PositiveInt = Field(
+        default=1024,
+        description="Layers the plan covers (keys of layers absent from the model are ignored).",
+    )
 
 
 @policies.register("training.swap", "recompute")

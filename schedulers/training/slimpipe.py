@@ -48,8 +48,17 @@ class SlimPipeParams(BaseModel):
     how slice boundaries are placed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    slices: int = Field(16, ge=1)
-    balance: Literal["redistribute", "equal-cost", "none"] = "redistribute"
+    slices: int = Field(
+        16,
+        ge=1,
+        description="Slices per sequence, n (the paper tunes it; 16 "
+        "is this reconstruction's default).",
+    )
+    balance: Literal["redistribute", "equal-cost", "none"] = Field(
+        default="redistribute",
+        description="Slice balancing: redistribute attention between mirror slices (the paper's, "
+        "reconstructed), equal-cost boundaries (Seq1F1B-like), or none.",
+    )
     exchange_overlap: Literal["attention", "none"] = Field(
         "attention",
         description="context exchange hidden behind the slice's attention, or not at all "

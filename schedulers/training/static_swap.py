@@ -42,7 +42,10 @@ class StaticSwapParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     margin_bytes: int = Field(2 << 30, ge=0, description="headroom below capacity")
-    allow_recompute: bool = True
+    allow_recompute: bool = Field(
+        default=True,
+        description="Cover the excess that swaps cannot hide by recomputation, in MSPS order.",
+    )
     forced_swap_on_oom: bool = Field(True, description="runtime OOM fallback (passive swap)")
     keying: Literal["capuchin", "index"] = Field(
         "capuchin", description="tensors and in-triggers by identity, or by op index"

@@ -31,8 +31,16 @@ class ZeroOffloadParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     overlap_grad_copy: bool = Field(True, description="copy each layer's grads after its bwd")
-    recompute: Literal["none", "full"] = "none"
-    max_layers: PositiveInt = 1024
+    recompute: Literal["none", "full"] = Field(
+        default="none",
+        description="Add full activation checkpointing (the recompute "
+        "policy's plan) to the optimizer offload.",
+    )
+    max_layers: PositiveInt = Field(
+        default=1024,
+        description="Layers the recompute plan covers (keys of layers "
+        "absent from the model are ignored).",
+    )
 
 
 @policies.register("training.swap", "zero-offload")

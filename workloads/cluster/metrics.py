@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from hetsim.devices.power import cluster_duty_cycle, type_power_model
+
 if TYPE_CHECKING:
+    from hetsim.devices.cluster import Cluster
     from hetsim.simulator.engine import Simulation
     from hetsim.workloads.cluster.estimates import Estimator
     from hetsim.workloads.cluster.jobs import JobTable
@@ -38,6 +41,16 @@ METRICS = {
     "types do more work per GPU-second; restarts and slower types lower it)",
     "preemptions": "total preemptions (a running group stopped and requeued in a round)",
     "skipped_rows": "trace rows skipped as bad (only with skip_bad_rows)",
+    "energy_J": "GPU energy of the inventory over the makespan, J: every GPU at its idle "
+    "power (devices/power.yaml) plus, per allocated GPU-second, cluster_duty_cycle x "
+    "(power limit - idle) (a kernel runs that share of allocated time, at the limit); "
+    "hosts not included; job times come from the traces, so a power cap does not apply",
+    "avg_power_W": "energy_J / makespan_s",
+    "peak_power_W": "highest per-GPU draw of any type (its power limit if allocated, else idle)",
+    "avg_power_W_by_type": "'type:W' pairs joined by ';': a type's energy / (its GPUs x "
+    "makespan_s)",
+    "peak_power_W_by_type": "'type:W' pairs joined by ';': peak_power_W per GPU type",
+    "energy_per_job_J": "energy_J / completed jobs (idle GPUs included)",
 }
 
 
@@ -46,6 +59,7 @@ class ClusterOutcome(Protocol):
     the jobs, the pool and the per-job and per-allocation records kept during the run."""
 
     sim: Simulation
+    cluster: Cluster
     params: ClusterParams
     types: list[str]
     pool: GpuPool
@@ -120,4 +134,36 @@ def summarise(wl: ClusterOutcome, end_s: float) -> dict[str, float | int | str]:
         else 0.0,
         "preemptions": int(wl.preemptions.sum()),
         "skipped_rows": int(jb.skipped_rows),
+        **_energy(wl, busy, span, int(done.sum())),
+    }
+
+
+def _energy(wl: ClusterOutcome, busy: np.ndarray, span: float, completed: int) -> dict[str, Any]:
+    """Energy of the inventory over the makespan (:data:`CLUSTER_ENERGY_METRICS`): every
+    GPU idles, and an allocated GPU-second adds ``duty x (limit - idle)`` (devices/power.py
+    ``cluster_duty_cycle``: the share of allocated time a kernel runs, at the power limit)."""
+    duty = cluster_duty_cycle()
+    coefficients = wl.cluster.config.power_coefficients
+    over = tuple((k, float(v)) for k, v in coefficients.items())
+    total, avg, peak = 0.0, {}, {}
+    try:
+        models = [type_power_model(name, overrides=over) for name in wl.types]
+    except KeyError:  # a GPU type of the user's inventory with no power data: no energy
+        nan = float("nan")
+        return {"energy_J": nan, "avg_power_W": nan, "peak_power_W": nan,
+                "avg_power_W_by_type": "", "peak_power_W_by_type": "",
+                "energy_per_job_J": nan}  # fmt: skip
+    for t, (name, pm) in enumerate(zip(wl.types, models, strict=True)):
+        gpus = float(wl.pool.total[t])
+        e = pm.idle_W * gpus * span + duty * (pm.limit_W - pm.idle_W) * float(busy[t])
+        total += e
+        avg[name] = e / (gpus * span) if gpus > 0 else 0.0
+        peak[name] = pm.limit_W if busy[t] > 0 else pm.idle_W
+    return {
+        "energy_J": total,
+        "avg_power_W": total / span,
+        "peak_power_W": max(peak.values(), default=0.0),
+        "avg_power_W_by_type": ";".join(f"{n}:{v:.6g}" for n, v in avg.items()),
+        "peak_power_W_by_type": ";".join(f"{n}:{v:.6g}" for n, v in peak.items()),
+        "energy_per_job_J": total / completed if completed else float("nan"),
     }

@@ -71,33 +71,48 @@ class NodeGroup(NodeCapacity):
     """``nodes`` identical machines, each with ``gpus_per_node`` GPUs of one type, and
     CPU cores, storage and NIC bandwidth (used by node contention)."""
 
-    gpu_type: str
-    nodes: int = Field(gt=0, le=MAX_NODES)
-    gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS_PER_NODE)
+    gpu_type: str = Field(description="GPU type of these nodes, by catalogue name.")
+    nodes: int = Field(gt=0, le=MAX_NODES, description="Identical nodes in the group.")
+    gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
 
 
 class AlibabaInventory(NodeCapacity):
     """The GPU node list of Alibaba's cluster-trace-gpu-v2023 (one node per row); the
     capacities apply to every node."""
 
-    kind: Literal["alibaba2023"] = "alibaba2023"
+    kind: Literal["alibaba2023"] = Field(
+        default="alibaba2023", description="Inventory kind (alibaba2023)."
+    )
     trace_dir: str = Field(description="folder holding openb_node_list_gpu_node.csv")
-    file: str = "openb_node_list_gpu_node.csv"
+    file: str = Field(
+        default="openb_node_list_gpu_node.csv", description="Node-list CSV inside trace_dir."
+    )
 
 
 class SyntheticJobs(_Strict):
     """Poisson arrivals; GPU counts, models and lognormal solo durations as documented."""
 
-    kind: Literal["synthetic"] = "synthetic"
-    num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS)
-    arrival_rate_per_s: PositiveFloat = 0.01
+    kind: Literal["synthetic"] = Field(
+        default="synthetic", description="Job source kind (synthetic)."
+    )
+    num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS, description="Jobs generated.")
+    arrival_rate_per_s: PositiveFloat = Field(
+        default=0.01, description="Poisson arrival rate of jobs, per second."
+    )
     gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
         default_factory=lambda: [(c, float(w)) for c, w in sorted(PHILLY_GPU_COUNTS.items())],
         min_length=1,
         description="[GPUs per job, weight] pairs (default: Muri trace1, Philly-derived)",
     )
-    models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
-    duration_median_s: PositiveSeconds = 3600.0
+    models: list[str] = Field(
+        default_factory=lambda: sorted(DEFAULT_MODEL_MAP),
+        min_length=1,
+        description="Models drawn uniformly for the jobs (names of the speed table's model_map).",
+    )
+    duration_median_s: PositiveSeconds = Field(
+        default=3600.0,
+        description="Median solo duration of a job on the reference type, in seconds (lognormal).",
+    )
     duration_sigma: float = Field(
         1.0, ge=0, le=MAX_LOG_SIGMA, description="sigma of ln(solo duration)"
     )
@@ -106,59 +121,98 @@ class SyntheticJobs(_Strict):
 class MuriTraceJobs(_Strict):
     """A job trace in Muri's CSV format (Philly-derived durations, per-stage times)."""
 
-    kind: Literal["muri_trace"] = "muri_trace"
-    path: str
-    max_jobs: int | None = Field(default=None, gt=0, le=MAX_JOBS)
+    kind: Literal["muri_trace"] = Field(
+        default="muri_trace", description="Job source kind (muri_trace)."
+    )
+    path: str = Field(
+        description="Trace CSV in Muri's format (times in ms; relative to the scenario's folder)."
+    )
+    max_jobs: int | None = Field(
+        default=None, gt=0, le=MAX_JOBS, description="Read at most this many jobs (null: all)."
+    )
     submit_at_zero: bool = Field(False, description="all jobs at t=0, as Muri's *_pr traces")
-    skip_bad_rows: bool = False
+    skip_bad_rows: bool = Field(
+        default=False,
+        description="Skip and count bad rows (a warning says how "
+        "many) instead of stopping at the first.",
+    )
 
 
 class AlibabaJobs(_Strict):
     """GPU tasks of Alibaba's cluster-trace-gpu-v2023 (lifetimes, GPU counts, type limits)."""
 
-    kind: Literal["alibaba2023"] = "alibaba2023"
-    trace_dir: str
-    file: str = "openb_pod_list_default.csv"
-    max_jobs: int | None = Field(default=None, gt=0, le=MAX_JOBS)
-    skip_bad_rows: bool = False
+    kind: Literal["alibaba2023"] = Field(
+        default="alibaba2023", description="Job source kind (alibaba2023)."
+    )
+    trace_dir: str = Field(description="Folder holding the cluster-trace-gpu-v2023 files.")
+    file: str = Field(
+        default="openb_pod_list_default.csv", description="Pod-list CSV inside trace_dir."
+    )
+    max_jobs: int | None = Field(
+        default=None, gt=0, le=MAX_JOBS, description="Read at most this many jobs (null: all)."
+    )
+    skip_bad_rows: bool = Field(
+        default=False,
+        description="Skip and count bad rows (a warning says how "
+        "many) instead of stopping at the first.",
+    )
 
 
 class PhillyJobs(_Strict):
     """Poisson arrivals with solo durations resampled from Philly's job run times (the
     per-job log with submit times and GPU counts is not available; see docs/cluster.md)."""
 
-    kind: Literal["philly"] = "philly"
+    kind: Literal["philly"] = Field(default="philly", description="Job source kind (philly).")
     runtime_path: str = Field(
         shipped("cluster/philly_runtime_sample.csv"),
         description="one-column 'runtime' CSV (s); default: every 200th row of Philly's "
         "sorted runtime file (416 rows, CC-BY 4.0)",
     )
-    num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS)
-    arrival_rate_per_s: PositiveFloat = 0.01
+    num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS, description="Jobs generated.")
+    arrival_rate_per_s: PositiveFloat = Field(
+        default=0.01, description="Poisson arrival rate of jobs, per second."
+    )
     min_runtime_s: PositiveSeconds = Field(1.0, description="shorter runs (0 s) are not drawn")
     gpu_counts: list[tuple[PositiveInt, PositiveFloat]] = Field(
         default_factory=lambda: [(c, float(w)) for c, w in sorted(PHILLY_GPU_COUNTS.items())],
         min_length=1,
         description="[GPUs per job, weight] pairs (default: Muri trace1, Philly-derived)",
     )
-    models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
-    skip_bad_rows: bool = False
+    models: list[str] = Field(
+        default_factory=lambda: sorted(DEFAULT_MODEL_MAP),
+        min_length=1,
+        description="Models drawn uniformly for the jobs (names of the speed table's model_map).",
+    )
+    skip_bad_rows: bool = Field(
+        default=False,
+        description="Skip and count bad rows of the runtime file instead of stopping at the first.",
+    )
 
 
 class HeliosJobs(_Strict):
     """Poisson arrivals, lognormal durations and a two-point GPU-count mix matched to one
     Helios cluster's GPU-job summary (mean/median run time and GPUs; reconstruction)."""
 
-    kind: Literal["helios"] = "helios"
-    summary_path: str = shipped("cluster/helios_cluster_summary.csv")
+    kind: Literal["helios"] = Field(default="helios", description="Job source kind (helios).")
+    summary_path: str = Field(
+        default=shipped("cluster/helios_cluster_summary.csv"),
+        description="Helios per-cluster GPU-job summary CSV (shipped).",
+    )
     cluster: str = Field("Earth", description="Venus, Earth, Saturn, Uranus (or total)")
     period_days: PositiveDays = Field(
         183.0, description="trace span the job count covers (Apr-Sep 2020, SC'21 paper)"
     )
     rate_scale: PositiveFloat = Field(1.0, description="multiplies the cluster's job rate")
-    num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS)
-    models: list[str] = Field(default_factory=lambda: sorted(DEFAULT_MODEL_MAP), min_length=1)
-    skip_bad_rows: bool = False
+    num_jobs: int = Field(default=200, gt=0, le=MAX_JOBS, description="Jobs generated.")
+    models: list[str] = Field(
+        default_factory=lambda: sorted(DEFAULT_MODEL_MAP),
+        min_length=1,
+        description="Models drawn uniformly for the jobs (names of the speed table's model_map).",
+    )
+    skip_bad_rows: bool = Field(
+        default=False,
+        description="Skip and count bad rows of the summary file instead of stopping at the first.",
+    )
 
 
 Jobs = Annotated[
@@ -170,9 +224,17 @@ Jobs = Annotated[
 class SpeedTable(_Strict):
     """Per-model, per-GPU-type throughput (Gavel's measured isolated steps/s, MIT)."""
 
-    path: str = Field(shipped("cluster/gavel_throughputs_sf1.csv"))
+    path: str = Field(
+        shipped("cluster/gavel_throughputs_sf1.csv"),
+        description="CSV of isolated throughput per model and GPU type "
+        "(default: Gavel's measured table, shipped).",
+    )
     reference_type: str = Field("v100", description="type the jobs' stage times refer to")
-    model_map: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODEL_MAP))
+    model_map: dict[str, str] = Field(
+        default_factory=lambda: dict(DEFAULT_MODEL_MAP),
+        description="Job model name -> the table's model name; jobs of models "
+        "not listed run at the same speed on every type.",
+    )
     type_speeds: dict[str, PositiveFloat] = Field(
         default_factory=dict,
         description="GPU types absent from the table -> speed relative to the reference "
@@ -191,8 +253,16 @@ class Deadlines(_Strict):
     """D = submit + lambda x solo duration on the reference type, lambda ~ U[low, high]."""
 
     fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of jobs with a deadline")
-    factor_low: PositiveFloat = 0.5
-    factor_high: PositiveFloat = 1.5
+    factor_low: PositiveFloat = Field(
+        default=0.5,
+        description="Lower bound of lambda, the deadline over the job's "
+        "solo duration on the reference type.",
+    )
+    factor_high: PositiveFloat = Field(
+        default=1.5,
+        description="Upper bound of lambda, the deadline over the job's "
+        "solo duration on the reference type.",
+    )
 
 
 class Execution(_Strict):
@@ -288,7 +358,10 @@ class Contention(_Strict):
     """Node contention between groups sharing a node (off by default). Mean-field rule in
     workloads/cluster/contention.py; every demand constant below is exposed."""
 
-    enabled: bool = False
+    enabled: bool = Field(
+        default=False,
+        description="Model CPU, storage and network contention between groups sharing a node.",
+    )
     cpu_cores_per_gpu: NonNegativeFloat = Field(
         11.5,
         description="cores a job uses per GPU during its data stage. ASSUMPTION: Muri's "
@@ -367,13 +440,41 @@ class Estimates(_Strict):
 class ClusterParams(WorkloadParams):
     """The ``workload:`` block of a cluster-scheduling scenario."""
 
-    kind: Literal["cluster"] = "cluster"
-    inventory: list[NodeGroup] | AlibabaInventory
-    jobs: Jobs
-    speeds: SpeedTable = Field(default_factory=lambda: SpeedTable.model_validate({}))
-    deadlines: Deadlines = Field(default_factory=lambda: Deadlines.model_validate({}))
-    execution: Execution = Field(default_factory=lambda: Execution.model_validate({}))
-    contention: Contention = Field(default_factory=lambda: Contention.model_validate({}))
-    estimates: Estimates = Field(default_factory=lambda: Estimates.model_validate({}))
-    stage_profiles_path: str = Field(shipped("cluster/muri_stage_profiles.csv"))
+    kind: Literal["cluster"] = Field(default="cluster", description="Workload kind (cluster).")
+    inventory: list[NodeGroup] | AlibabaInventory = Field(
+        description="The GPU nodes: groups of identical nodes, or "
+        "the Alibaba 2023 trace's node list."
+    )
+    jobs: Jobs = Field(
+        description="The job stream: synthetic, or a trace (Muri, "
+        "Alibaba, Philly, Helios), by kind."
+    )
+    speeds: SpeedTable = Field(
+        default_factory=lambda: SpeedTable.model_validate({}),
+        description="Per-model, per-GPU-type throughput table "
+        "(default: Gavel's measured isolated steps/s).",
+    )
+    deadlines: Deadlines = Field(
+        default_factory=lambda: Deadlines.model_validate({}),
+        description="Which jobs get a deadline, and how tight: D = submit + "
+        "lambda x solo duration on the reference type.",
+    )
+    execution: Execution = Field(
+        default_factory=lambda: Execution.model_validate({}),
+        description="How groups run: interference, group size, restarts and scheduling rounds.",
+    )
+    contention: Contention = Field(
+        default_factory=lambda: Contention.model_validate({}),
+        description="Node contention (CPU, storage, NIC) between "
+        "groups sharing a node (off by default).",
+    )
+    estimates: Estimates = Field(
+        default_factory=lambda: Estimates.model_validate({}),
+        description="The named estimator of job length every policy sees (never the run's truth).",
+    )
+    stage_profiles_path: str = Field(
+        shipped("cluster/muri_stage_profiles.csv"),
+        description="CSV of per-iteration data, GPU and network seconds per "
+        "(model, GPUs) from Muri's traces (shipped).",
+    )
     utilisation_bins: PositiveInt = Field(50, description="time bins of the utilisation table")

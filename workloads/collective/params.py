@@ -28,16 +28,36 @@ class CollectiveParams(WorkloadParams):
     ``gap_s``: idle time between two repetitions.
     """
 
-    kind: Literal["collective"] = "collective"
-    op: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"] = (
-        "all_reduce"
+    kind: Literal["collective"] = Field(
+        default="collective", description="Workload kind (collective)."
     )
-    nbytes: PositiveInt = 64 * 2**20
-    devices: list[str] | None = Field(None, min_length=1)
-    fabric: str | None = None
-    algorithm: str | None = None
-    repetitions: PositiveInt = 11
-    gap_s: Seconds = 0.0
+    op: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"] = Field(
+        default="all_reduce", description="Collective operation run."
+    )
+    nbytes: PositiveInt = Field(
+        default=64 * 2**20,
+        description="Message size in bytes as nccl-tests counts it (see devices/collectives.py).",
+    )
+    devices: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Full device names of the group in ring order (null: "
+        "every GPU and NPU in configuration order).",
+    )
+    fabric: str | None = Field(
+        default=None,
+        description="Catalogue collective fabric (hetsim list "
+        "fabrics); null: the ring the topology gives.",
+    )
+    algorithm: str | None = Field(
+        default=None,
+        description="Algorithm of the op, fastest (least predicted time), or null "
+        "for the op's default (ring; direct for all-to-all).",
+    )
+    repetitions: PositiveInt = Field(
+        default=11, description="Times the collective runs, one after another."
+    )
+    gap_s: Seconds = Field(default=0.0, description="Idle seconds between two repetitions.")
 
     @model_validator(mode="after")
     def _known_algorithm(self) -> CollectiveParams:

@@ -35,14 +35,39 @@ class JobModel(_Strict):
     gradients exchanged with the parameter servers over the worker's NIC.
     """
 
-    dtype: str = "bf16"
-    batch_per_worker: PositiveInt = 2048
-    flops_per_sample: PositiveFloat = 3.0e9
-    hbm_bytes_per_sample: NonNegativeFloat = 4.0e5
-    ps_bytes_per_sample: NonNegativeFloat = 2.0e5
-    worker_link: str = "eth-100g"
-    ps_link: str = "eth-200g"
-    ps_shards: PositiveInt = 8
+    dtype: str = Field(
+        default="bf16", description="Number format of the dense compute on the GPU roofline."
+    )
+    batch_per_worker: PositiveInt = Field(
+        default=2048, description="Samples per step of one worker (assumption)."
+    )
+    flops_per_sample: PositiveFloat = Field(
+        default=3.0e9,
+        description="Forward + backward FLOPs per sample (assumption: 3 x ~1 GFLOP dense towers).",
+    )
+    hbm_bytes_per_sample: NonNegativeFloat = Field(
+        default=4.0e5,
+        description="HBM bytes read and written per sample for embedding rows (assumption).",
+    )
+    ps_bytes_per_sample: NonNegativeFloat = Field(
+        default=2.0e5,
+        description="Bytes exchanged with the parameter servers per sample "
+        "(embedding rows and gradients; assumption).",
+    )
+    worker_link: str = Field(
+        default="eth-100g",
+        description="Catalogue link type of each worker's NIC to the parameter servers.",
+    )
+    ps_link: str = Field(
+        default="eth-200g",
+        description="Catalogue link type of each parameter-server shard; "
+        "shards x its bandwidth caps the job's rate.",
+    )
+    ps_shards: PositiveInt = Field(
+        default=8,
+        description="Parameter-server shards whose summed link "
+        "bandwidth bounds the job's throughput.",
+    )
     kappa: NonNegativeFloat = Field(
         default=0.02, lt=1.0, description="PS contention: mu(n) = n mu_1 / (1 + kappa (n-1))"
     )
@@ -66,10 +91,22 @@ class Rescale(_Strict):
     new workers join at the first control step after ``pod_start_s``.
     """
 
-    mode: Literal["stop", "partial"] = "stop"
-    checkpoint_s: Seconds = 30.0
-    pod_start_s: Seconds = 60.0
-    rebalance_s: Seconds = 15.0
+    mode: Literal["stop", "partial"] = Field(
+        default="stop",
+        description="stop: checkpoint-restart, the job stops for the whole "
+        "rescale; partial: only the rebalance pauses it.",
+    )
+    checkpoint_s: Seconds = Field(
+        default=30.0,
+        description="Seconds to checkpoint before a stop-the-world rescale (assumption).",
+    )
+    pod_start_s: Seconds = Field(
+        default=60.0, description="Seconds for a new worker pod to start (assumption)."
+    )
+    rebalance_s: Seconds = Field(
+        default=15.0,
+        description="Seconds of consumer-group rebalance and state sync per rescale (assumption).",
+    )
 
     @property
     def up_s(self) -> float:
@@ -93,29 +130,77 @@ class Pool(_Strict):
     peaking at ``peak_hour`` (in phase with the stream by default: shortage at peak).
     """
 
-    gpus: list[str] | None = None
-    background_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
-    background_amplitude: float = Field(default=0.0, ge=0.0, le=1.0)
-    background_peak_hour: float = Field(default=20.0, ge=0.0, lt=24.0)
+    gpus: list[str] | None = Field(
+        default=None,
+        description="Cluster device names of the GPU pool, all of one type "
+        "(null: every GPU, NPU and server device).",
+    )
+    background_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="Mean share of the pool held by other tenants."
+    )
+    background_amplitude: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Relative daily swing of the other tenants' share (cosine, 0: constant).",
+    )
+    background_peak_hour: float = Field(
+        default=20.0,
+        ge=0.0,
+        lt=24.0,
+        description="Hour of the day (0-24) at which the other tenants hold the most GPUs.",
+    )
 
 
 class ElasticParams(WorkloadParams):
     """The ``workload:`` block of an elastic scenario."""
 
-    kind: Literal["elastic"] = "elastic"
-    duration_s: PositiveSeconds = 7 * DAY_S
-    step_s: PositiveSeconds = 15.0
-    traffic: Traffic
-    partitions: PositiveInt = 128
-    partition_skew: NonNegativeFloat = 0.5
-    job: JobModel = JobModel()
-    rescale: Rescale = Rescale()
-    pool: Pool = Pool()
-    initial_replicas: PositiveInt = 8
-    min_replicas: PositiveInt = 1
-    max_replicas: PositiveInt | None = None
-    slo_freshness_s: PositiveSeconds = 300.0
-    record_timeline: bool = True
+    kind: Literal["elastic"] = Field(default="elastic", description="Workload kind (elastic).")
+    duration_s: PositiveSeconds = Field(
+        default=7 * DAY_S, description="Simulated length of the run, in seconds (default 7 days)."
+    )
+    step_s: PositiveSeconds = Field(
+        default=15.0,
+        description="Control step, in seconds: rates are constant within a "
+        "step and the scaler decides once per step.",
+    )
+    traffic: Traffic = Field(
+        description="The sample stream's arrival rate: synthetic (diurnal with bursts) or a trace."
+    )
+    partitions: PositiveInt = Field(
+        default=128, description="Stream partitions spread over the workers."
+    )
+    partition_skew: NonNegativeFloat = Field(
+        default=0.5,
+        description="Zipf exponent of the partitions' shares of the "
+        "stream ((p + 1)^-skew; 0: equal).",
+    )
+    job: JobModel = Field(
+        default=JobModel(),
+        description="Cost inputs of one worker of the synchronous "
+        "parameter-server training job (assumptions).",
+    )
+    rescale: Rescale = Field(
+        default=Rescale(), description="Downtime of one rescale (stop-the-world or partial)."
+    )
+    pool: Pool = Field(
+        default=Pool(), description="The shared GPU pool and the share other tenants hold."
+    )
+    initial_replicas: PositiveInt = Field(default=8, description="Workers at the start of the run.")
+    min_replicas: PositiveInt = Field(
+        default=1, description="Fewest workers the scaler may choose."
+    )
+    max_replicas: PositiveInt | None = Field(
+        default=None, description="Most workers the scaler may choose (null: the pool size)."
+    )
+    slo_freshness_s: PositiveSeconds = Field(
+        default=300.0,
+        description="Freshness target, in seconds: a sample consumed later "
+        "than this after it arrived violates the SLO.",
+    )
+    record_timeline: bool = Field(
+        default=True, description="Write the per-step timeline and rescales tables."
+    )
 
     @model_validator(mode="after")
     def _replica_bounds(self) -> Self:

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 
 from hetsim.simulator.limits import PositiveSeconds
@@ -49,27 +48,63 @@ class Noise(_Strict):
 class SyntheticTraffic(_Strict):
     """Diurnal x weekly x bursts x noise around ``mean_rate_per_s`` (module doc)."""
 
-    kind: Literal["synthetic"] = "synthetic"
-    mean_rate_per_s: PositiveFloat
-    diurnal_amplitude: float = Field(default=0.5, ge=0.0, lt=1.0)
-    peak_hour: float = Field(default=20.0, ge=0.0, lt=24.0)
-    weekend_factor: PositiveFloat = 1.15
-    bursts_per_day: NonNegativeFloat = 2.0
-    burst_magnitude: tuple[NonNegativeFloat, NonNegativeFloat] = (0.5, 1.5)
-    burst_duration_s: PositiveSeconds = 1800.0
-    noise: Noise = Noise()
+    kind: Literal["synthetic"] = Field(default="synthetic", description="Traffic kind (synthetic).")
+    mean_rate_per_s: PositiveFloat = Field(
+        description="Mean sample rate of the stream, in samples per second."
+    )
+    diurnal_amplitude: float = Field(
+        default=0.5,
+        ge=0.0,
+        lt=1.0,
+        description="Relative daily swing a of the rate: 1 + a cos(2 pi "
+        "(t / day - peak_hour / 24)) (assumption).",
+    )
+    peak_hour: float = Field(
+        default=20.0,
+        ge=0.0,
+        lt=24.0,
+        description="Hour of the day (0-24) of the daily peak (assumption).",
+    )
+    weekend_factor: PositiveFloat = Field(
+        default=1.15, description="Rate multiplier on days 5 and 6 of each week (assumption)."
+    )
+    bursts_per_day: NonNegativeFloat = Field(
+        default=2.0, description="Mean number of bursts per day, a Poisson process (assumption)."
+    )
+    burst_magnitude: tuple[NonNegativeFloat, NonNegativeFloat] = Field(
+        default=(0.5, 1.5),
+        description="Range of m: a burst multiplies the rate by 1 + "
+        "m, m uniform in it (assumption).",
+    )
+    burst_duration_s: PositiveSeconds = Field(
+        default=1800.0, description="Mean burst length in seconds, exponential (assumption)."
+    )
+    noise: Noise = Field(
+        default=Noise(), description="Multiplicative log-normal AR(1) noise on the rate, mean 1."
+    )
 
 
 class TraceTraffic(_Strict):
     """A rate series from a CSV/Parquet file at regular intervals, rescaled so the mean
     of its rows is ``mean_rate_per_s``."""
 
-    kind: Literal["trace"] = "trace"
-    path: str
-    time_column: str = "time_s"
-    rate_column: str = "rate_per_s"
-    mean_rate_per_s: PositiveFloat
-    noise: Noise = Noise(cv=0.0)
+    kind: Literal["trace"] = Field(default="trace", description="Traffic kind (trace).")
+    path: str = Field(
+        description="CSV or Parquet file of the rate series (relative to the scenario's folder)."
+    )
+    time_column: str = Field(
+        default="time_s", description="Column of times, in seconds, at regular intervals."
+    )
+    rate_column: str = Field(default="rate_per_s", description="Column of rates.")
+    mean_rate_per_s: PositiveFloat = Field(
+        description="Mean the series is rescaled to, in samples per second; it is "
+        "interpolated to the control steps and repeated to cover the run."
+    )
+    noise: Noise = Field(
+        default=Noise(cv=0.0),
+        description="Multiplicative log-normal AR(1) noise on the "
+        "rate, mean 1 (default none: cv 0).",
+    )
 
 
 Traffic = Annotated[SyntheticTraffic | TraceTraffic, Field(discriminator="kind")]
@@ -133,6 +168,8 @@ def synthetic_rates(
 
 def read_rate_series(spec: TraceTraffic, base_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     """(time_s, rate) of a trace file, sorted; raises KeyError/ValueError on bad data."""
+    import pandas as pd  # only a trace needs it (start-up time)
+
     path = resolve_path(spec.path, base_dir).resolve()
     frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     for col in (spec.time_column, spec.rate_column):

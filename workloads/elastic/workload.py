@@ -98,7 +98,9 @@ class ElasticWorkload(Workload):
 
     # ---- set-up -----------------------------------------------------------------
     def _pool_gpus(self, cluster: Cluster) -> list[str]:
-        names = self.params.pool.gpus or cluster.device_names(kinds=("gpu", "npu", "server"))
+        names = cluster.usable(
+            ("gpu", "npu", "server"), "the elastic workload", self.params.pool.gpus or None
+        )
         if not names:
             raise ValueError("the cluster has no gpu/npu/server device for the GPU pool")
         types = {cluster.device(n).spec.name for n in names}

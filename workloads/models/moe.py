@@ -33,25 +33,46 @@ class MoEModel(BaseModel):
     """One MoE decoder: layer counts, expert shapes, attention size, routing function."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
-    display_name: str = ""
-    layers: PositiveInt
-    dense_layers: NonNegativeInt = 0
-    hidden: PositiveInt
-    routed_experts: PositiveInt
-    top_k: PositiveInt
-    expert_ffn: PositiveInt
-    shared_experts: NonNegativeInt = 0
-    shared_ffn: NonNegativeInt = 0
-    dense_ffn: NonNegativeInt = 0
-    attention_params: PositiveInt
-    kv_bytes_per_token: PositiveInt
-    vocab: PositiveInt
-    router: Literal["softmax", "sigmoid"] = "softmax"
-    renormalize: bool = False
-    gate_sensitivity: list[float] | None = None
-    next_layer_accuracy: list[float] | None = None
-    source: str = ""
+    name: str = Field(description="Model name (the catalogue key).")
+    display_name: str = Field(default="", description="Name shown in tables and figures.")
+    layers: PositiveInt = Field(description="Decoder layers.")
+    dense_layers: NonNegativeInt = Field(
+        default=0, description="Leading layers with a dense FFN instead of routed experts."
+    )
+    hidden: PositiveInt = Field(description="Hidden size.")
+    routed_experts: PositiveInt = Field(description="Routed experts per MoE layer.")
+    top_k: PositiveInt = Field(description="Experts each token is routed to per MoE layer.")
+    expert_ffn: PositiveInt = Field(
+        description="FFN inner size of one routed expert (3 x hidden x expert_ffn weights)."
+    )
+    shared_experts: NonNegativeInt = Field(
+        default=0, description="Shared (always active, GPU-resident) experts per MoE layer."
+    )
+    shared_ffn: NonNegativeInt = Field(
+        default=0, description="FFN inner size of one shared expert."
+    )
+    dense_ffn: NonNegativeInt = Field(default=0, description="FFN inner size of a dense layer.")
+    attention_params: PositiveInt = Field(description="Attention weights per layer.")
+    kv_bytes_per_token: PositiveInt = Field(
+        description="KV-cache bytes per token over all layers (16-bit K and V)."
+    )
+    vocab: PositiveInt = Field(description="Vocabulary size.")
+    router: Literal["softmax", "sigmoid"] = Field(
+        default="softmax",
+        description="Router scoring function (softmax; sigmoid as DeepSeek-V3's).",
+    )
+    renormalize: bool = Field(
+        default=False, description="The model renormalises its top-k routing weights to sum to 1."
+    )
+    gate_sensitivity: list[float] | None = Field(
+        default=None, description="AdapMoE sensitivity F_l per MoE layer (null: none published)."
+    )
+    next_layer_accuracy: list[float] | None = Field(
+        default=None,
+        description="Gate-reuse prediction accuracy of each MoE layer's experts from "
+        "the previous layer (null: the routing's default).",
+    )
+    source: str = Field(default="", description="Where the model's figures come from.")
 
     @model_validator(mode="after")
     def _consistent(self) -> MoEModel:
@@ -94,7 +115,7 @@ class ModelRef(BaseModel):
     """An inline model in a scenario: full fields, or a Hugging Face config.json path."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
+    name: str = Field(description="Name given to the model built from the config.")
     hf_config_path: str = Field(description="path of a config.json, relative to the scenario")
 
 

@@ -38,12 +38,14 @@ without it, predictions follow the generator's noise model around ``log(probs)``
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hetsim.simulator import diskcache
 from hetsim.workloads.models.moe import MoEModel
 
 UNPREDICTABLE_SIGMA = 1e3  # noise std that makes a prediction random (accuracy 0 layers)
@@ -53,10 +55,26 @@ class SyntheticRouting(BaseModel):
     """``routing: {kind: synthetic}``: the generator described in the module docstring."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["synthetic"] = "synthetic"
-    popularity_skew: float = Field(0.5, ge=0)
-    token_reuse: float = Field(0.2, ge=0, lt=1)
-    logit_scale: float = Field(1.65, gt=0)
+    kind: Literal["synthetic"] = Field(default="synthetic", description="Routing kind (synthetic).")
+    popularity_skew: float = Field(
+        0.5,
+        ge=0,
+        description="Standard deviation of each layer's per-expert logit "
+        "bias b ~ N(0, skew^2) (calibrated: 0.5).",
+    )
+    token_reuse: float = Field(
+        0.2,
+        ge=0,
+        lt=1,
+        description="Lag-1 AR(1) coefficient of the logits from token to token "
+        "(0.2: the top-1 expert repeats about 21% of the time).",
+    )
+    logit_scale: float = Field(
+        1.65,
+        gt=0,
+        description="Scale of the token-varying logit term: z = b + logit_scale "
+        "x (1.65: top-1 share 0.25 under AdapMoE's T).",
+    )
     accuracy: float | list[float] | None = Field(
         None, description="next-layer prediction accuracy; None: model profile or 0.866"
     )
@@ -88,11 +106,26 @@ class ReplayRouting(BaseModel):
     """``routing: {kind: replay, path: trace.npz}``: recorded router probabilities."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["replay"] = "replay"
-    path: str
-    accuracy: float | list[float] | None = None
-    popularity_skew: float = 0.5
-    logit_scale: float = 1.65
+    kind: Literal["replay"] = Field(default="replay", description="Routing kind (replay).")
+    path: str = Field(
+        description=".npy or .npz file of router probabilities (tokens, MoE "
+        "layers, experts), optionally with predicted."
+    )
+    accuracy: float | list[float] | None = Field(
+        default=None,
+        description="Next-layer prediction accuracy when the file has no "
+        "predicted array (null: model profile or 0.866).",
+    )
+    popularity_skew: float = Field(
+        default=0.5,
+        description="Logit bias spread assumed when solving the prediction "
+        "noise for accuracy (no predicted array).",
+    )
+    logit_scale: float = Field(
+        default=1.65,
+        description="Logit scale assumed when solving the prediction "
+        "noise for accuracy (no predicted array).",
+    )
 
 
 Routing = Annotated[SyntheticRouting | ReplayRouting, Field(discriminator="kind")]
@@ -195,12 +228,31 @@ def sigma_for_accuracy(
     n = 4000
     z = rng.normal(0, skew, experts) + scale * rng.normal(size=(n, experts))
     noise = rng.normal(size=(n, experts))
+    # the bisection is a pure function of the draws: kept between processes
+    # (``simulator.diskcache``), keyed by the draws themselves and this file
+    digest = hashlib.sha256(z.tobytes() + noise.tobytes()).hexdigest()
+    key = repr((float(acc), int(top_k), z.shape, digest))
+    return diskcache.cached(
+        "moe-sigma", key, lambda: _bisect_sigma(acc, z, noise, top_k), [__file__]
+    )
+
+
+def _bisect_sigma(acc: float, z: np.ndarray, noise: np.ndarray, top_k: int) -> float:
+    """Bisection on log sigma (30 steps in [-6, 6]) for :func:`sigma_for_accuracy`."""
     top = np.argpartition(-z, top_k - 1, axis=1)[:, :top_k]
+    # in_top[i, e]: expert e is in draw i's true top-k, so a pick hits where it is True
+    # (the same booleans as ``(top == pick[:, None]).any(axis=1)``, in one lookup)
+    in_top = np.zeros(z.shape, dtype=bool)
+    np.put_along_axis(in_top, top, True, axis=1)
+    rows = np.arange(z.shape[0])
+    noisy = np.empty_like(z)
     lo, hi = -6.0, 6.0
     for _ in range(30):
         mid = 0.5 * (lo + hi)
-        pick = np.argmax(z + np.exp(mid) * noise, axis=1)
-        hit = float((top == pick[:, None]).any(axis=1).mean())
+        np.multiply(np.exp(mid), noise, out=noisy)  # z + exp(mid) * noise, in place
+        np.add(z, noisy, out=noisy)
+        pick = np.argmax(noisy, axis=1)
+        hit = float(in_top[rows, pick].mean())
         lo, hi = (mid, hi) if hit > acc else (lo, mid)
     return float(np.exp(0.5 * (lo + hi)))
 

@@ -94,28 +94,72 @@ D2H_RATIO = 0.854
 class MoEParams(WorkloadParams):
     """The ``workload:`` block of an MoE offloading scenario."""
 
-    kind: Literal["moe"] = "moe"
+    kind: Literal["moe"] = Field(default="moe", description="Workload kind (moe).")
     model: str | ModelRef | MoEModel = Field(
         "mixtral-8x7b", description="catalogue name, inline spec, or {name, hf_config_path}"
     )
-    phase: Literal["both", "prefill", "decode"] = "both"
-    prompt_tokens: PositiveInt = 128
-    output_tokens: NonNegativeInt = 32
-    routing: Routing = SyntheticRouting.model_validate({})
-    cache_fraction: float = Field(0.25, ge=0.0, le=1.0)
+    phase: Literal["both", "prefill", "decode"] = Field(
+        default="both",
+        description="Steps run: prefill then decode (both), prefill only, or decode only.",
+    )
+    prompt_tokens: PositiveInt = Field(
+        default=128, description="Prompt length of the prefill step, in tokens."
+    )
+    output_tokens: NonNegativeInt = Field(
+        default=32, description="Decode steps (tokens generated per sequence)."
+    )
+    routing: Routing = Field(
+        default=SyntheticRouting.model_validate({}),
+        description="Expert routing per token and layer: synthetic (drawn "
+        "from distributions) or replayed from a trace.",
+    )
+    cache_fraction: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="Share of all routed experts that fit in the GPU's expert-slot cache.",
+    )
     expert_bits: float = Field(4.5, gt=0, le=32, description="bits per routed-expert weight")
     dense_bits: float = Field(4.5, gt=0, le=32, description="bits per attention/shared weight")
-    gpu_dtype: str = "fp16"
+    gpu_dtype: str = Field(
+        default="fp16",
+        description="Compute format of the GPU's roofline (expert, dense and repack costs).",
+    )
     gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
-    cpu_dtype: str = "fp32"
+    cpu_dtype: str = Field(
+        default="fp32",
+        description="Compute format of the CPU roofline for CPU experts (cpu_model roofline).",
+    )
     gpu: str | None = Field(None, description="GPU device name; default: the first GPU")
     cpu: str | None = Field(None, description="host CPU name; default: the GPU's host")
-    cpu_cores: PositiveInt | None = None
-    cpu_memory_bandwidth_Bps: PositiveFloat | None = None
-    warmup_tokens: PositiveInt = 64
-    gpu_expert_overhead_s: Seconds = 0.0
-    cpu_expert_overhead_s: Seconds = 0.0
-    cpu_layer_overhead_s: Seconds = 0.0
+    cpu_cores: PositiveInt | None = Field(
+        default=None,
+        description="Limit the host CPU to this many cores, its peaks scaled by "
+        "cores / catalogue cores (null: the catalogue CPU).",
+    )
+    cpu_memory_bandwidth_Bps: PositiveFloat | None = Field(
+        default=None,
+        description="Override of the host CPU's DRAM bandwidth, in "
+        "bytes/s (null: the catalogue's).",
+    )
+    warmup_tokens: PositiveInt = Field(
+        default=64,
+        description="Tokens of the routing trace before the run that profile each "
+        "layer for the cache policy and warm the cache.",
+    )
+    gpu_expert_overhead_s: Seconds = Field(
+        default=0.0,
+        description="Extra seconds per activated expert on the GPU beyond its roofline time.",
+    )
+    cpu_expert_overhead_s: Seconds = Field(
+        default=0.0,
+        description="Extra seconds per activated expert on the CPU beyond its modelled time.",
+    )
+    cpu_layer_overhead_s: Seconds = Field(
+        default=0.0,
+        description="Host seconds per layer with CPU experts before they start "
+        "(thread start-up; a fused MoE call's cost).",
+    )
     copy_priority: bool = Field(
         True, description="demand copies overtake queued prefetches; stale prefetches cancelled"
     )
@@ -127,7 +171,11 @@ class MoEParams(WorkloadParams):
     cpu_model: Literal["roofline", "kernels"] = Field(
         "roofline", description="CPU expert pricing: the device roofline, or devices/cpu.py"
     )
-    cpu_format: str = "q4_k"
+    cpu_format: str = Field(
+        default="q4_k",
+        description="Weight format of the CPU experts in the kernel model "
+        "(devices/cpu_kernels.yaml, e.g. q4_k, int4, int8).",
+    )
     cpu_calls_per_expert: NonNegativeInt = Field(
         2,
         description="CPU kernel calls per expert (gate+up, down); 0 = one fused MoE call "
@@ -142,10 +190,24 @@ class MoEParams(WorkloadParams):
         "kt-kernel/operators/amx/moe.hpp, qlen > 4 E / k; doc/en/AMX.md section 3); "
         "null: the faster of the two at each expert's load (the CPU model's auto path)",
     )
-    cpu_threads: PositiveInt | None = None
-    cpu_sockets: Literal[1, 2] = 1
-    cpu_numa: Literal["interleave", "replicate"] = "interleave"
-    cpu_kernels: dict[str, Any] = Field(default_factory=dict)
+    cpu_threads: PositiveInt | None = Field(
+        default=None,
+        description="Threads of the CPU kernel model (null: "
+        "cpu_cores, else every core of every socket).",
+    )
+    cpu_sockets: Literal[1, 2] = Field(
+        default=1, description="CPU sockets the kernel model streams expert weights from."
+    )
+    cpu_numa: Literal["interleave", "replicate"] = Field(
+        default="interleave",
+        description="Two sockets: weights interleaved across both memories, "
+        "or replicated per socket (local reads only).",
+    )
+    cpu_kernels: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Overrides of the CPU type's kernel constants in "
+        "devices/cpu_kernels.yaml (cpu_model kernels).",
+    )
     gpu_dequant_s_per_expert: NonNegativeFloat = Field(
         0.0,
         description="GPU dequantisation + launch of one expert beyond its roofline "
@@ -172,8 +234,15 @@ class MoEParams(WorkloadParams):
         default_factory=dict,
         description="overrides of the profile's fields (torch_op_s, launch_s, sync_s, counts)",
     )
-    tee: Literal["none", "h100-cc"] = "none"
-    cc_crypto_throughput_Bps: PositiveFloat | None = None
+    tee: Literal["none", "h100-cc"] = Field(
+        default="none",
+        description="GPU confidential computing: expert copies and hand-offs go "
+        "through the h100-cc encrypted bounce buffer.",
+    )
+    cc_crypto_throughput_Bps: PositiveFloat | None = Field(
+        default=None,
+        description="CPU AES-GCM rate of the bounce buffer, in bytes/s (null: the h100-cc preset).",
+    )
     cpu_handoff: bool = Field(
         False,
         description="price the per-layer GPU<->CPU hand-off of a hybrid engine: hidden "

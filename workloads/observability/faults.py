@@ -85,11 +85,24 @@ class FailStopModel(_Strict):
     """Fail-stop faults: the Llama 3 table scaled by ``rate_scale``, explicit rates, a trace,
     or none."""
 
-    kind: Literal["llama3", "rates", "trace", "none"] = "llama3"
-    rate_scale: PositiveFloat = 1.0
-    rates_per_gpu_day: dict[str, float] = Field(default_factory=dict)
+    kind: Literal["llama3", "rates", "trace", "none"] = Field(
+        default="llama3",
+        description="Source of fail-stop faults: the Llama 3 table (scaled by "
+        "rate_scale), explicit rates_per_gpu_day, a fault trace, or none.",
+    )
+    rate_scale: PositiveFloat = Field(
+        default=1.0, description="Multiplier of the per-GPU-day rates (kinds llama3 and rates)."
+    )
+    rates_per_gpu_day: dict[str, float] = Field(
+        default_factory=dict, description="Fail-stop rate per GPU-day by cause (kind rates)."
+    )
     path: str | None = Field(default=None, description="InfiniteHBD-style fault_trace.json")
-    trace_gpus_per_node: int = Field(default=8, ge=1)
+    trace_gpus_per_node: int = Field(
+        default=8,
+        ge=1,
+        description="GPUs per node when a trace's node-level faults "
+        "are mapped to ranks (kind trace).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FailStopModel:
@@ -113,10 +126,25 @@ class FailStopModel(_Strict):
 class FailSlowKind(_Strict):
     """One kind of fail-slow fault: rate, slowdown range, duration (reconstruction)."""
 
-    rate_per_gpu_day: float = Field(default=0.0, ge=0)
-    slowdown: tuple[float, float] = (1.2, 2.0)  # op time multiplier range (uniform)
-    persistent_fraction: float = Field(default=0.5, ge=0, le=1)
-    mean_transient_s: PositiveSeconds = 600.0  # exponential duration of a transient one
+    rate_per_gpu_day: float = Field(
+        default=0.0,
+        ge=0,
+        description="Faults of this kind per GPU-day, Poisson over the run (reconstruction).",
+    )
+    slowdown: tuple[float, float] = Field(
+        default=(1.2, 2.0),
+        description="Range of the operator-time multiplier of a fault, drawn uniformly.",
+    )
+    persistent_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of these faults that last to the end of "
+        "the run; the rest are transient.",
+    )
+    mean_transient_s: PositiveSeconds = Field(
+        default=600.0, description="Mean duration of a transient fault, in seconds (exponential)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FailSlowKind:

@@ -64,22 +64,73 @@ from hetsim.workloads.observability.view import (
 class FaultJobParams(WorkloadParams):
     """The ``workload:`` block of a fault-tolerance scenario."""
 
-    kind: Literal["observability-faults"] = "observability-faults"
-    gpus: int = Field(default=10_000, ge=1, le=MAX_DEVICES)
-    duration_days: PositiveDays = 30.0
-    gpu: str | None = None
-    model: TrainingModel = TrainingModel(params=70e9, tokens_per_rank=8192)
-    comm: CommConfig = CommConfig(fabric="h100-ib-ndr-multinode")
-    fail_stop: FailStopModel = FailStopModel()
-    fail_slow: dict[str, FailSlowKind] = Field(default_factory=dict)
-    checkpoint_s: PositiveSeconds = 120.0  # write one checkpoint (reconstruction)
-    restart_s: PositiveSeconds = 600.0  # reschedule, reload, warm up (reconstruction)
-    watchdog_s: PositiveSeconds = 600.0  # collective timeout catching undetected faults
-    replace_s: PositiveSeconds = 300.0  # evict a rank and bring in a spare
-    manual_detect_s: PositiveSeconds = 86_400.0  # operators find a missed straggler (reconstr.)
-    gpus_per_node: PositiveInt = 8
-    noise: NoiseModel = NoiseModel()  # telemetry noise (a telemetry detector's probe)
-    probe: ProbeParams = ProbeParams()  # the probe a telemetry detector runs on
+    kind: Literal["observability-faults"] = Field(
+        default="observability-faults", description="Workload kind (observability-faults)."
+    )
+    gpus: int = Field(
+        default=10_000,
+        ge=1,
+        le=MAX_DEVICES,
+        description="GPUs (data-parallel ranks) of the training "
+        "job, each exposed to the fault rates.",
+    )
+    duration_days: PositiveDays = Field(
+        default=30.0, description="Length of the job, in days of simulated time."
+    )
+    gpu: str | None = Field(
+        default=None,
+        description="Cluster device whose cost prices an iteration (null: the first GPU or NPU).",
+    )
+    model: TrainingModel = Field(
+        default=TrainingModel(params=70e9, tokens_per_rank=8192),
+        description="Work of one data-parallel rank per iteration "
+        "(default: 70e9 parameters, 8192 tokens per rank).",
+    )
+    comm: CommConfig = Field(
+        default=CommConfig(fabric="h100-ib-ndr-multinode"),
+        description="The gradient all-reduce: a collective fabric by name, or an alpha-beta link.",
+    )
+    fail_stop: FailStopModel = Field(
+        default=FailStopModel(),
+        description="Fail-stop faults: the Llama 3 table (scaled), "
+        "explicit rates, a trace, or none.",
+    )
+    fail_slow: dict[str, FailSlowKind] = Field(
+        default_factory=dict,
+        description="Fail-slow faults to inject, by kind (rate per GPU-day, slowdown, duration).",
+    )
+    checkpoint_s: PositiveSeconds = Field(
+        default=120.0, description="Seconds to write one checkpoint (reconstruction)."
+    )
+    restart_s: PositiveSeconds = Field(
+        default=600.0,
+        description="Seconds to reschedule, reload and warm up after a failure (reconstruction).",
+    )
+    watchdog_s: PositiveSeconds = Field(
+        default=600.0,
+        description="Collective timeout in seconds that catches faults no detector reported.",
+    )
+    replace_s: PositiveSeconds = Field(
+        default=300.0, description="Seconds to evict a rank and bring in a spare."
+    )
+    manual_detect_s: PositiveSeconds = Field(
+        default=86_400.0,
+        description="Seconds until operators find a straggler the "
+        "detector missed (reconstruction).",
+    )
+    gpus_per_node: PositiveInt = Field(
+        default=8,
+        description="GPUs per node of the job; read by no computation at present (node grouping "
+        "comes from probe.gpus_per_node and fail_stop.trace_gpus_per_node).",
+    )
+    noise: NoiseModel = Field(
+        default=NoiseModel(),
+        description="Telemetry noise of the probe a telemetry detector runs on.",
+    )
+    probe: ProbeParams = Field(
+        default=ProbeParams(),
+        description="Size of the telemetry probe a telemetry detector runs on.",
+    )
 
 
 @workloads.register("observability-faults")

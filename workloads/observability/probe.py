@@ -43,15 +43,30 @@ class ProbeParams(BaseModel):
     """Size of the telemetry probe (``workload.probe``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    ranks: int = Field(default=64, ge=2, le=4096)
-    window_iters: int = Field(default=50, ge=2)
+    ranks: int = Field(
+        default=64,
+        ge=2,
+        le=4096,
+        description="Ranks of the telemetry probe job a window detector watches.",
+    )
+    window_iters: int = Field(
+        default=50, ge=2, description="Iterations per telemetry window fed to the detector."
+    )
     max_windows: PositiveInt = Field(default=20, description="windows before a miss")
     lead_windows: int = Field(
         default=4, ge=0, description="healthy windows fed to the detector before each fault"
     )
     clean_windows: PositiveInt = Field(default=8, description="fault-free windows for alarms")
-    gpus_per_node: PositiveInt = 8
-    link_telemetry: str = Field(default="collective", pattern="^(collective|own)$")
+    gpus_per_node: PositiveInt = Field(
+        default=8,
+        description="GPUs per node of the probe (ranks on one node share its per-node noise).",
+    )
+    link_telemetry: str = Field(
+        default="collective",
+        pattern="^(collective|own)$",
+        description="What a probe rank's send operator shows: the all-reduce's "
+        "duration (collective) or its own link time (own).",
+    )
 
 
 class TelemetryProbe:

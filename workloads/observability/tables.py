@@ -29,10 +29,25 @@ class StragglerKind(BaseModel):
     """How many fail-slow faults of one kind to inject, how severe, how long."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    count: NonNegativeInt = 0
-    slowdown: tuple[float, float] = (1.1, 2.0)  # operator time multiplier (uniform)
-    persistent_fraction: float = Field(default=0.5, ge=0, le=1)
-    mean_transient_iters: PositiveFloat = 150.0
+    count: NonNegativeInt = Field(
+        default=0,
+        description="Faults of this kind injected, each on a distinct "
+        "rank at a uniformly drawn iteration.",
+    )
+    slowdown: tuple[float, float] = Field(
+        default=(1.1, 2.0),
+        description="Range of the operator-time multiplier of a fault, drawn uniformly.",
+    )
+    persistent_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of these faults that last to the end of "
+        "the run; the rest are transient.",
+    )
+    mean_transient_iters: PositiveFloat = Field(
+        default=150.0, description="Mean length of a transient fault, in iterations (exponential)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> StragglerKind:

@@ -69,11 +69,20 @@ class TrainingModel(_Strict):
     """Work of one data-parallel rank per iteration: a dense catalogue transformer priced
     kernel by kernel (``architecture``), or ``6 x P x T`` FLOPs on the device roofline."""
 
-    params: PositiveFloat = 1.3e9  # model parameters P (replaced by the architecture's)
-    tokens_per_rank: int = Field(default=16_384, ge=1)  # tokens per rank per iteration T
-    dtype: str = "bf16"
-    grad_bytes_per_param: PositiveFloat = 2.0  # bf16 gradients
-    dataload_s: Seconds = Field(default=0.02, ge=0)  # host input pipeline per iteration
+    params: PositiveFloat = Field(
+        default=1.3e9,
+        description="Model parameters P (replaced by the architecture's when one is named).",
+    )
+    tokens_per_rank: int = Field(
+        default=16_384, ge=1, description="Tokens T per rank per iteration."
+    )
+    dtype: str = Field(default="bf16", description="Number format of forward and backward compute.")
+    grad_bytes_per_param: PositiveFloat = Field(
+        default=2.0, description="Bytes per gradient value all-reduced (2: bf16)."
+    )
+    dataload_s: Seconds = Field(
+        default=0.02, ge=0, description="Seconds of the host input pipeline per iteration."
+    )
     architecture: str | None = Field(
         default=None,
         description="dense catalogue model (workloads/models/dense.yaml) whose layers price "
@@ -110,9 +119,20 @@ class TrainingModel(_Strict):
 class CommConfig(_Strict):
     """The gradient all-reduce: a collective fabric by name, or an alpha-beta link."""
 
-    fabric: str | None = None
-    link: str | None = None
-    algorithm: str = "ring"
+    fabric: str | None = Field(
+        default=None,
+        description="Collective fabric from the catalogue that prices the "
+        "gradient all-reduce (give this or link).",
+    )
+    link: str | None = Field(
+        default=None,
+        description="Catalogue link priced as an alpha-beta fabric (latency, "
+        "bandwidth) for the all-reduce (give this or fabric).",
+    )
+    algorithm: str = Field(
+        default="ring",
+        description="All-reduce algorithm of the collective model (ring; a fabric may fit others).",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> CommConfig:
@@ -137,16 +157,35 @@ class CommConfig(_Strict):
 class NoiseModel(_Strict):
     """Run-to-run variation of operator times (reconstruction; see module doc)."""
 
-    noise_sigma: float = Field(default=0.03, ge=0)
-    rank_sigma: float = Field(default=0.005, ge=0)
+    noise_sigma: float = Field(
+        default=0.03,
+        ge=0,
+        description="Log standard deviation of the mean-one lognormal noise on "
+        "every operator time, per rank and iteration.",
+    )
+    rank_sigma: float = Field(
+        default=0.005,
+        ge=0,
+        description="Log standard deviation of each rank's "
+        "persistent factor on its operator times.",
+    )
     node_sigma: float = Field(
         default=0.0063,
         ge=0,
         description="per-node, per-iteration factor on compute ops "
         "(PAI 2020 job 2's shared per-iteration component)",
     )
-    spike_prob: float = Field(default=1e-4, ge=0, le=1)
-    spike_s: tuple[Seconds, Seconds] = (0.5, 3.0)  # uniform range of one hiccup, seconds
+    spike_prob: float = Field(
+        default=1e-4,
+        ge=0,
+        le=1,
+        description="Chance per rank-iteration of a host hiccup "
+        "adding spike_s seconds to dataload.",
+    )
+    spike_s: tuple[Seconds, Seconds] = Field(
+        default=(0.5, 3.0),
+        description="Range in seconds of one host hiccup added to dataload, drawn uniformly.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> NoiseModel:

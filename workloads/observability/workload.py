@@ -52,26 +52,60 @@ from hetsim.workloads.observability.view import (
 class ObservabilityParams(WorkloadParams):
     """The ``workload:`` block of a straggler-detection scenario."""
 
-    kind: Literal["observability"] = "observability"
-    ranks: int = Field(default=2048, ge=2, le=MAX_DEVICES)
-    gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS_PER_NODE)
-    iterations: PositiveInt = 1000
-    window_iters: int = Field(default=50, ge=2)
+    kind: Literal["observability"] = Field(
+        default="observability", description="Workload kind (observability)."
+    )
+    ranks: int = Field(
+        default=2048, ge=2, le=MAX_DEVICES, description="Data-parallel ranks of the training job."
+    )
+    gpus_per_node: int = Field(
+        default=8,
+        gt=0,
+        le=MAX_GPUS_PER_NODE,
+        description="GPUs per node (rank r is on node r // "
+        "gpus_per_node; a node's ranks share its noise).",
+    )
+    iterations: PositiveInt = Field(default=1000, description="Training iterations run.")
+    window_iters: int = Field(
+        default=50, ge=2, description="Iterations per analysis window handed to the detector."
+    )
     gpu: str | None = Field(default=None, description="device whose roofline prices compute")
-    model: TrainingModel = TrainingModel()
-    comm: CommConfig = CommConfig(link="ib-hdr")
-    noise: NoiseModel = NoiseModel()
+    model: TrainingModel = Field(
+        default=TrainingModel(), description="Work of one data-parallel rank per iteration."
+    )
+    comm: CommConfig = Field(
+        default=CommConfig(link="ib-hdr"),
+        description="The gradient all-reduce: a collective fabric by name, or an alpha-beta link.",
+    )
+    noise: NoiseModel = Field(
+        default=NoiseModel(), description="Run-to-run variation of operator times (reconstruction)."
+    )
     link_telemetry: Literal["collective", "own"] = Field(
         "collective",
         description="what a rank's 'send' operator shows: the ring all-reduce's duration "
         "(the same on every rank, as a ring exposes it) or its own link time (idealised)",
     )
-    stragglers: dict[str, StragglerKind] = Field(default_factory=dict)
-    replace_s: PositiveSeconds = 60.0  # evict a rank and bring in a spare (reconstruction)
-    restart_s: PositiveSeconds = 600.0  # restart the job from a checkpoint (reconstruction)
-    checkpoint_iters: PositiveInt = 500
-    record_rank_windows: bool = True
-    record_telemetry: bool = False  # one row per rank-iteration (small runs only)
+    stragglers: dict[str, StragglerKind] = Field(
+        default_factory=dict,
+        description="Fail-slow faults to inject, by kind (count, slowdown, persistence).",
+    )
+    replace_s: PositiveSeconds = Field(
+        default=60.0, description="Seconds to evict a rank and bring in a spare (reconstruction)."
+    )
+    restart_s: PositiveSeconds = Field(
+        default=600.0, description="Seconds to restart the job from a checkpoint (reconstruction)."
+    )
+    checkpoint_iters: PositiveInt = Field(
+        default=500,
+        description="Iterations between checkpoints; a restart redoes the work "
+        "since the last one (writing cost not modelled).",
+    )
+    record_rank_windows: bool = Field(
+        default=True, description="Write the per-rank, per-window table."
+    )
+    record_telemetry: bool = Field(
+        default=False, description="Write one telemetry row per rank-iteration (small runs only)."
+    )
 
     @field_validator("stragglers")
     @classmethod

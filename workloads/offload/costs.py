@@ -36,7 +36,10 @@ every host<->GPU copy goes through an encrypted bounce buffer (:mod:`devices.sec
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from hetsim.devices.cpu import CpuModel
 from hetsim.devices.first_touch import FirstTouch
@@ -91,6 +94,27 @@ class CopyPaths:
         return t
 
 
+F = TypeVar("F", bound=Callable[..., float])
+
+
+def _memo(method: F) -> F:
+    """Keep a price per argument tuple on the instance: a placement search prices the
+    same (sequences, tokens, context) layer-step for each of its ~300 plans, and the
+    prices are pure functions of the arguments and of the (unchanging) instance."""
+    slot = f"_memo_{method.__name__}"
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any) -> float:
+        memo: dict[tuple[Any, ...], float] = self.__dict__.setdefault(slot, {})
+        try:
+            return memo[args]
+        except KeyError:
+            value = memo[args] = method(self, *args)
+            return value
+
+    return wrapper  # type: ignore[return-value]
+
+
 class DenseCosts:
     """Per-layer prices of a dense model on one GPU, one CPU model and the copy paths."""
 
@@ -133,6 +157,7 @@ class DenseCosts:
         self.first_touch = first_touch
 
     # ---- GPU ----------------------------------------------------------------------
+    @_memo
     def gpu_linear_s(self, tokens: int) -> float:
         """GPU weight GEMMs of one layer over ``tokens`` tokens (weights read once)."""
         flops = 2.0 * self.layer_params * tokens
@@ -146,6 +171,7 @@ class DenseCosts:
         kv = float(seqs * (context + new) * self.kv_bytes_per_token_layer)
         return flops, kv
 
+    @_memo
     def gpu_attention_s(self, seqs: int, new: int, context: int) -> float:
         """GPU attention of one layer over ``seqs`` sequences."""
         flops, kv = self._attention_work(seqs, new, context)
@@ -157,6 +183,7 @@ class DenseCosts:
                          self.gpu_dtype)  # fmt: skip
 
     # ---- CPU ----------------------------------------------------------------------
+    @_memo
     def cpu_linear_s(self, tokens: int) -> float:
         """CPU weight matmuls of one layer over ``tokens`` tokens, with the per-call
         overheads of the layer's other kernels (norms, rope, softmax, adds)."""
@@ -164,6 +191,7 @@ class DenseCosts:
                                    self.cpu_format, 4.0 * self.model.hidden)  # fmt: skip
         return t + (self.cpu_calls_per_layer - 1) * self.cpu.call_overhead_s
 
+    @_memo
     def cpu_attention_s(self, seqs: int, new: int, context: int) -> float:
         """CPU attention of one layer over host-resident KV (in its host format). With an
         upcast the KV is first converted into new tensors, one for K and one for V (read

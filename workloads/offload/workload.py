@@ -63,22 +63,59 @@ METRICS: dict[str, str] = {
 class OffloadParams(WorkloadParams):
     """The ``workload:`` block of a dense offloading scenario."""
 
-    kind: Literal["offload"] = "offload"
-    model: str = "llama-2-7b"
-    batch: PositiveInt = 1
-    prompt_tokens: NonNegativeInt = 512
-    output_tokens: NonNegativeInt = 32
-    weight_bits: float = Field(16.0, gt=0, le=32)
-    kv_bits: float = Field(16.0, gt=0, le=32)
-    gpu_dtype: str = "fp16"
+    kind: Literal["offload"] = Field(default="offload", description="Workload kind (offload).")
+    model: str = Field(
+        default="llama-2-7b",
+        description="Dense model, by catalogue name (mixture-of-experts models use kind moe).",
+    )
+    batch: PositiveInt = Field(default=1, description="Sequences decoded together.")
+    prompt_tokens: NonNegativeInt = Field(
+        default=512, description="Prompt length of each sequence, in tokens."
+    )
+    output_tokens: NonNegativeInt = Field(
+        default=32, description="Tokens generated per sequence (decode steps)."
+    )
+    weight_bits: float = Field(
+        16.0,
+        gt=0,
+        le=32,
+        description="Bits per weight as stored and copied (sets the "
+        "bytes of every weight copy and GEMM).",
+    )
+    kv_bits: float = Field(
+        16.0,
+        gt=0,
+        le=32,
+        description="Bits per KV-cache value on the GPU (and in host "
+        "memory unless host_kv_bits is set).",
+    )
+    gpu_dtype: str = Field(default="fp16", description="Compute format of the GPU roofline.")
     cpu_format: str = Field("f16", description="CPU kernel format (devices/cpu_kernels.yaml)")
-    gpu: str | None = None
-    cpu: str | None = None
-    cpu_threads: PositiveInt | None = None
-    cpu_sockets: Literal[1, 2] = 1
-    cpu_numa: NumaMode = "interleave"
+    gpu: str | None = Field(
+        default=None,
+        description="Cluster device that runs the GPU side (null: the first GPU or NPU).",
+    )
+    cpu: str | None = Field(
+        default=None,
+        description="Host CPU device holding offloaded weights and KV (null: the GPU's host).",
+    )
+    cpu_threads: PositiveInt | None = Field(
+        default=None,
+        description="Threads of the CPU kernel model (null: every core of every socket).",
+    )
+    cpu_sockets: Literal[1, 2] = Field(
+        default=1, description="CPU sockets the kernel model streams from."
+    )
+    cpu_numa: NumaMode = Field(
+        default="interleave",
+        description="Two sockets: weights interleaved across both memories, "
+        "or replicated per socket (local reads only).",
+    )
     cpu_memory_bandwidth_Bps: PositiveFloat | None = Field(None, description="per socket")
-    cpu_kernels: dict[str, Any] = Field(default_factory=dict)
+    cpu_kernels: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Overrides of the CPU type's kernel constants in devices/cpu_kernels.yaml.",
+    )
     cpu_calls_per_layer: PositiveInt = Field(
         16, description="kernel calls per layer on the CPU (matmuls, norms, rope, softmax...)"
     )
@@ -175,9 +212,21 @@ class OffloadParams(WorkloadParams):
         "TorchDisk runs 4 copy threads)",
     )
     d2h_bandwidth_ratio: PositiveFloat = Field(0.854, description="H02: 46.8 / 54.8 GB/s")
-    gpu_dequant_s_per_gb: NonNegativeFloat = 0.0
-    tee: Literal["none", "h100-cc", "tdx", "tdx+h100-cc", "sgx-mee"] = "none"
-    cc_crypto_throughput_Bps: PositiveFloat | None = None
+    gpu_dequant_s_per_gb: NonNegativeFloat = Field(
+        default=0.0,
+        description="GPU seconds per GB of weights to dequantise weights "
+        "held below 16 bits (0: fused into the GEMM).",
+    )
+    tee: Literal["none", "h100-cc", "tdx", "tdx+h100-cc", "sgx-mee"] = Field(
+        default="none",
+        description="Trusted execution: h100-cc encrypts host<->GPU copies; tdx and sgx-mee add "
+        "metadata traffic to every CPU memory read; tdx+h100-cc both.",
+    )
+    cc_crypto_throughput_Bps: PositiveFloat | None = Field(
+        default=None,
+        description="CPU AES-GCM rate of the h100-cc bounce buffer, "
+        "in bytes/s (null: the preset's).",
+    )
 
 
 @workloads.register("offload")

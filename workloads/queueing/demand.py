@@ -38,8 +38,8 @@ class _Strict(BaseModel):
 class PoissonArrivals(_Strict):
     """Poisson arrivals: exponential inter-arrival times with mean 1 / rate_per_s."""
 
-    kind: Literal["poisson"] = "poisson"
-    rate_per_s: PositiveFloat
+    kind: Literal["poisson"] = Field(default="poisson", description="Arrival kind (poisson).")
+    rate_per_s: PositiveFloat = Field(description="Mean arrival rate, in requests per second.")
 
 
 class TraceArrivals(_Strict):
@@ -49,12 +49,24 @@ class TraceArrivals(_Strict):
     the ``demand:`` block. ``time_scale`` multiplies every time (0.5 = twice the rate).
     """
 
-    kind: Literal["trace"] = "trace"
-    path: str
-    time_column: str = "arrival_s"
-    flops_column: str | None = None
-    bytes_column: str | None = None
-    time_scale: Annotated[float, Field(gt=0, le=MAX_SCALE)] = 1.0
+    kind: Literal["trace"] = Field(default="trace", description="Arrival kind (trace).")
+    path: str = Field(
+        description="CSV or Parquet file of arrivals (relative to the scenario's folder)."
+    )
+    time_column: str = Field(
+        default="arrival_s", description="Column of arrival times, in seconds."
+    )
+    flops_column: str | None = Field(
+        default=None,
+        description="Column of per-request FLOPs, overriding the demand block (null: none).",
+    )
+    bytes_column: str | None = Field(
+        default=None,
+        description="Column of per-request bytes moved, overriding the demand block (null: none).",
+    )
+    time_scale: Annotated[float, Field(gt=0, le=MAX_SCALE)] = Field(
+        default=1.0, description="Multiplier of every arrival time (0.5: twice the rate)."
+    )
 
 
 Arrivals = Annotated[PoissonArrivals | TraceArrivals, Field(discriminator="kind")]
@@ -64,19 +76,31 @@ class ExponentialDemand(_Strict):
     """Demand ``x * (mean_flops, mean_bytes)`` with ``x ~ Exp(1)``: exponential service
     time on a device whose efficiency does not depend on size."""
 
-    kind: Literal["exponential"] = "exponential"
-    mean_flops: float = Field(ge=0)
-    mean_bytes: float = Field(default=0.0, ge=0)
-    dtype: str = "fp16"
+    kind: Literal["exponential"] = Field(
+        default="exponential", description="Demand kind (exponential)."
+    )
+    mean_flops: float = Field(ge=0, description="Mean FLOPs of a request.")
+    mean_bytes: float = Field(
+        default=0.0,
+        ge=0,
+        description="Mean bytes a request moves (scaled by the same Exp(1) draw as its FLOPs).",
+    )
+    dtype: str = Field(
+        default="fp16", description="Number format the device roofline prices the FLOPs in."
+    )
 
 
 class DeterministicDemand(_Strict):
     """Every request needs the same FLOPs and bytes."""
 
-    kind: Literal["deterministic"] = "deterministic"
-    flops: float = Field(ge=0)
-    bytes: float = Field(default=0.0, ge=0)
-    dtype: str = "fp16"
+    kind: Literal["deterministic"] = Field(
+        default="deterministic", description="Demand kind (deterministic)."
+    )
+    flops: float = Field(ge=0, description="FLOPs of every request.")
+    bytes: float = Field(default=0.0, ge=0, description="Bytes every request moves.")
+    dtype: str = Field(
+        default="fp16", description="Number format the device roofline prices the FLOPs in."
+    )
 
 
 class LLMPrefillDemand(_Strict):
@@ -85,11 +109,21 @@ class LLMPrefillDemand(_Strict):
     FLOPs and bytes come from the model spec (:meth:`ModelSpec.prefill_flops`).
     """
 
-    kind: Literal["llm-prefill"] = "llm-prefill"
-    model: str
-    prompt_tokens: PositiveInt | tuple[PositiveInt, PositiveInt] = 512
-    dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "fp16"
-    load_weights: bool = True
+    kind: Literal["llm-prefill"] = Field(
+        default="llm-prefill", description="Demand kind (llm-prefill)."
+    )
+    model: str = Field(description="Dense model, by catalogue name.")
+    prompt_tokens: PositiveInt | tuple[PositiveInt, PositiveInt] = Field(
+        default=512,
+        description="Prompt length in tokens, or [min, max] drawn uniformly per request.",
+    )
+    dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = Field(
+        default="fp16", description="Number format of the weights and compute."
+    )
+    load_weights: bool = Field(
+        default=True,
+        description="Allocate and copy the weights from the host to every server before it serves.",
+    )
     gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
 
 

@@ -86,15 +86,30 @@ class IdleIndex:
 class QueueingParams(WorkloadParams):
     """The ``workload:`` block of a queueing scenario."""
 
-    kind: Literal["queueing"] = "queueing"
-    arrivals: Arrivals
-    demand: Demand
-    num_requests: int = Field(default=1000, gt=0, le=MAX_REQUESTS)
-    warmup_requests: NonNegativeInt = 0
+    kind: Literal["queueing"] = Field(default="queueing", description="Workload kind (queueing).")
+    arrivals: Arrivals = Field(
+        description="Arrival process of the requests: poisson or a trace (by kind)."
+    )
+    demand: Demand = Field(
+        description="Work of each request by kind (exponential, deterministic or "
+        "llm-prefill), priced on the device serving it."
+    )
+    num_requests: int = Field(
+        default=1000, gt=0, le=MAX_REQUESTS, description="Requests generated."
+    )
+    warmup_requests: NonNegativeInt = Field(
+        default=0,
+        description="First requests left out of the metrics "
+        "(steady-state cut; must be below num_requests).",
+    )
     servers: list[str] | None = Field(
         default=None, description="device names; default: every gpu/npu/server device"
     )
-    discipline: Literal["fcfs", "ps"] = "fcfs"
+    discipline: Literal["fcfs", "ps"] = Field(
+        default="fcfs",
+        description="Service discipline of each server: first-come first-served, "
+        "or processor sharing (needs a push dispatch).",
+    )
 
     @model_validator(mode="after")
     def _warmup_leaves_requests(self) -> QueueingParams:
@@ -147,7 +162,9 @@ class QueueingWorkload(Workload):
         self.dispatch = policies["dispatch"]
         if params.discipline == "ps" and self.dispatch.central_queue:
             raise ValueError("discipline ps needs a push dispatch policy, not a central queue")
-        names = params.servers or cluster.device_names(kinds=("gpu", "npu", "server"))
+        names = cluster.usable(
+            ("gpu", "npu", "server"), "the queueing workload", params.servers or None
+        )
         if not names:
             raise ValueError("no servers: the cluster has no gpu/npu/server device")
         server_cls = PsServer if params.discipline == "ps" else FcfsServer
@@ -315,6 +332,17 @@ class QueueingWorkload(Workload):
         end = np.full(len(self.batch), np.nan)
         end[np.asarray(rows.column("request"), dtype=np.int64)] = rows.column("end_s")
         return np.asarray(self.batch.arrival_s, dtype=float), end
+
+    def warmup_problem(self, end_s: float) -> tuple[str, str] | None:
+        """Nothing measured: no request past ``warmup_requests`` completed by ``end_s``."""
+        w = self.params.warmup_requests
+        if w == 0 or bool((self._rows.column("request") >= w).any()):
+            return None
+        return "until_s", (
+            f"the run ended at {end_s:g} s before any request past the warm-up "
+            f"(workload.warmup_requests {w}) completed, so nothing was measured: raise "
+            "until_s or lower workload.warmup_requests"
+        )
 
     def check_partial(self) -> None:
         """At any moment: completed <= arrived <= requests, and no request completed

@@ -34,7 +34,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hetsim.simulator.engine import InvariantViolation
 from hetsim.workloads.serving.deploy import place
 from hetsim.workloads.serving.instance import Instance
-from hetsim.workloads.serving.view import DeploymentView, ScaleView, UnitState, UnitView
+from hetsim.workloads.serving.view import (
+    DeploymentView,
+    LazyTuple,
+    ScaleView,
+    UnitState,
+    UnitView,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -184,7 +190,7 @@ class Autoscaler:
         output = float(t.output[fin].mean()) if fin.any() else w.sizing.output_mean
         dep = DeploymentView(
             rate, prompt, output, w.slo.ttft_s, w.slo.tpot_s,
-            free, tuple(c.view for c in w.configs.values()),
+            free, LazyTuple(lambda: tuple(c.view for c in w.configs.values())),
         )  # fmt: skip
         disagg = any(s.role != "mixed" for s in w.instances)
         return ScaleView(now, win, rate, arrived - w._finished, attain, cap, disagg, units, dep)

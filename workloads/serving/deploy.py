@@ -18,7 +18,9 @@ ignores that mixing sizes in one instance widens the prefill-time spread).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -66,11 +68,37 @@ class Slo:
 
 
 def tp_fabric(spec: DeviceSpec, fabrics: dict[str, str]) -> CollectiveFabric:
-    """The TP all-reduce fabric of ``spec``: the named catalogue fabric, or a ring over
-    its PCIe generation's link for GPUs without one."""
-    if spec.name in fabrics:
-        return fabric_spec(fabrics[spec.name])
+    """The TP all-reduce fabric of ``spec``: ``fabrics[spec.name]`` (the scenario's
+    override) if given, else the device catalogue's ``scaleup_fabric``: a named fabric,
+    ``pcie`` (a ring over its PCIe generation's link) or ``link`` (a ring over its
+    ``scaleup_link``). A device with none known gets the PCIe ring, and
+    :func:`missing_fabrics` names it for the run's warning."""
+    name = fabrics.get(spec.name) or spec.scaleup_fabric
+    if name == "link" and spec.scaleup_link:
+        return pcie_fabric(registry.link_types.get(spec.scaleup_link))
+    if name and name not in ("pcie", "link"):
+        return fabric_spec(name)
     return pcie_fabric(registry.link_types.get(f"pcie{spec.pcie_gen or 4}-x16"))
+
+
+def missing_fabrics(
+    gpus: dict[str, tuple[DeviceSpec, int, int]], tp_options: list[int], fabrics: dict[str, str]
+) -> list[str]:
+    """One warning line per GPU type that could run TP > 1 but whose catalogue entry
+    names no ``scaleup_fabric`` (and the scenario's ``tp_fabrics`` none)."""
+    out = []
+    for name, (spec, count, _) in gpus.items():
+        if spec.scaleup_fabric or name in fabrics:
+            continue
+        if not any(1 < tp <= count for tp in tp_options):
+            continue
+        out.append(
+            f"device {name} has no scaleup_fabric in its catalogue entry: its TP "
+            f"all-reduces are priced as a ring over PCIe Gen{spec.pcie_gen or 4}; give it "
+            "one (a fabric of `hetsim list fabrics`, pcie, or link) or set "
+            f"workload.tp_fabrics.{name}"
+        )
+    return out
 
 
 # Request-size bucket edges in tokens (bucket i holds edges[i-1] <= n < edges[i]):
@@ -125,11 +153,20 @@ def config_view(
 
 @dataclass(frozen=True)
 class Config:
-    """A candidate (GPU type, TP) with its cost model and KV capacity."""
+    """A candidate (GPU type, TP) with its cost model and KV capacity; its
+    :class:`ConfigView` (the goodput estimates) is worked out on first use, so a run whose
+    policies never read it (a fixed deployment) does not pay for it."""
 
+    gpu_type: str
+    tp: int
     cost: IterationCost
     kv_tokens: int
-    view: ConfigView
+    estimate: Callable[[], ConfigView] = field(repr=False, compare=False)
+
+    @cached_property
+    def view(self) -> ConfigView:
+        """The config's goodput estimates (computed once, on first use)."""
+        return self.estimate()
 
 
 def priced_config(
@@ -188,7 +225,8 @@ def candidate_configs(
                 short.append(str(e))
                 continue
             est = Estimator(cost, lengths, kv, cap, targets)
-            out.append(Config(cost, kv, config_view(name, tp, tp * price, est, buckets)))
+            view = partial(config_view, name, tp, tp * price, est, buckets)
+            out.append(Config(name, tp, cost, kv, view))
     if not out:
         raise ValueError(
             "; ".join(short) or "no GPU or NPU in the cluster for the serving workload"

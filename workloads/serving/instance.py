@@ -47,6 +47,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hetsim.devices.energy import POWER_TRACK_SUFFIX
+from hetsim.devices.power import compute_roof_flops, power_model
 from hetsim.simulator.engine import MAX_TIME_S, Alarm, InvariantViolation, Simulation
 from hetsim.workloads.serving.cost import IterationCost
 from hetsim.workloads.serving.prefix import CachedKv, PrefixCache
@@ -176,6 +178,20 @@ class Instance(CachedKv):
             Instance.decode_runs and lud is None and cache is None
             and not sim.recorder.record_spans
         )  # fmt: skip
+        # energy (devices/energy.py): the GPUs' draw above idle over the iterations run,
+        # all GPUs of the instance; an iteration of n new positions takes n x _s_per_token
+        # at the full compute roof (weight GEMMs, 2 FLOPs per active parameter per token)
+        self.energy_J = 0.0
+        self.peak_W = 0.0
+        self._power = power_model(cost.spec)
+        active = float(getattr(cost.model, "active_params", cost.model.params))
+        roof = compute_roof_flops(
+            cost.spec, cost.precision.math_dtype(), cost.transformer.fits.clock_ratio
+        )
+        self._s_per_token = 2.0 * active / (cost.tp * roof) if roof > 0 else 0.0
+        self._it_tokens = 0  # new positions of the iteration in flight
+        #: host time per iteration before its kernels (engine loop): the GPUs idle then
+        self._host_s = cost.overheads.framework_s
 
     def place(self, device_tracks: tuple[str, ...]) -> None:
         """Run on the GPUs whose trace tracks are ``device_tracks`` (TP group order):
@@ -293,6 +309,7 @@ class Instance(CachedKv):
         dt = self._step_s(
             new, dec_new + pre[4], pre[0], pre[1], pre[2], pre[3], n_dec, dec_ctx + n_dec
         )
+        self._it_tokens = new
         self._launch(dt, taken, n_dec, accepted)
 
     def _start_decodes(self) -> None:
@@ -311,6 +328,7 @@ class Instance(CachedKv):
                 self._start()
             return
         dt = self._step_s(dec_new, dec_new, 0, 0, 0.0, 0.0, n_dec, dec_ctx + n_dec)
+        self._it_tokens = dec_new
         if (
             self._runs and not self.waiting  # no preemption just now
             and self._min_left0 - self._steps > 1 and self._launch_run(dt, n_dec)
@@ -353,6 +371,7 @@ class Instance(CachedKv):
             return False
         self.busy = True
         self._it = (times[0], [], b, None)
+        self._it_tokens = b
         run = self._run = DecodeRun(times, growth, b)
         run.alarm = Alarm(self.sim, times[-1], self._run_done)
         return True
@@ -380,9 +399,20 @@ class Instance(CachedKv):
         busy, area, kv_t = self.busy_s, self._kv_area, self._kv_t
         used, level, peak = self.used_blocks, self._kv_level, self.peak_blocks
         t_prev = times[first - 1]
+        c_it = b * self._s_per_token  # the iterations' time at the full compute roof
+        pm, tp = self._power, self.cost.tp
+        energy, top = self.energy_J, self.peak_W
+        host = self._host_s
         for j in range(first, upto + 1):
             t = times[j]
             busy += t - t_prev
+            dt = t - t_prev - host if t - t_prev > host else 0.0  # the GPUs' busy part
+            c = c_it if c_it < dt else dt
+            energy += tp * ((pm.memory_W - pm.idle_W) * dt + (pm.limit_W - pm.memory_W) * c)
+            if dt > 0 and c < dt:
+                top = max(top, pm.memory_W + (pm.limit_W - pm.memory_W) * (c / dt))
+            elif dt > 0:
+                top = max(top, pm.limit_W)
             t_prev = t
             if j == upto and not start:
                 break
@@ -398,6 +428,7 @@ class Instance(CachedKv):
         self.tokens_out += n * b
         self.busy_s, self._kv_area, self._kv_t = busy, area, kv_t
         self.used_blocks, self._kv_level, self.peak_blocks = used, level, peak
+        self.energy_J, self.peak_W = energy, top
         run.applied = upto
 
     def _sync(self) -> None:
@@ -583,8 +614,9 @@ class Instance(CachedKv):
         self.busy = False
         self.iterations += 1
         self.busy_s += now - start
+        power = self._account_energy(now - start, self._it_tokens)
         if self.sim.recorder.record_spans:
-            self._record_iteration(start, now, len(taken), n_dec)
+            self._record_iteration(start, now, len(taken), n_dec, power)
         if n_dec:
             self._advance_decodes(n_dec, acc)
         for i in reversed(taken):
@@ -598,13 +630,33 @@ class Instance(CachedKv):
         if self.draining:
             self.check_drained()
 
-    def _record_iteration(self, start: float, end: float, prefills: int, decodes: int) -> None:
-        """One span per GPU of the instance for the iteration [start, end]."""
+    def _account_energy(self, dt: float, tokens: int) -> float:
+        """Add an iteration of ``dt`` s and ``tokens`` new positions to the instance's
+        energy (per GPU: :meth:`~hetsim.devices.power.PowerModel.interval_J` over the
+        iteration less the engine's per-iteration host time, when the GPUs idle); returns
+        each GPU's draw while its kernels run, W."""
+        pm = self._power
+        c = tokens * self._s_per_token
+        dt = dt - self._host_s if dt > self._host_s else 0.0  # the engine loop: GPUs idle
+        self.energy_J += self.cost.tp * pm.interval_J(dt, c)
+        power = pm.busy_W(c / dt) if dt > 0 else pm.idle_W
+        if dt > 0 and power > self.peak_W:
+            self.peak_W = power
+        return power
+
+    def _record_iteration(
+        self, start: float, end: float, prefills: int, decodes: int, power_W: float
+    ) -> None:
+        """One span per GPU of the instance for the iteration [start, end], and its
+        draw on each GPU's power counter track."""
         name = "mixed" if prefills and decodes else ("prefill" if prefills else "decode")
         args = {"instance": self.number, "role": self.role, "prefills": prefills,
                 "decodes": decodes}  # fmt: skip
+        rec, idle = self.sim.recorder, self._power.idle_W
         for track in self.device_tracks:
-            self.sim.recorder.span(track, name, start, end, args)
+            rec.span(track, name, start, end, args)
+            rec.counter(track + POWER_TRACK_SUFFIX, start, power_W)
+            rec.counter(track + POWER_TRACK_SUFFIX, end, idle)
 
     def _prefilled(self, i: int) -> None:
         """Request ``i``'s prefill chunk ran: requeue it, emit its first token, hand

@@ -39,8 +39,8 @@ ZIPF_SUPPORT_MAX = 10_000_000  # values a Zipf law tabulates (its CDF is a float
 class FixedLength(Strict):
     """Every request has ``tokens`` tokens."""
 
-    dist: Literal["fixed"] = "fixed"
-    tokens: PositiveInt = Field(le=MAX_TOKENS)
+    dist: Literal["fixed"] = Field(default="fixed", description="Law kind (fixed).")
+    tokens: PositiveInt = Field(le=MAX_TOKENS, description="Token count of every request.")
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` token counts (int64)."""
@@ -50,9 +50,9 @@ class FixedLength(Strict):
 class UniformLength(Strict):
     """Token counts uniform over the integers ``low .. high`` (both included)."""
 
-    dist: Literal["uniform"] = "uniform"
-    low: PositiveInt = Field(le=MAX_TOKENS)
-    high: PositiveInt = Field(le=MAX_TOKENS)
+    dist: Literal["uniform"] = Field(default="uniform", description="Law kind (uniform).")
+    low: PositiveInt = Field(le=MAX_TOKENS, description="Smallest token count.")
+    high: PositiveInt = Field(le=MAX_TOKENS, description="Largest token count (included).")
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformLength:
@@ -69,10 +69,13 @@ class ZipfLength(Strict):
     """Bounded Zipf: the ``k``-th value of ``low .. high`` (k = 1, 2, ...) has
     probability proportional to ``k ** -theta``, so short lengths dominate."""
 
-    dist: Literal["zipf"] = "zipf"
-    low: PositiveInt = Field(le=MAX_TOKENS)
-    high: PositiveInt = Field(le=MAX_TOKENS)
-    theta: PositiveFloat = Field(le=10.0)
+    dist: Literal["zipf"] = Field(default="zipf", description="Law kind (zipf).")
+    low: PositiveInt = Field(le=MAX_TOKENS, description="Smallest token count (the most probable).")
+    high: PositiveInt = Field(le=MAX_TOKENS, description="Largest token count.")
+    theta: PositiveFloat = Field(
+        le=10.0,
+        description="Zipf exponent: the k-th value has probability proportional to k^-theta.",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> ZipfLength:
@@ -98,11 +101,15 @@ class LogNormalLength(Strict):
     """Log-normal token counts: ``median * exp(sigma * Z)`` rounded to the nearest
     integer and clipped to ``low .. high``."""
 
-    dist: Literal["lognormal"] = "lognormal"
-    median: PositiveFloat = Field(le=MAX_TOKENS)
-    sigma: PositiveFloat = Field(le=10.0)
-    low: PositiveInt = 1
-    high: PositiveInt = Field(MAX_TOKENS, le=MAX_TOKENS)
+    dist: Literal["lognormal"] = Field(default="lognormal", description="Law kind (lognormal).")
+    median: PositiveFloat = Field(le=MAX_TOKENS, description="Median token count.")
+    sigma: PositiveFloat = Field(
+        le=10.0, description="Standard deviation of the log of the token count."
+    )
+    low: PositiveInt = Field(default=1, description="Token counts below are clipped up to this.")
+    high: PositiveInt = Field(
+        MAX_TOKENS, le=MAX_TOKENS, description="Token counts above are clipped down to this."
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> LogNormalLength:
@@ -129,10 +136,16 @@ class PairFilter(Strict):
     ``min_*`` and ``max_prompt`` bound each length, ``max_total`` their sum (vLLM's and
     SGLang's ShareGPT samplers: 4, 4, 1024 and 2048)."""
 
-    min_prompt: PositiveInt = 1
-    min_output: PositiveInt = 1
-    max_prompt: PositiveInt | None = Field(None, le=MAX_TOKENS)
-    max_total: PositiveInt | None = Field(None, le=2 * MAX_TOKENS)
+    min_prompt: PositiveInt = Field(default=1, description="Shortest prompt kept, in tokens.")
+    min_output: PositiveInt = Field(default=1, description="Shortest output kept, in tokens.")
+    max_prompt: PositiveInt | None = Field(
+        None, le=MAX_TOKENS, description="Longest prompt kept, in tokens (null: no bound)."
+    )
+    max_total: PositiveInt | None = Field(
+        None,
+        le=2 * MAX_TOKENS,
+        description="Largest prompt + output kept, in tokens (null: no bound).",
+    )
 
     def keep(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
         """Mask of the pairs kept."""
@@ -173,11 +186,27 @@ class SyntheticLengths(Strict):
         description="a shipped YAML file (pkg:serving/...) whose synthetic: block "
         "gives the laws (keys written here replace the file's)",
     )
-    prompt: LengthLaw | None = None
-    output: LengthLaw | None = None
-    total: LengthLaw | None = None
-    prefill_decode_ratio: PositiveFloat | None = Field(None, le=1e6)
-    filter: PairFilter | None = None
+    prompt: LengthLaw | None = Field(
+        default=None, description="Law of prompt lengths in tokens (with output; not with total)."
+    )
+    output: LengthLaw | None = Field(
+        default=None, description="Law of output lengths in tokens (with prompt; not with total)."
+    )
+    total: LengthLaw | None = Field(
+        default=None,
+        description="Law of prompt + output lengths in tokens, split by prefill_decode_ratio.",
+    )
+    prefill_decode_ratio: PositiveFloat | None = Field(
+        None,
+        le=1e6,
+        description="Prefill tokens per decode token when lengths come from "
+        "total: decode = ceil(total / (1 + ratio)).",
+    )
+    filter: PairFilter | None = Field(
+        default=None,
+        description="Keep only the (prompt, output) pairs a benchmark client "
+        "keeps, drawing the others again (null: keep all).",
+    )
 
     @model_validator(mode="before")
     @classmethod

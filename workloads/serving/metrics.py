@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetsim.devices.energy import ENERGY_METRICS
+
 METRICS: dict[str, str] = {
     "model_error_p50": "cost model's expected relative error of the run's times: the "
     "kernel fits' median |predicted/measured - 1|, weighted by each kernel class's share "
@@ -76,6 +78,12 @@ METRICS: dict[str, str] = {
     "re-prefill on a colocated or prefill instance); 0 with the cache off",
     "prefix_saved_tokens": "prefill tokens skipped because their KV blocks were cached "
     "(the numerator of prefix_hit_rate)",
+    **ENERGY_METRICS,
+    "energy_per_request_J": "energy_accelerator_J / requests completed (the whole run, "
+    "warm-up and idle time included), J",
+    "energy_per_output_token_J": "energy_accelerator_J / output tokens of completed requests, "
+    "J (GPU energy, as the ML.ENERGY benchmark reports it)",
+    "tokens_per_J": "output tokens of completed requests / energy_accelerator_J",
 }
 
 

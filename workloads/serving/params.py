@@ -25,21 +25,19 @@ from hetsim.workloads.models.dense import model_spec
 from hetsim.workloads.models.transformer_cost import EngineOverheads
 from hetsim.workloads.serving.requests import RequestsConfig, SloClass
 
-DEFAULT_FABRICS = {
-    "a100-80gb": "a100-nvswitch",
-    "a100-40gb": "a100-nvswitch",
-    "a800": "a800-nvswitch",
-    "h100-sxm": "h100-nvswitch",
-    "h800": "h800-nvlink",
-}
-
 
 class SloConfig(BaseModel):
     """Latency SLOs of every request."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    ttft_s: PositiveSeconds = 1.0
-    tpot_s: PositiveSeconds = 0.1
+    ttft_s: PositiveSeconds = Field(
+        default=1.0, description="Time-to-first-token target of every request, in seconds."
+    )
+    tpot_s: PositiveSeconds = Field(
+        default=0.1,
+        description="Time-per-output-token target of every request (mean "
+        "gap between output tokens), in seconds.",
+    )
 
 
 class ColdStart(BaseModel):
@@ -63,9 +61,21 @@ class ColdStart(BaseModel):
       5-10 s without compilation (kunwar.page ch. 52)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    image_pull_s: Seconds = 60.0
-    storage_Bps: PositiveFloat = 1e9
-    engine_warmup_s: Seconds = 60.0
+    image_pull_s: Seconds = Field(
+        default=60.0,
+        description="Seconds to pull the serving container image on a new instance (60 "
+        "s from published cold-start measurements, see above).",
+    )
+    storage_Bps: PositiveFloat = Field(
+        default=1e9,
+        description="Remote object-storage read rate for the weights download, "
+        "in bytes/s (1 GB/s, same-region S3 figure).",
+    )
+    engine_warmup_s: Seconds = Field(
+        default=60.0,
+        description="Seconds from weights loaded to serving (torch.compile, "
+        "CUDA-graph capture, KV allocation; 60 s, vLLM user report).",
+    )
 
     def download_s(self, weight_bytes: int) -> float:
         """Seconds to fetch ``weight_bytes`` from remote storage."""
@@ -83,9 +93,22 @@ class OutputEstimate(BaseModel):
     ``prompt-history``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["prompt-history", "lognormal", "oracle"] = "prompt-history"
-    bias: float = Field(default=0.0, gt=-1.0)
-    noise_sigma: NonNegativeFloat = 0.0
+    kind: Literal["prompt-history", "lognormal", "oracle"] = Field(
+        default="prompt-history",
+        description="Predictor of a request's output length: prompt-history, lognormal "
+        "error around the true length, or oracle (the true length).",
+    )
+    bias: float = Field(
+        default=0.0,
+        gt=-1.0,
+        description="Relative bias of the predicted output length: the "
+        "mean prediction is true x (1 + bias).",
+    )
+    noise_sigma: NonNegativeFloat = Field(
+        default=0.0,
+        description="Standard deviation of the log error of the "
+        "predicted output length (0: no noise).",
+    )
 
     @model_validator(mode="after")
     def _oracle_exact(self) -> OutputEstimate:
@@ -118,8 +141,14 @@ class LudConfig(BaseModel):
     ``enabled: false`` runs standard decoding (the baseline of that sweep)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    enabled: bool = True
-    lookahead: PositiveInt = 4
+    enabled: bool = Field(
+        default=True, description="Decode with LUD; false runs standard one-token decode steps."
+    )
+    lookahead: PositiveInt = Field(
+        default=4,
+        description="Positions K proposed per LUD decode step (at "
+        "most K tokens accepted per step).",
+    )
     accept_p: float = Field(0.40, ge=0.0, lt=1.0, description="mean acceptance over requests")
     accept_concentration: PositiveFloat | None = Field(
         10.0, description="Beta alpha + beta of the per-request acceptance (None: fixed)"
@@ -129,14 +158,17 @@ class LudConfig(BaseModel):
 class ServingParams(WorkloadParams):
     """The ``workload:`` block of a serving scenario."""
 
-    kind: Literal["serving"] = "serving"
-    model: str = "llama-3-8b"
+    kind: Literal["serving"] = Field(default="serving", description="Workload kind (serving).")
+    model: str = Field(default="llama-3-8b", description="Model served, by catalogue name.")
     dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = Field(
         "fp16",
         description="weight format; activations follow it (fp8: FP8 GEMMs; int8: W8A8; "
         "int4: weight-only W4A16, activations fp16) unless activation_dtype is set",
     )
-    activation_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8"] | None = None
+    activation_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8"] | None = Field(
+        default=None,
+        description="Activation format when it differs from the weights' (null: follow dtype).",
+    )
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8"] | None = Field(
         None, description="KV-cache format (default: the activations')"
     )
@@ -174,7 +206,7 @@ class ServingParams(WorkloadParams):
     )
     tee: Literal["none", "h100-cc"] = Field(
         "none",
-        description="GPU confidential computing (issue 17): every iteration's two "
+        description="GPU confidential computing: every iteration's two "
         "host<->GPU transfers (input ids in, sampled tokens out) go through the encrypted "
         "bounce buffer of devices.secure_copy and pay its per-transfer toll",
     )
@@ -223,22 +255,62 @@ class ServingParams(WorkloadParams):
         "(workloads/models/transformer_cost.py), each at the elementwise class's minimum "
         "kernel time and one launch; llama.cpp's early-2024 graph: 9",
     )
-    requests: RequestsConfig = RequestsConfig()
-    slo: SloConfig = SloConfig()
+    requests: RequestsConfig = Field(
+        default=RequestsConfig(),
+        description="How requests are generated: count, arrivals and lengths.",
+    )
+    slo: SloConfig = Field(
+        default=SloConfig(),
+        description="Latency SLOs of every request (unless slo_classes assigns its class's).",
+    )
     deployment_rate_per_s: PositiveFloat | Literal["peak"] | None = Field(
         None,
         description="request rate the deployment is sized for (None: requests.rate_per_s; "
         "'peak': requests.rate_per_s x requests.surge.factor, a static deployment "
         "provisioned for a known surge)",
     )
-    tp_options: list[PositiveInt] = Field(default_factory=lambda: [1, 2, 4, 8])
-    tp_fabrics: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_FABRICS))
-    mem_fraction: float = Field(0.9, gt=0.0, le=1.0)
-    block_tokens: PositiveInt = 16
-    max_batch: PositiveInt = 256
-    sizing_attainment: float = Field(0.9, ge=0.5, lt=1.0)
-    sizing_headroom: float = Field(0.1, ge=0.0)
-    estimate_sample: PositiveInt = 256
+    tp_options: list[PositiveInt] = Field(
+        default_factory=lambda: [1, 2, 4, 8],
+        description="Tensor-parallel degrees the deployment search may choose per instance.",
+    )
+    tp_fabrics: dict[str, str] = Field(
+        default_factory=dict,
+        description="GPU type -> collective fabric of its TP all-reduces (a fabric of "
+        "devices/links.yaml, pcie or link), overriding the device catalogue's "
+        "scaleup_fabric (devices/catalogue.yaml); empty: every type's catalogue fabric",
+    )
+    mem_fraction: float = Field(
+        0.9,
+        gt=0.0,
+        le=1.0,
+        description="Share of each GPU's memory the engine may use; the KV cache "
+        "gets this share of tp x memory minus the weights.",
+    )
+    block_tokens: PositiveInt = Field(
+        default=16, description="Tokens per KV-cache block (paged attention's block size)."
+    )
+    max_batch: PositiveInt = Field(
+        default=256,
+        description="Largest batch the goodput estimator sizes an instance "
+        "for (batching policies set the runtime limit).",
+    )
+    sizing_attainment: float = Field(
+        0.9,
+        ge=0.5,
+        lt=1.0,
+        description="SLO attainment deployments are sized for: a config's goodput is the "
+        "predicted rate at which this share of requests meets both targets.",
+    )
+    sizing_headroom: float = Field(
+        0.1,
+        ge=0.0,
+        description="Rate margin for the estimator's error: every predicted "
+        "goodput is divided by 1 + sizing_headroom.",
+    )
+    estimate_sample: PositiveInt = Field(
+        default=256,
+        description="Number of held-out requests the sizing sample draws (sizing_source holdout).",
+    )
     sizing_source: Literal["holdout", "window"] = Field(
         "holdout",
         description="the requests deployment sizing and the autoscaler's configs are "
@@ -247,9 +319,21 @@ class ServingParams(WorkloadParams):
         "arriving before sizing_window_s, their lengths and (without deployment_rate_per_s) "
         "their rate (needs warmup_s >= sizing_window_s, so that they are not measured)",
     )
-    sizing_window_s: PositiveSeconds = 60.0
-    output_estimate: OutputEstimate = Field(default_factory=OutputEstimate)
-    cold_start: ColdStart = ColdStart()
+    sizing_window_s: PositiveSeconds = Field(
+        default=60.0,
+        description="Seconds of arrivals at the start of the run that form "
+        "the sizing sample (sizing_source window).",
+    )
+    output_estimate: OutputEstimate = Field(
+        default_factory=OutputEstimate,
+        description="The output length a policy sees for a request before "
+        "it runs (never the true one unless oracle).",
+    )
+    cold_start: ColdStart = Field(
+        default=ColdStart(),
+        description="What an instance the autoscaler adds waits for before it "
+        "serves (image pull, weights download, engine warm-up).",
+    )
     sizing_estimator: Literal["analytic", "simulate"] = Field(
         "analytic",
         description="the one goodput estimator every deployment policy of the run sizes "
@@ -265,20 +349,50 @@ class ServingParams(WorkloadParams):
         "(aws-ondemand, aws-capacity-blocks-2024, lambda, runpod, melange2024), catalogue "
         "(each GPU's catalogue default: mixes providers) or none",
     )
-    tokens: Literal["output", "total"] = "output"
-    lud: LudConfig | None = None
-    truncate_to_context: bool = True
-    gpus: list[str] | None = None
-    load_weights: bool = True
-    slo_classes: list[SloClass] = Field(default_factory=list)
-    report_window_s: PositiveSeconds = 60.0
+    tokens: Literal["output", "total"] = Field(
+        default="output",
+        description="Tokens counted by the token and cost-per-token metrics: "
+        "output tokens only, or prompt plus output.",
+    )
+    lud: LudConfig | None = Field(
+        default=None,
+        description="Lexical unit decoding (LUD) of several tokens per "
+        "decode step (null: standard decoding).",
+    )
+    truncate_to_context: bool = Field(
+        default=True,
+        description="Shorten prompts so that prompt + output fits the "
+        "model's context window (at least 1 prompt token).",
+    )
+    gpus: list[str] | None = Field(
+        default=None,
+        description="Cluster device names the deployment may use "
+        "(null: every GPU and NPU of the cluster).",
+    )
+    load_weights: bool = Field(
+        default=True,
+        description="Copy each instance's weights from its node's CPU to its GPUs over the "
+        "topology before it serves (false: weights already resident).",
+    )
+    slo_classes: list[SloClass] = Field(
+        default_factory=list,
+        description="Request classes with their own TTFT/TPOT targets "
+        "(empty: every request has the slo targets).",
+    )
+    report_window_s: PositiveSeconds = Field(
+        default=60.0, description="Width of the windows table's arrival-time windows, in seconds."
+    )
     warmup_s: Seconds = Field(
         0.0,
         description="steady-state cut: requests arriving before this simulated time are "
         "left out of the latency, throughput and SLO metrics (not of cost, which counts "
         "every provisioned hour)",
     )
-    prefix_cache: bool = False  # automatic prefix caching on colocated/prefill instances
+    prefix_cache: bool = Field(
+        default=False,
+        description="Automatic prefix caching on colocated and prefill "
+        "instances (needs requests with prefix-block hashes).",
+    )
 
     @model_validator(mode="after")
     def _known_model(self) -> ServingParams:

@@ -37,29 +37,61 @@ from hetsim.workloads.serving.traces import (
 class SurgeConfig(Strict):
     """The arrival rate is ``factor`` times higher during ``[start_s, start_s + duration_s)``."""
 
-    start_s: Seconds
-    duration_s: PositiveSeconds
-    factor: PositiveFloat
+    start_s: Seconds = Field(description="Simulated time the surge starts, in seconds.")
+    duration_s: PositiveSeconds = Field(description="Length of the surge, in seconds.")
+    factor: PositiveFloat = Field(description="Multiplier of the arrival rate during the surge.")
 
 
 class RequestsConfig(Strict):
     """How requests are generated (the workload's ``requests:`` block)."""
 
-    num_requests: int = Field(default=1000, gt=0, le=MAX_REQUESTS)
-    arrivals: Literal["poisson", "gamma", "trace"] = "poisson"
-    rate_per_s: PositiveFloat | None = 1.0
-    cv: PositiveFloat = 1.0
+    num_requests: int = Field(
+        default=1000,
+        gt=0,
+        le=MAX_REQUESTS,
+        description="Number of requests generated (with trace arrivals: the trace's first rows).",
+    )
+    arrivals: Literal["poisson", "gamma", "trace"] = Field(
+        default="poisson",
+        description="Arrival process: poisson, gamma (gaps with coefficient "
+        "of variation cv) or the trace's timestamps.",
+    )
+    rate_per_s: PositiveFloat | None = Field(
+        default=1.0,
+        description="Mean arrival rate of synthetic arrivals, in requests/s "
+        "(null with trace arrivals: the trace's rate).",
+    )
+    cv: PositiveFloat = Field(
+        default=1.0,
+        description="Coefficient of variation of the gaps between gamma arrivals (1 is Poisson).",
+    )
     max_gap_factor: PositiveFloat | None = Field(
         default=None,
         description="synthetic arrivals: cap every gap between arrivals at this many mean "
         "gaps (Vidur's Poisson interval generator caps at 3); None: no cap",
     )
-    lengths: Literal["fixed", "trace", "synthetic"] = "fixed"
-    prompt_tokens: PositiveInt = 512
-    output_tokens: PositiveInt = 128
-    synthetic: SyntheticLengths | None = None  # the laws of ``lengths: synthetic``
-    trace: TraceConfig | None = None
-    surge: SurgeConfig | None = None
+    lengths: Literal["fixed", "trace", "synthetic"] = Field(
+        default="fixed",
+        description="Where request lengths come from: fixed (prompt_tokens, "
+        "output_tokens), the trace, or synthetic laws.",
+    )
+    prompt_tokens: PositiveInt = Field(
+        default=512, description="Prompt length of every request with fixed lengths, in tokens."
+    )
+    output_tokens: PositiveInt = Field(
+        default=128, description="Output length of every request with fixed lengths, in tokens."
+    )
+    synthetic: SyntheticLengths | None = Field(
+        default=None, description="The length laws of lengths: synthetic."
+    )
+    trace: TraceConfig | None = Field(
+        default=None,
+        description="The request trace file read by trace arrivals or trace lengths (null: none).",
+    )
+    surge: SurgeConfig | None = Field(
+        default=None,
+        description="A window in which the arrival rate is factor times higher (null: none).",
+    )
 
 
 class SloClass(Strict):
@@ -67,10 +99,20 @@ class SloClass(Strict):
     requests drawn into it (the shares of all classes sum to 1), or None for every
     class when the trace names each request's class (``requests.trace.class_column``)."""
 
-    name: str = Field(min_length=1)
-    ttft_s: PositiveSeconds
-    tpot_s: PositiveSeconds
-    share: float | None = Field(None, gt=0.0, le=1.0)
+    name: str = Field(min_length=1, description="Class name (matched by a trace's class column).")
+    ttft_s: PositiveSeconds = Field(
+        description="Time-to-first-token target of the class, in seconds."
+    )
+    tpot_s: PositiveSeconds = Field(
+        description="Time-per-output-token target of the class, in seconds."
+    )
+    share: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="Fraction of requests drawn into the class (all shares sum to 1), or null "
+        "for every class when the trace names each request's class.",
+    )
 
 
 @dataclass(frozen=True)

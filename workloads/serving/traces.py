@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hetsim.simulator.boundary import MAX_FIELD_CHARS, json_value
 from hetsim.simulator.errors import TraceError
@@ -49,14 +49,34 @@ class Strict(BaseModel):
 class TraceConfig(Strict):
     """A request trace file (relative paths resolve against the scenario's folder)."""
 
-    format: Literal["azure", "mooncake", "servegen"]
-    path: str
-    lengths_path: str | None = None  # servegen: the token_pdf file
-    window_s: PositiveSeconds | None = None  # servegen: simulated seconds per window
-    start_s: Seconds = 0.0  # servegen: skip windows starting before this
-    clients: list[int] | None = None  # servegen: these clients only (default all)
-    class_column: str | None = None  # azure: a column naming each row's SLO class
-    hash_block_tokens: PositiveInt = 512  # mooncake: prompt tokens per hash_ids entry
+    format: Literal["azure", "mooncake", "servegen"] = Field(
+        description="Trace format: azure (Azure LLM inference CSV), mooncake "
+        "(JSON lines, timestamps in ms) or servegen (per-client "
+        "rates per window; lengths from lengths_path)."
+    )
+    path: str = Field(
+        description="Trace file (relative paths resolve against the "
+        "scenario's folder; pkg: names a shipped file)."
+    )
+    lengths_path: str | None = Field(
+        default=None, description="servegen: the token_pdf file of request lengths."
+    )
+    window_s: PositiveSeconds | None = Field(
+        default=None, description="servegen: simulated seconds per trace window."
+    )
+    start_s: Seconds = Field(
+        default=0.0,
+        description="servegen: skip windows starting before this trace time, in seconds.",
+    )
+    clients: list[int] | None = Field(
+        default=None, description="servegen: these clients only (null: all)."
+    )
+    class_column: str | None = Field(
+        default=None, description="azure: a column naming each row's SLO class."
+    )
+    hash_block_tokens: PositiveInt = Field(
+        default=512, description="mooncake: prompt tokens per hash_ids entry."
+    )
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,55 @@ Every cost or capacity in a view is the mechanism's estimate on the device roofl
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Literal, NamedTuple, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, overload
 
 Role = Literal["mixed", "prefill", "decode"]
+T = TypeVar("T")
+
+
+class LazyTuple(Sequence[T], Generic[T]):
+    """A read-only sequence whose items ``make()`` returns on first use (then kept): the
+    configs of a :class:`DeploymentView`, whose goodput estimates cost a run that never
+    reads them (a fixed deployment) its start-up time. Compares equal to the tuple of its
+    items."""
+
+    __slots__ = ("_items", "_make")
+
+    def __init__(self, make: Callable[[], tuple[T, ...]]) -> None:
+        self._make: Callable[[], tuple[T, ...]] | None = make
+        self._items: tuple[T, ...] = ()
+
+    def _all(self) -> tuple[T, ...]:
+        if self._make is not None:
+            self._items, self._make = tuple(self._make()), None
+        return self._items
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[T, ...]: ...
+    def __getitem__(self, i: int | slice) -> T | tuple[T, ...]:
+        return self._all()[i]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        items = tuple(other) if isinstance(other, LazyTuple) else other
+        return self._all() == items
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __add__(self, other: Sequence[Any]) -> tuple[Any, ...]:
+        return self._all() + tuple(other)
+
+    def __repr__(self) -> str:
+        return repr(self._all())
 
 
 # ---- deployment -----------------------------------------------------------------------
@@ -73,7 +118,7 @@ class DeploymentView(NamedTuple):
     slo_ttft_s: float
     slo_tpot_s: float
     available: tuple[tuple[str, int], ...]  # (gpu type, GPUs in the cluster)
-    configs: tuple[ConfigView, ...]
+    configs: Sequence[ConfigView]  # a tuple, or a LazyTuple estimated on first use
     # the run's sizing estimator (workload.sizing_estimator), the same for every
     # deployment policy: with "simulate", ``simulate(unit's instances, estimate req/s,
     # budget)`` -> the largest req/s whose simulated SLO attainment reaches

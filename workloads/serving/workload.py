@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.energy import energy_columns, energy_report, per_unit, record_tables
 from hetsim.simulator.budget import WorkEstimate
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
@@ -35,6 +36,7 @@ from hetsim.workloads.serving.deploy import (
     candidate_configs,
     config_problem,
     gpu_price,
+    missing_fabrics,
     place,
 )
 from hetsim.workloads.serving.estimate import Lengths, Targets
@@ -50,9 +52,13 @@ from hetsim.workloads.serving.subsim import SubSimGoodput
 from hetsim.workloads.serving.view import (
     DeploymentView,
     InstanceSpec,
+    LazyTuple,
     RouteView,
     SearchBudget,
 )
+
+SERVING_KINDS = ("gpu", "npu")
+"""The device kinds a serving instance runs on."""
 
 
 @workloads.register("serving")
@@ -140,7 +146,7 @@ class ServingWorkload(Workload):
         return self.times.meets(self.ttft_target, self.tpot_target)
 
     def _gpus(self) -> dict[str, tuple[Any, int, int]]:
-        names = self.params.gpus or self.cluster.device_names(kinds=("gpu", "npu"))
+        names = self.cluster.usable(SERVING_KINDS, "the serving workload", self.params.gpus or None)
         out: dict[str, tuple[Any, int, int]] = {}
         self._free: dict[str, dict[str, list[str]]] = {}
         for n in names:
@@ -206,7 +212,7 @@ class ServingWorkload(Workload):
             p.mem_fraction, self.sizing, targets, p.price_preset, p.max_batch, p.overheads(),
             self.sizing_predicted,
         )  # fmt: skip
-        return {(c.view.gpu_type, c.view.tp): c for c in found}
+        return {(c.gpu_type, c.tp): c for c in found}
 
     def _simulate(
         self, unit: tuple[InstanceSpec, ...], estimate_rps: float, budget: SearchBudget
@@ -237,13 +243,18 @@ class ServingWorkload(Workload):
             rate, float(self.sizing.prompts.mean()), float(self.sizing.outputs.mean()),
             self.slo.ttft_s, self.slo.tpot_s,
             tuple((t, c) for t, (_, c, _) in self.gpu_types.items()),
-            tuple(c.view for c in self.configs.values()),
+            LazyTuple(lambda: tuple(c.view for c in self.configs.values())),
             simulate=self._simulate if p.sizing_estimator == "simulate" else None,
             estimator=p.sizing_estimator,
         )  # fmt: skip
         specs = tuple(self.policies["deployment"].deploy(view))
         for s in specs:
             if (s.gpu_type, s.tp) not in self.configs:
+                kind = self.cluster.kind_of_type(s.gpu_type)
+                if s.gpu_type not in self.gpu_types and kind and kind not in SERVING_KINDS:
+                    raise ValueError(f"deployment: {s.gpu_type} is a {kind} device; the "
+                                     "serving workload runs on devices of kind "
+                                     f"{' or '.join(SERVING_KINDS)}")  # fmt: skip
                 why = config_problem(
                     self.model, p.precision(), self.gpu_types, p.tp_options, p.tp_fabrics,
                     p.mem_fraction, s.gpu_type, s.tp, p.overheads(),
@@ -556,20 +567,36 @@ class ServingWorkload(Workload):
         """Arrival and finish times of every request (NaN: not finished)."""
         return self.times.arrival_s, self.times.finish_s
 
+    def warmup_problem(self, end_s: float) -> tuple[str, str] | None:
+        """Nothing measured: no request arriving after ``warmup_s`` finished by ``end_s``."""
+        w = self.params.warmup_s
+        t = self.times
+        if w <= 0 or bool(((t.arrival_s >= w) & np.isfinite(t.finish_s)).any()):
+            return None
+        return "until_s", (
+            f"the run ended at {end_s:g} s before any request arriving after the warm-up "
+            f"(workload.warmup_s {w:g} s) finished, so nothing was measured: raise until_s "
+            "or lower workload.warmup_s"
+        )
+
     def run_warnings(self, end_s: float) -> list[str]:
-        """A warning when the ``catalogue`` preset prices the GPUs this run used at
-        different providers' rates (the catalogue's default price of each type comes
-        from whichever provider listed it): cost ratios then compare providers too."""
+        """A warning per GPU type whose TP all-reduces fell back to a PCIe ring for want
+        of a catalogue ``scaleup_fabric``, and one when the ``catalogue`` preset prices
+        the GPUs this run used at different providers' rates (the catalogue's default
+        price of each type comes from whichever provider listed it): cost ratios then
+        compare providers too."""
+        p = self.params
+        fabric = missing_fabrics(self.gpu_types, p.tp_options, p.tp_fabrics)
         if self.params.price_preset != "catalogue":
-            return []
+            return fabric
         specs = {i.cost.spec.name: i.cost.spec for i in self.instances}
         used = sorted(specs)
         providers = {t: specs[t].price("default").provider for t in used}
         firms = {text.split()[0] if text.split() else text for text in providers.values()}
         if len(firms) < 2:
-            return []
+            return fabric
         listed = ", ".join(f"{t}: {providers[t].split()[0]}" for t in used)
-        return [f"price_preset catalogue mixes providers ({listed}); cost figures compare "
+        return [*fabric, f"price_preset catalogue mixes providers ({listed}); cost figures compare "
                 "providers as well as GPUs: set workload.price_preset to one provider's "
                 "preset (devices/prices.yaml: aws-ondemand, lambda, runpod) to compare "
                 "GPUs alone"]  # fmt: skip
@@ -597,6 +624,28 @@ class ServingWorkload(Workload):
         out.update(model_trust((i.cost.transformer for i in self.instances),
                                float(self.times.prompt.mean()),
                                float(self.times.output.mean())))  # fmt: skip
+        out.update(self._energy(end_s))
+        return out
+
+    def _energy(self, end_s: float) -> dict[str, float | int | str]:
+        """The energy columns (:data:`ENERGY_METRICS`, :data:`SERVING_ENERGY_METRICS`):
+        each instance's iterations go to its GPUs' meters, once."""
+        if not getattr(self, "_energy_booked", False):
+            self._energy_booked = True
+            for inst in self.instances:
+                n = len(inst.device_tracks)  # 0: never placed (it ran nothing)
+                for name in inst.device_tracks:
+                    self.cluster.device(name).energy.add(inst.energy_J / n, inst.busy_s,
+                                                         inst.peak_W)  # fmt: skip
+        rep = energy_report(self.cluster, end_s)
+        record_tables(self.sim.recorder, rep)
+        out: dict[str, float | int | str] = dict(energy_columns(self.cluster, end_s, rep))
+        done = np.isfinite(self.times.finish_s)
+        tokens = float(self.times.output[done].sum())
+        accel = float(out["energy_accelerator_J"])
+        out.update(per_unit(accel, {"energy_per_request_J": float(done.sum()),
+                                    "energy_per_output_token_J": tokens}))  # fmt: skip
+        out["tokens_per_J"] = tokens / accel if accel > 0 else float("nan")
         return out
 
 

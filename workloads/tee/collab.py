@@ -48,19 +48,35 @@ from hetsim.workloads.tee.view import ProtectionPlan, ProtectionView
 class TeeCollabParams(WorkloadParams):
     """The ``workload:`` block of a collaborative-training TEE scenario."""
 
-    kind: Literal["tee-collab"] = "tee-collab"
-    model: str = "gpt3-6.7b"
-    steps: PositiveInt = 20
-    batch_sequences: PositiveInt = 8
-    seq_len: PositiveInt = 2048
-    dtype: str = "bf16"
+    kind: Literal["tee-collab"] = Field(
+        default="tee-collab", description="Workload kind (tee-collab)."
+    )
+    model: str = Field(
+        default="gpt3-6.7b",
+        description="Model trained: a GPT-3 size (gpt3-*) or a catalogue model.",
+    )
+    steps: PositiveInt = Field(default=20, description="Training steps run.")
+    batch_sequences: PositiveInt = Field(
+        default=8,
+        description="Sequences per step, split into the "
+        "micro-batches that fit in accelerator memory.",
+    )
+    seq_len: PositiveInt = Field(default=2048, description="Tokens per sequence.")
+    dtype: str = Field(
+        default="bf16",
+        description="Number format of the accelerator's forward and "
+        "backward (must have a peak on it).",
+    )
     accelerator: str | None = Field(default=None, description="device name; default: first npu/gpu")
     act_bytes_per_token_hidden: float = Field(
         default=34.0, gt=0, description="Korthikanti et al. 2022"
     )
     recompute: bool = Field(default=True, description="activation checkpointing per layer")
     adam_flops_per_param: float = Field(default=12.0, ge=0, description="reconstruction")
-    secure: SecureMemoryParams = SecureMemoryParams()
+    secure: SecureMemoryParams = Field(
+        default=SecureMemoryParams(),
+        description="Metadata-cache behaviour of the cacheline TEEs: simulated or fixed rates.",
+    )
     verify_latency_s: Seconds = Field(
         default=1e-6, ge=0, description="one MAC check (reconstruction)"
     )

@@ -45,20 +45,30 @@ from hetsim.workloads.tee.view import DECOMPOSE, TEE, ExecutionPlan, ExecutionVi
 class TeeNnaParams(WorkloadParams):
     """The ``workload:`` block of a TEE + NNA training scenario."""
 
-    kind: Literal["tee-nna"] = "tee-nna"
-    model: Literal["vgg16", "bert-base"] = "vgg16"
-    batch: PositiveInt = 64
-    steps: PositiveInt = 10
+    kind: Literal["tee-nna"] = Field(default="tee-nna", description="Workload kind (tee-nna).")
+    model: Literal["vgg16", "bert-base"] = Field(
+        default="vgg16", description="DNN trained: VGG-16 on 32x32 CIFAR-10 inputs, or BERT-base."
+    )
+    batch: PositiveInt = Field(default=64, description="Samples per training step.")
+    steps: PositiveInt = Field(default=10, description="Training steps run.")
     nnas: list[str] | None = Field(
         default=None, description="NNA device names; default all gpu/npu"
     )
-    enclave: str = "sgx-mee"
+    enclave: str = Field(
+        default="sgx-mee",
+        description="CPU TEE preset (devices/enclave.py: sgx-mee, tdx, h100-cc, tensor).",
+    )
     enclave_crypto_Bps: float | None = Field(
         default=None, gt=0, description="override of the enclave's crypto rate (EPC paging)"
     )
     tee_cores: PositiveInt | None = Field(default=4, description="enclave threads (reconstruction)")
-    tee_dtype: str = "fp32"
-    nna_dtype: str = "int8"
+    tee_dtype: str = Field(
+        default="fp32", description="Number format of the enclave's work on the CPU roofline."
+    )
+    nna_dtype: str = Field(
+        default="int8",
+        description="Number format of the linear ops on the NNAs (an NNA needs a peak in it).",
+    )
     epc_bytes: float = Field(default=93 * 2**20, gt=0, description="usable EPC (papers/tee.md 5)")
     masked_bytes_per_element: float = Field(default=4.0, gt=0, description="reconstruction")
     mask_bytes_per_element: float = Field(
@@ -126,7 +136,7 @@ class TeeNnaWorkload(Workload):
     ) -> None:
         super().__init__(sim, cluster, params, policies, base_dir)
         self.table = dnn_table(params.model)
-        self.nnas = params.nnas or cluster.device_names(kinds=("gpu", "npu"))
+        self.nnas = params.nnas or cluster.usable(("gpu", "npu"), "the tee_nna workload")
         if not self.nnas:
             raise ValueError("the cluster has no gpu/npu device to act as an NNA")
         cpu = cluster.host_of(self.nnas[0])

@@ -43,16 +43,29 @@ from hetsim.workloads.tee.verify_costs import (
 class TeeVerifyParams(WorkloadParams):
     """The ``workload:`` block of a verifiable-inference (Slalom) scenario."""
 
-    kind: Literal["tee-verify"] = "tee-verify"
-    model: Literal["vgg16-imagenet", "vgg16"] = "vgg16-imagenet"
+    kind: Literal["tee-verify"] = Field(
+        default="tee-verify", description="Workload kind (tee-verify)."
+    )
+    model: Literal["vgg16-imagenet", "vgg16"] = Field(
+        default="vgg16-imagenet",
+        description="DNN verified: VGG-16 on 224x224 ImageNet inputs "
+        "(Slalom's) or on 32x32 CIFAR-10 inputs.",
+    )
     batch: PositiveInt = Field(16, description="verified batch (run_all.sh: 16)")
     baseline_batch: PositiveInt = Field(1, description="in-enclave batch (run_all.sh: 1)")
     batches: PositiveInt = Field(4, description="batches run (run_all.sh: 4)")
     verify: VerifyMode = Field(
         "preproc", description="r^T W precomputed offline (preproc) or per batch (online)"
     )
-    gpu: str | None = None
-    enclave: str = "sgx-mee"
+    gpu: str | None = Field(
+        default=None,
+        description="Cluster device running the outsourced linear "
+        "layers (null: the first GPU or NPU).",
+    )
+    enclave: str = Field(
+        default="sgx-mee",
+        description="CPU enclave preset (devices/enclave.py: sgx-mee, tdx, h100-cc, tensor).",
+    )
     enclave_crypto_Bps: PositiveFloat | None = Field(
         default=None, description="override of the enclave's crypto rate (EPC paging)"
     )
@@ -72,8 +85,14 @@ class TeeVerifyParams(WorkloadParams):
     nonlinear_bytes_per_element: NonNegativeFloat = Field(
         8.0, description="nonlinear pass: read the output, write the next input"
     )
-    tee_dtype: str = "fp32"
-    gpu_dtype: str = "fp32"
+    tee_dtype: str = Field(
+        default="fp32",
+        description="Number format of the enclave's checks, nonlinearities "
+        "and baseline forward on the CPU roofline.",
+    )
+    gpu_dtype: str = Field(
+        default="fp32", description="Number format of the linear layers on the GPU roofline."
+    )
 
 
 @workloads.register("tee-verify")

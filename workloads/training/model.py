@@ -30,13 +30,18 @@ class TransformerSpec(BaseModel):
     """A GPT/Llama-style dense transformer and its per-iteration shape."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    layers: PositiveInt = 32
-    hidden: PositiveInt = 4096
-    heads: PositiveInt = 32
-    ffn: PositiveInt = 16384
-    vocab: PositiveInt = 32000
-    seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_TOKENS)
-    micro_batch: PositiveInt = 1
+    layers: PositiveInt = Field(default=32, description="Transformer layers.")
+    hidden: PositiveInt = Field(default=4096, description="Hidden size h (a multiple of heads).")
+    heads: PositiveInt = Field(default=32, description="Attention heads.")
+    ffn: PositiveInt = Field(
+        default=16384, description="FFN inner size f (a layer has 4 h^2 + 2 h f parameters)."
+    )
+    vocab: PositiveInt = Field(
+        default=32000,
+        description="Vocabulary size (untied embedding and output head: 2 v h parameters).",
+    )
+    seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_TOKENS, description="Tokens per sequence.")
+    micro_batch: PositiveInt = Field(default=1, description="Sequences per micro-batch.")
     flash_attention: bool = Field(
         default=True, description="fused attention: no s^2 tensors stored"
     )

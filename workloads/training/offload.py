@@ -53,7 +53,9 @@ class CpuAdamCost(BaseModel):
     bytes_per_param: PositiveFloat = Field(
         default=28.0, description="host DRAM traffic, reconstruction"
     )
-    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    dtype: Literal["fp32", "bf16", "fp16"] = Field(
+        default="fp32", description="Number format of the CPU-Adam step on the CPU roofline."
+    )
 
 
 @dataclass(frozen=True)

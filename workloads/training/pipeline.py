@@ -72,15 +72,35 @@ LLAMA70B = TransformerSpec(
 class PipelineParams(WorkloadParams):
     """The ``workload:`` block of a pipeline-schedule scenario."""
 
-    kind: Literal["training-pipeline"] = "training-pipeline"
-    model: TransformerSpec = LLAMA70B
-    stages: PositiveInt = 8
-    micro_batches: PositiveInt = 8
+    kind: Literal["training-pipeline"] = Field(
+        default="training-pipeline", description="Workload kind (training-pipeline)."
+    )
+    model: TransformerSpec = Field(
+        default=LLAMA70B,
+        description="The dense transformer trained (default: a "
+        "Llama-3-70B shape at 131072 tokens per sequence).",
+    )
+    stages: PositiveInt = Field(
+        default=8, description="Pipeline stages (the model's layers split evenly over them)."
+    )
+    micro_batches: PositiveInt = Field(default=8, description="Micro-batches per iteration.")
     tp: PositiveInt = Field(8, description="tensor-parallel degree inside a stage")
-    recompute: Literal["none", "full"] = "none"
-    dtype: Literal["bf16", "fp16"] = "bf16"
-    p2p_link: str = "ib-ndr"
-    device: str | None = None
+    recompute: Literal["none", "full"] = Field(
+        default="none",
+        description="Activation recomputation: none, or full (every backward reruns its forward).",
+    )
+    dtype: Literal["bf16", "fp16"] = Field(
+        default="bf16",
+        description="Number format of compute and of the activations sent between stages.",
+    )
+    p2p_link: str = Field(
+        default="ib-ndr",
+        description="Catalogue link type carrying activations between adjacent stages.",
+    )
+    device: str | None = Field(
+        default=None,
+        description="Cluster device that prices a stage's compute (null: the first GPU or NPU).",
+    )
     cost_model: CostModel = Field(
         "kernel",
         description="kernel: each chunk as its layers' kernels (the training-parallel "

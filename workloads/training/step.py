@@ -82,7 +82,9 @@ from pydantic import (
 
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.energy import ENERGY_COLUMNS, POWER_COLUMNS, STEP_ENERGY_METRICS
 from hetsim.devices.kernels import elementwise_time_s, kernel_fits
+from hetsim.devices.power import compute_roof_flops, power_model
 from hetsim.devices.precision import Precision
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.budget import WorkEstimate
@@ -134,15 +136,24 @@ class ModelParams(BaseModel):
     """An inline dense transformer (``model:`` may also name a catalogue model)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str = "custom"
-    layers: PositiveInt
-    hidden: PositiveInt
-    heads: PositiveInt
-    kv_heads: PositiveInt | None = None
-    ffn: PositiveInt
-    vocab: PositiveInt
-    gated_mlp: bool = True
-    tied_embeddings: bool = False
+    name: str = Field(default="custom", description="Name of the inline model in tables.")
+    layers: PositiveInt = Field(description="Transformer layers.")
+    hidden: PositiveInt = Field(description="Hidden size (a multiple of heads).")
+    heads: PositiveInt = Field(description="Attention (query) heads.")
+    kv_heads: PositiveInt | None = Field(
+        default=None,
+        description="Key/value heads for grouped-query attention (null: heads, plain multi-head).",
+    )
+    ffn: PositiveInt = Field(description="FFN inner size of a dense layer.")
+    vocab: PositiveInt = Field(description="Vocabulary size.")
+    gated_mlp: bool = Field(
+        default=True,
+        description="Gated MLP (gate, up and down projections, as "
+        "Llama's SwiGLU); false: two projections.",
+    )
+    tied_embeddings: bool = Field(
+        default=False, description="The output head shares the input embedding's weights."
+    )
     experts: NonNegativeInt = Field(0, description="routed experts per MoE layer (0: dense)")
     top_k: NonNegativeInt = Field(0, description="experts each token is routed to")
     expert_ffn: NonNegativeInt = Field(0, description="FFN width of one routed expert")
@@ -166,19 +177,26 @@ class ModelParams(BaseModel):
 class ParallelTrainingParams(WorkloadParams):
     """The ``workload:`` block of a ``training-parallel`` scenario."""
 
-    kind: Literal["training-parallel"] = "training-parallel"
+    kind: Literal["training-parallel"] = Field(
+        default="training-parallel", description="Workload kind (training-parallel)."
+    )
     model: str | ModelParams = Field(
         "llama-3-8b", description="catalogue model name, or an inline model"
     )
-    device: str | None = None
-    tp: PositiveInt = 1
-    cp: PositiveInt = 1
+    device: str | None = Field(
+        default=None,
+        description="Cluster device that prices each rank's kernels (null: the first GPU or NPU).",
+    )
+    tp: PositiveInt = Field(default=1, description="Tensor-parallel degree.")
+    cp: PositiveInt = Field(
+        default=1, description="Context-parallel degree (each rank keeps seq_len / cp tokens)."
+    )
     cp_comm: Literal["ring", "ulysses"] = Field(
         "ring",
         description="context-parallel exchange: ring attention's K/V, or Ulysses' "
         "all-to-all of heads",
     )
-    pp: PositiveInt = 1
+    pp: PositiveInt = Field(default=1, description="Pipeline-parallel degree (stages).")
     dp: PositiveInt = Field(1, description="data-parallel degree (FSDP shards included)")
     ep: PositiveInt = Field(1, description="expert-parallel degree, out of the tp x cp x dp ranks")
     moe_capacity_factor: PositiveFloat | None = Field(
@@ -187,30 +205,72 @@ class ParallelTrainingParams(WorkloadParams):
     moe_load_imbalance: float = Field(
         1.0, ge=1.0, description="busiest EP rank's routed tokens over the balanced share"
     )
-    moe_pad_to_capacity: bool = False
-    gpus_per_node: PositiveInt = 8
-    micro_batch: PositiveInt = 1
-    seq_len: PositiveInt = 2048
+    moe_pad_to_capacity: bool = Field(
+        default=False,
+        description="MoE: every EP rank computes its full capacity (padded "
+        "tokens), not the busiest rank's routed load.",
+    )
+    gpus_per_node: PositiveInt = Field(
+        default=8,
+        description="GPUs per node: consecutive ranks share a node's scale-up fabric and its NIC.",
+    )
+    micro_batch: PositiveInt = Field(default=1, description="Sequences per micro-batch.")
+    seq_len: PositiveInt = Field(default=2048, description="Tokens per sequence.")
     global_batch: PositiveInt = Field(8, description="sequences per optimizer step")
     precision: Literal["bf16", "fp16", "fp8"] = Field(
         "bf16", description="GEMM format (fp8: FP8 linears, attention stays bf16)"
     )
-    sequence_parallel: bool = True
+    sequence_parallel: bool = Field(
+        default=True,
+        description="Megatron sequence parallelism: TP all-reduces become "
+        "reduce-scatter + all-gather and norms run on T / tp tokens.",
+    )
     recompute: Literal["none", "selective", "op", "full"] = Field(
         "none",
         description="activation recomputation: Megatron's selective (attention core), "
         "torchtitan's op-level selective (op), or full",
     )
-    tp_comm_overlap: bool = False
-    tp_overlap_chunks: PositiveInt = 4
+    tp_comm_overlap: bool = Field(
+        default=False,
+        description="Hide TP collectives behind the adjacent GEMM in tp_overlap_chunks "
+        "pieces (Megatron's userbuffer overlap; reconstruction).",
+    )
+    tp_overlap_chunks: PositiveInt = Field(
+        default=4,
+        description="Pieces a TP collective is split into under "
+        "tp_comm_overlap: exposed max(comm - gemm, comm / "
+        "chunks).",
+    )
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage; 3 is FSDP FULL_SHARD")
-    overlap_grad_reduce: bool = True
-    overlap_param_gather: bool = True
+    overlap_grad_reduce: bool = Field(
+        default=True,
+        description="Reduce each gradient bucket as soon as it is full, "
+        "overlapping the backward (false: all after the backward).",
+    )
+    overlap_param_gather: bool = Field(
+        default=True,
+        description="ZeRO 1/2: overlap the all-gather of updated parameters "
+        "with the next step's first forward unit.",
+    )
     bucket_params: PositiveInt = Field(40_000_000, description="Megatron-LM's DDP default")
-    fsdp_prefetch: PositiveInt = 1
-    grad_bytes_per_param: Literal[2, 4] = 2
-    intra_fabric: str = "h100-nvswitch"
-    inter_fabric: str = "h100-ib-ndr-multinode"
+    fsdp_prefetch: PositiveInt = Field(
+        default=1,
+        description="ZeRO 3: layers whose parameters are all-gathered ahead of the one computing.",
+    )
+    grad_bytes_per_param: Literal[2, 4] = Field(
+        default=2,
+        description="Bytes per gradient value held and "
+        "reduce-scattered (4 where FSDP reduces in "
+        "fp32).",
+    )
+    intra_fabric: str = Field(
+        default="h100-nvswitch",
+        description="Catalogue collective fabric inside a node (scale-up, e.g. NVSwitch).",
+    )
+    inter_fabric: str = Field(
+        default="h100-ib-ndr-multinode",
+        description="Catalogue collective fabric across nodes (scale-out NICs).",
+    )
     node_nic_Bps: float | None = Field(
         None, gt=0, description="NIC bandwidth per node (default: the inter fabric's)"
     )
@@ -438,6 +498,7 @@ class ParallelTrainingWorkload(Workload):
         "borrowed_fits": "GPU.class<-device for every kernel class priced with another "
         "device's fit; GPU.sustained<-device and GPU.gemm.<format>_scale<-device for a "
         "clock ratio or GEMM format scale measured on another device",
+        **STEP_ENERGY_METRICS,
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: ParallelTrainingParams,
@@ -1005,7 +1066,60 @@ class ParallelTrainingWorkload(Workload):
             "replicas_simulated": len(self.replicas),
             "sustained_matmul_ratio": self.sustained_ratio,
             **self._trust(),
+            **self._energy(hfu * peak * it, tokens, parts["compute"] + parts["recompute"]),
         }  # fmt: skip
+
+    def _energy(self, flops_per_gpu: float, tokens: int, kernel_s: float) -> dict[str, Any]:
+        """Energy of one step (:data:`TRAINING_ENERGY_METRICS`): every GPU of the world
+        idles through its stage's bubbles and is busy the rest of the step, its kernels
+        at the compute utilisation of the step's hardware FLOPs (recompute included) at
+        the clock model's compute roof (devices/power.py)."""
+        it, world = self.iteration_s, self.layout.world
+        pm = power_model(self.spec)
+        roof = compute_roof_flops(self.spec, self.precision.math_dtype(), self.sustained_ratio)
+        busy = it * (1.0 - float(self.summary_bubble()))
+        compute = flops_per_gpu / roof if roof > 0 else 0.0
+        per_gpu = pm.idle_W * it + pm.interval_J(busy, compute)
+        peak_W = pm.busy_W(compute / kernel_s) if kernel_s > 0 else pm.memory_W
+        step_J = world * per_gpu
+        self._power_tables(pm, per_gpu, busy, peak_W)
+        return {
+            "energy_per_step_J": step_J,
+            "energy_per_token_J": step_J / tokens,
+            "tokens_per_J": tokens / step_J if step_J > 0 else float("nan"),
+            "avg_power_W": per_gpu / it if it > 0 else float("nan"),
+            "peak_power_W": peak_W,
+            "avg_power_W_by_type": f"{self.spec.name}:{per_gpu / it:.6g}" if it > 0 else "",
+            "peak_power_W_by_type": f"{self.spec.name}:{peak_W:.6g}",
+            "power_limit_W": pm.limit_W,
+        }
+
+    def _power_tables(self, pm: Any, per_gpu_J: float, busy_s: float, kernel_W: float) -> None:
+        """The ``energy`` table (one row: a GPU of the world over the step) and the
+        ``power`` table: per pipeline stage, the kernel draw over each scheduled unit
+        (forward, backward...) of the slowest replica, idle between units, and
+        ``memory_W`` from the stage's last unit to the step's end (DP tail, optimizer)."""
+        rec, it = self.sim.recorder, self.iteration_s
+        rec.table("energy", ENERGY_COLUMNS).append(
+            "each GPU", self.spec.name, self.spec.kind, per_gpu_J, busy_s,
+            per_gpu_J / it if it > 0 else 0.0, kernel_W,
+        )  # fmt: skip
+        table = rec.table("power", POWER_COLUMNS)
+        for d, (starts, ends) in enumerate(zip(self.starts, self.ends, strict=True)):
+            name = f"stage{d}"
+            for a, b in sorted(zip(starts, ends, strict=True)):
+                table.append(name, a, kernel_W)
+                table.append(name, b, pm.idle_W)
+            last = max(ends, default=0.0)
+            if last < it:
+                table.append(name, last, pm.memory_W)
+            table.append(name, it, pm.idle_W)
+
+    def summary_bubble(self) -> float:
+        """Mean over stages of the pipeline bubble's share of the step (``bubble``)."""
+        return float(bubble_fraction(self.starts, self.ends, [
+            sum(self._time(d, u) * self.factor[d] for u in o) + self.helped_s[d]
+            for d, o in enumerate(self.sched.order)]).mean())  # fmt: skip
 
     def _trust(self) -> dict[str, str]:
         """Which kernel fits priced the step (``docs/fidelity`` copies these columns)."""

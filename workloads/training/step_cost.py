@@ -47,7 +47,8 @@ priced by the GEMM class's ``format_compute_scale`` (fitted to the K03 cuBLASLt 
 measurements, themselves sustained), once, in the kernel layer, as in every other domain;
 the sustained ratio is not applied on top. No power-capped H100 measurement is in hand:
 the 500 W part carries the 700 W value as an upper bound, and the ratio is swept in
-``scenarios/training-power-limit.yaml``.
+``scenarios/training-power-limit.yaml``. A run's power cap (``power_cap_w``,
+:mod:`hetsim.devices.power`) multiplies the ratio by its clock factor, in the kernel layer.
 
 **Eager elementwise kernels** (``elementwise_impl: torchtitan-eager``; default ``fused``).
 Without ``torch.compile``, torchtitan's Llama runs each PyTorch op of its RMSNorm (fp32

@@ -27,7 +27,9 @@ from pydantic import (
 )
 
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.kernels import kernel_fits
 from hetsim.devices.memory import OutOfMemory
+from hetsim.devices.power import cap_ratio, compute_roof_flops, power_model
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.limits import Seconds
@@ -60,10 +62,19 @@ class Variability(BaseModel):
     """Eager-mode sequence changes, drawn every ``every_iters`` iterations (0: never)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    every_iters: NonNegativeInt = 0
+    every_iters: NonNegativeInt = Field(
+        default=0,
+        description="Iterations between draws of a new op sequence "
+        "(0: the sequence never changes).",
+    )
     seq_lens: list[PositiveInt] = Field(default_factory=list, description="drawn uniformly")
     branch_ops: NonNegativeInt = Field(default=0, description="ops per layer of an optional branch")
-    branch_prob: float = Field(default=0.5, ge=0, le=1)
+    branch_prob: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Chance that a drawn sequence includes the optional branch's ops.",
+    )
     moe_ops_max: NonNegativeInt = Field(default=0, description="routing ops per layer, 0..max")
     ffn_tokens: list[PositiveFloat] = Field(
         default_factory=list,
@@ -75,17 +86,24 @@ class Variability(BaseModel):
 class TrainingParams(WorkloadParams):
     """The ``workload:`` block of a single-accelerator training-memory scenario."""
 
-    kind: Literal["training"] = "training"
-    model: TransformerSpec = Field(default_factory=lambda: TransformerSpec())
+    kind: Literal["training"] = Field(default="training", description="Workload kind (training).")
+    model: TransformerSpec = Field(
+        default_factory=lambda: TransformerSpec(),
+        description="The dense transformer trained and its per-iteration shape.",
+    )
     size_x_hbm: float | None = Field(None, gt=0, description="set layers to this footprint/HBM")
-    iterations: PositiveInt = 20
-    dtype: Literal["bf16", "fp16"] = "bf16"
-    device: str | None = None
+    iterations: PositiveInt = Field(default=20, description="Training iterations run.")
+    dtype: Literal["bf16", "fp16"] = Field(
+        default="bf16", description="Number format of parameters, activations and compute."
+    )
+    device: str | None = Field(
+        default=None, description="Cluster device the model trains on (null: the first GPU or NPU)."
+    )
     cost_model: Literal["kernel", "roofline"] = Field(
         "kernel",
         description="kernel: each op priced by its kernel class (GEMM shape, flash attention, "
         "elementwise; workloads/training/op_cost.py); roofline: every op at the device's "
-        "large-GEMM efficiency (the pricing before issue 15, for comparisons)",
+        "large-GEMM efficiency (the older, coarser pricing, kept for comparisons)",
     )
     attention_peak_fraction: float | None = Field(
         None,
@@ -96,14 +114,20 @@ class TrainingParams(WorkloadParams):
         "extrapolated; FlashAttention-2 measured 0.50-0.73 on A100, 0.35 on H100)",
     )
     gpu_clocks: GpuClocks = Field(default=DEFAULT_GPU_CLOCKS, description=GPU_CLOCKS_DESCRIPTION)
-    variability: Variability = Field(default_factory=lambda: Variability())
+    variability: Variability = Field(
+        default_factory=lambda: Variability(),
+        description="Eager-mode op-sequence changes drawn during the run (default: none).",
+    )
     profiler_op_overhead_s: Seconds = Field(
         20e-6, description="profiler hook cost per ATen dispatch (reconstruction)"
     )
     dispatch_scale: NonNegativeFloat = Field(
         1.0, description="scales the ATen dispatches per op (ops.DISPATCHES, reconstruction)"
     )
-    timeline_iterations: list[NonNegativeInt] = Field(default_factory=list)
+    timeline_iterations: list[NonNegativeInt] = Field(
+        default_factory=list,
+        description="Iterations whose every op is written to the op timeline table.",
+    )
     oom_fallback: OomFallback = Field(
         default_factory=lambda: OomFallback(),
         description="the runtime's forced swap when an allocation does not fit and the plan "
@@ -315,4 +339,32 @@ class TrainingWorkload(Workload):
         else:
             out.update(model_fits="roofline", kernel_classes="", borrowed_fits="",
                        fit_extrapolated="")  # fmt: skip
+        out.update(self._energy(sum(flops)))
         return out
+
+    def _energy(self, model_flops: float) -> dict[str, float]:
+        """Energy of the completed iterations (:data:`SINGLE_GPU_ENERGY_METRICS`): the GPU
+        idles while it stalls on swaps and is busy the rest of each step, its kernels at
+        the compute utilisation of the model FLOPs at the clock model's compute roof."""
+        st = self.stats
+        total = float(sum(s.step_s for s in st))
+        stall = float(sum(s.stall_s for s in st))
+        spec, p = self.dev.spec, self.params
+        pm = power_model(spec)
+        clock = (kernel_fits(spec, p.gpu_clocks).clock_ratio if p.cost_model == "kernel"
+                 else cap_ratio(spec))  # fmt: skip
+        roof = compute_roof_flops(spec, p.dtype, clock)
+        busy = max(total - stall, 0.0)
+        compute = model_flops / roof if roof > 0 else 0.0
+        energy = pm.idle_W * total + pm.interval_J(busy, compute)
+        steps = len(st)
+        if pm.tdp_W <= 0:  # no board power in the catalogue (Ascend 910B): not computable
+            nan = float("nan")
+            return {"energy_per_step_J": nan, "avg_power_W": nan, "peak_power_W": nan,
+                    "power_limit_W": nan}  # fmt: skip
+        return {
+            "energy_per_step_J": energy / steps if steps else float("nan"),
+            "avg_power_W": energy / total if total > 0 else float("nan"),
+            "peak_power_W": pm.busy_W(compute / busy) if busy > 0 else pm.idle_W,
+            "power_limit_W": pm.limit_W,
+        }

@@ -1,0 +1,63 @@
+"""The energy meter of one device: its idle floor plus each busy interval's draw above
+idle, from the device's power model (:mod:`hetsim.devices.power`). A compute device owns
+one; :mod:`hetsim.devices.energy` turns every meter of a cluster into a run's report."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hetsim.devices.power import PowerModel
+
+if TYPE_CHECKING:
+    from hetsim.simulator.recorder import Recorder
+
+POWER_TRACK_SUFFIX = " power"
+"""Suffix of a device's power counter track in the trace (``"node/gpu0 power"``)."""
+
+
+class EnergyMeter:
+    """Energy of one device over a run: its idle floor plus each busy interval's draw
+    above idle (module doc). ``active_J`` is that energy above idle, ``busy_s`` the busy
+    time reported, ``peak_W`` the highest draw seen (idle if never busy)."""
+
+    __slots__ = ("_recorder", "active_J", "busy_s", "model", "peak_W", "track")
+
+    def __init__(
+        self, model: PowerModel, recorder: Recorder | None = None, track: str = ""
+    ) -> None:
+        self.model = model
+        self.active_J = 0.0
+        self.busy_s = 0.0
+        self.peak_W = model.idle_W
+        self._recorder = recorder
+        self.track = track + POWER_TRACK_SUFFIX if track else ""
+
+    def busy(self, start_s: float, end_s: float, utilisation: float = 0.0) -> float:
+        """Account the busy interval [start_s, end_s] at compute utilisation
+        ``utilisation`` (0: memory-bound, 1: compute-bound); returns its draw in W."""
+        m = self.model
+        power = m.busy_W(utilisation)
+        d = end_s - start_s
+        if d > 0:
+            self.active_J += (power - m.idle_W) * d
+            self.busy_s += d
+            if power > self.peak_W:
+                self.peak_W = power
+        rec = self._recorder
+        if rec is not None and rec.record_spans and self.track:
+            rec.counter(self.track, start_s, power)
+            rec.counter(self.track, end_s, m.idle_W)
+        return power
+
+    def add(self, active_J: float, busy_s: float, peak_W: float | None = None) -> None:
+        """Add an aggregated integral: ``active_J`` above idle over ``busy_s`` busy
+        seconds, the highest draw among them ``peak_W`` (for hot paths and analytic
+        domains that integrate themselves)."""
+        self.active_J += active_J
+        self.busy_s += busy_s
+        if peak_W is not None and peak_W > self.peak_W:
+            self.peak_W = peak_W
+
+    def energy_J(self, horizon_s: float) -> float:
+        """Energy over a run of ``horizon_s`` seconds (idle outside the busy intervals)."""
+        return self.model.idle_W * max(horizon_s, 0.0) + self.active_J
