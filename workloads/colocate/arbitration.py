@@ -139,6 +139,7 @@ class Arbitration:
             w._free[dev.spec.name][dev.node].remove(d)
             self.ledger.move(d, self.serving, target)
             self.lent[d] = target
+            self.members[target].cluster.admit(d)
         if picked:
             self.members[target].grant(picked)
 
@@ -167,6 +168,7 @@ class Arbitration:
             raise InvariantViolation(f"arbiter: {d} returned by {h}, which did not borrow it")
         self.returning.discard(d)
         self.ledger.move(d, h, self.serving)
+        self.members[h].cluster.drop(d)
         dev = w.cluster.device(d)
         w._free[dev.spec.name].setdefault(dev.node, []).append(d)
 

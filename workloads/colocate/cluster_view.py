@@ -6,52 +6,51 @@ from collections.abc import Iterable
 from typing import Any
 
 from hetsim.devices.cluster import Cluster
-from hetsim.devices.compute import ComputeDevice
 
 ACCELERATORS = ("gpu", "npu")
 
 
-class ClusterView:
-    """One workload's window on the shared :class:`~devices.cluster.Cluster`: listing
-    and picking devices shows only the accelerators assigned to it (CPUs and switches
-    stay visible to all: hosts are shared); memory pools, links, copies and groups are
-    the shared cluster's, so every workload's allocations and transfers are accounted
-    (and contend) together. ``whole`` is the shared cluster."""
+class ClusterView(Cluster):
+    """One workload's window on the shared :class:`~devices.cluster.Cluster`.
+
+    A :class:`Cluster` whose device index holds only the accelerators the workload holds
+    now (CPUs and switches stay visible to all: hosts are shared), so every listing and
+    look-up (``device_names``, ``usable``, ``accelerator``, ``device``) sees only those;
+    the memory pools, links, copies and collective groups are the shared cluster's
+    objects, so every workload's allocations and transfers are accounted (and contend)
+    together. ``whole`` is the shared cluster; :meth:`admit` and :meth:`drop` follow the
+    arbiter's grants. On a shared device (a sharing model other than exclusive),
+    :meth:`memory` is this workload's share of the pool (``pools``)."""
 
     def __init__(
         self, cluster: Cluster, devices: Iterable[str], pools: dict[str, Any] | None = None
-    ) -> None:
+    ) -> None:  # no Cluster.__init__: the shared cluster's state, an own device index
+        self.__dict__.update(cluster.__dict__)
         self.whole = cluster
-        self.own = frozenset(devices)
+        own = set(devices)
+        self._devices = {
+            n: d for n, d in cluster._devices.items()
+            if n in own or d.spec.kind not in ACCELERATORS
+        }  # fmt: skip
+        self._by_kind = {
+            k: [n for n in names if n in self._devices] for k, names in cluster._by_kind.items()
+        }
         #: this workload's share of the memory of each device it shares (sharing.PoolShare)
         self.pools = dict(pools or {})
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.whole, name)
+    def admit(self, name: str) -> None:
+        """``name`` joins the devices this workload sees (a GPU lent to it)."""
+        keep = set(self._devices) | {name}
+        self._devices = {n: d for n, d in self.whole._devices.items() if n in keep}
+        kind = self.whole.device(name).spec.kind
+        self._by_kind[kind] = [n for n in self.whole._by_kind[kind] if n in keep]
 
-    def _visible(self, name: str) -> bool:
-        return name in self.own or self.whole.device(name).spec.kind not in ACCELERATORS
-
-    def device_names(self, kinds: Iterable[str] | None = None) -> list[str]:
-        """Device names (optionally of ``kinds``) this workload may use, in order."""
-        return [n for n in self.whole.device_names(kinds) if self._visible(n)]
-
-    def devices(self) -> list[ComputeDevice]:
-        """Compute devices this workload may use, in configuration order."""
-        return [self.whole.device(n) for n in self.device_names()]
+    def drop(self, name: str) -> None:
+        """``name`` leaves the devices this workload sees (a lent GPU returned)."""
+        dev = self._devices.pop(name)
+        self._by_kind[dev.spec.kind].remove(name)
 
     def memory(self, name: str) -> Any:
         """The memory pool of ``name``: this workload's share where the device is shared."""
         share = self.pools.get(name)
-        return share if share is not None else self.whole.memory(name)
-
-    def accelerator(self, name: str | None, field: str) -> str:
-        """As :meth:`Cluster.accelerator`, over this workload's accelerators."""
-        if name is not None:
-            if not self._visible(name):
-                raise KeyError(f"{field}: device {name!r} is not assigned to this workload")
-            return name
-        found = self.device_names(ACCELERATORS)
-        if not found:
-            raise ValueError(f"{field}: no gpu or npu is assigned to this workload")
-        return found[0]
+        return share if share is not None else super().memory(name)

@@ -101,8 +101,9 @@ class TrainingJobsParams(WorkloadParams):
         default="full", description="activation recomputation of the training cost model"
     )
     fabrics: dict[str, str] = Field(
-        default_factory=lambda: {"h100-sxm": "h100-nvswitch", "a100-80gb": "a100-nvswitch"},
-        description="GPU type -> collective fabric of a gang; jobs run only on these types",
+        default_factory=dict,
+        description="GPU type -> collective fabric of a gang, over the catalogue's "
+        "scaleup_fabric; jobs run only on types with a named fabric (not pcie or link)",
     )
     submit_interval_s: Seconds = Field(default=0.0, description="seconds between job submissions")
     checkpoint: CheckpointCost = Field(
@@ -152,14 +153,16 @@ class TrainingJobsWorkload(Workload):
         self.step_s: dict[str, tuple[float, int]] = {}
         whole = getattr(cluster, "whole", cluster)  # beside others: every type it may be lent
         types = {d.spec.name for d in whole.devices() if d.spec.kind in ACCELERATORS}
-        for t in sorted(types & set(p.fabrics)):
+        specs = {d.spec.name: d.spec for d in whole.devices() if d.spec.kind in ACCELERATORS}
+        self.fabric = {t: p.fabrics.get(t) or specs[t].scaleup_fabric for t in types}
+        for t in sorted(t for t in types if self.fabric[t] not in ("", "pcie", "link")):
             cost = self._price(t)
             if cost is not None:
                 self.step_s[t] = cost
         if not self.step_s:
             raise ValueError(
-                "fabrics: no GPU type of the cluster can run a job (a type needs a fabric "
-                "entry and must hold a rank's state)"
+                "fabrics: no GPU type of the cluster can run a job (a type needs a named "
+                "scale-up fabric and must hold a rank's state)"
             )
         self.jobs = [Job(j, j * p.submit_interval_s) for j in range(p.num_jobs)]
         self.queue: deque[int] = deque()
@@ -191,7 +194,7 @@ class TrainingJobsWorkload(Workload):
                 "kind": "training-parallel", "model": p.model, "dp": p.gpus_per_job,
                 "micro_batch": p.micro_batch, "global_batch": p.gpus_per_job * p.micro_batch,
                 "seq_len": p.seq_len, "zero": 3, "recompute": p.recompute,
-                "intra_fabric": p.fabrics[gpu_type], "gpus_per_node": max(8, p.gpus_per_job),
+                "intra_fabric": self.fabric[gpu_type], "gpus_per_node": max(8, p.gpus_per_job),
             },
             "outputs": {"spans": False},
         }  # fmt: skip
