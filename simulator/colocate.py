@@ -292,6 +292,7 @@ def build_colocated(sc: Any, sim: Any) -> Built:
     from hetsim.workloads.colocate.cluster_view import ClusterView
     from hetsim.workloads.colocate.ledger import Ledger
     from hetsim.workloads.colocate.sharing import PoolShare, fraction, share_serving, slowdowns
+    from hetsim.workloads.colocate.sim_view import SimulationView
 
     col: Colocation = sc.colocation
     sim.run_nested = run_nested
@@ -301,6 +302,13 @@ def build_colocated(sc: Any, sim: Any) -> Built:
         raise ScenarioError(sc.file, "cluster", str(e).strip("'\"")) from None
     ledger = Ledger(sim, shared=set(col.shared))
     factors = slowdowns(col)
+    kind_count: dict[str, int] = {}
+    for m in col.members:
+        kind_count[m.params.kind] = kind_count.get(m.params.kind, 0) + 1
+
+    def wsim(m: Member) -> Any:  # own streams and tables only beside one of its kind
+        return SimulationView(sim, m.name) if kind_count[m.params.kind] > 1 else sim
+
     members: dict[str, Any] = {}
     kinds: dict[str, str] = {}
     for m in col.members:
@@ -316,7 +324,7 @@ def build_colocated(sc: Any, sim: Any) -> Built:
         view = ClusterView(cluster, m.devices, pools)
         try:
             with csv_field_limit():
-                members[m.name] = m.cls(sim, view, m.params, pols, sc.base_dir)
+                members[m.name] = m.cls(wsim(m), view, m.params, pols, sc.base_dir)
         except TraceError:
             raise
         except FieldError as e:
@@ -375,7 +383,7 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
     used: dict[str, list[tuple[str, float, float]]] = {}
     for name, w in members.items():
         if kinds[name] == "serving":
-            used[name] = arb.serving_spans(end_s)
+            used[name] = arb.serving_spans(name, end_s)
         elif hasattr(w, "busy_spans"):
             used[name] = w.busy_spans(end_s)
     ledger.check(end_s, used)

@@ -196,3 +196,20 @@ def test_fractions_must_name_workloads_and_fit(
                                     "fractions": {"serving": 0.7, "training": 0.6}},
                         "workloads.training.devices": ["h100/*", "a100/*"]})  # fmt: skip
     assert cli_error(tmp_path, capsys, text).startswith("sharing.fractions")
+
+
+def test_two_workloads_of_one_kind_draw_apart_and_keep_their_tables() -> None:
+    raw = _raw()
+    a = raw["workloads"]["serving"]
+    a["requests"]["num_requests"] = 500
+    a["requests"]["rate_per_s"] = 10
+    a["devices"] = ["a100/*"]
+    b = {**a, "devices": ["l40s/*"], "requests": dict(a["requests"])}
+    raw["workloads"] = {"a": a, "b": b}
+    raw["policies"] = {"arbiter": "static"}
+    res = hetsim.run(from_dict(raw, str(COLOCATE), COLOCATE.parent))
+    ta, tb = res.tables["a.requests"], res.tables["b.requests"]
+    assert len(ta) == len(tb) == 500
+    assert not (ta["arrival_s"].to_numpy() == tb["arrival_s"].to_numpy()).all()
+    assert set(res.tables["a.instances"]["devices"]) <= {f"a100/gpu{i}" for i in range(8)}
+    assert all(d.startswith("l40s/") for d in res.tables["b.instances"]["devices"])

@@ -43,19 +43,21 @@ class Arbitration:
         self.returning: set[str] = set()
         self.estimate: LoadEstimate | None = None
         self.rows = sim.recorder.table("arbiter", ARBITER_COLUMNS)
-        self.created: dict[int, float] = {}
-        if self.serving:
-            self._watch_serving(members[self.serving])
+        #: serving workload -> instance number -> when it was made
+        self.created: dict[str, dict[int, float]] = {}
+        for name in serving:
+            self._watch_serving(name, members[name])
 
-    def _watch_serving(self, w: Any) -> None:
+    def _watch_serving(self, name: str, w: Any) -> None:
         """Record when each serving instance is made (its GPUs are busy from then)."""
+        made_s = self.created.setdefault(name, {})
         for inst in w.instances:
-            self.created[inst.number] = 0.0
+            made_s[inst.number] = 0.0
         make = w.make_instance
 
         def made(spec: Any) -> Any:
             inst = make(spec)
-            self.created[inst.number] = self.sim.now
+            made_s[inst.number] = self.sim.now
             return inst
 
         w.make_instance = made
@@ -173,15 +175,13 @@ class Arbitration:
         w._free[dev.spec.name].setdefault(dev.node, []).append(d)
 
     # ---- usage ---------------------------------------------------------------------------
-    def serving_spans(self, end_s: float) -> list[tuple[str, float, float]]:
-        """(device, start, end) of every serving instance's GPUs, from when it was made
-        to its release (open ones cut at ``end_s``)."""
-        if not self.serving:
-            return []
-        w = self.members[self.serving]
+    def serving_spans(self, name: str, end_s: float) -> list[tuple[str, float, float]]:
+        """(device, start, end) of every GPU of serving workload ``name``'s instances,
+        from when each was made to its release (open ones cut at ``end_s``)."""
+        w, made_s = self.members[name], self.created[name]
         out: list[tuple[str, float, float]] = []
         for inst in w.instances:
             end = inst.released_s if inst.released_s is not None else end_s
-            out.extend((d, self.created.get(inst.number, 0.0), end)
+            out.extend((d, made_s.get(inst.number, 0.0), end)
                        for d in w.placement[inst.number])  # fmt: skip
         return out
