@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hetsim.devices.energy import ENERGY_METRICS, energy_columns
 from hetsim.simulator.overload import METRICS as OVERLOAD_METRICS
 from hetsim.simulator.overload import load_check
 
@@ -18,6 +19,7 @@ CLUSTER_METRICS = {
     "idle_gpu_hours_<type>": "idle GPU-hours of one catalogue type",
     "ownership_changes": "times a GPU passed from one workload to another",
     "arbiter": "the arbiter policy",
+    **{k: f"{v} (every device of the cluster, every workload)" for k, v in ENERGY_METRICS.items()},
 }
 
 
@@ -75,6 +77,7 @@ def cluster_row(
         v = per_type[t]
         row[f"gpu_utilisation_{t}"] = sum(v) / (len(v) * end_s) if end_s > 0 else float("nan")
         row[f"idle_gpu_hours_{t}"] = (len(v) * end_s - sum(v)) / 3600
+    row.update(energy_columns(cluster, end_s))
     row["ownership_changes"] = ledger.changes
     row["arbiter"] = sc.colocation.arbiter.name
     return row, CLUSTER_METRICS

@@ -55,6 +55,9 @@ METRICS = {
     "restore_s": "job-seconds spent (re)starting: restart, storage read, host-to-GPU copy",
     "jct_mean_s": "mean submit-to-finish time of completed jobs (absent if none)",
     "granted_gpus_peak": "most GPUs granted to the workload at once",
+    "step_energy_J": "energy of the gangs' GPUs while running steps, J: each GPU's draw at "
+    "the step's hardware FLOP utilisation (the cost model's hfu; devices/power.py) over "
+    "its running time",
 }
 
 JOB_COLUMNS = ("time_s", "job", "event", "gpu_type", "devices", "steps_done")
@@ -151,6 +154,9 @@ class TrainingJobsWorkload(Workload):
         self.tokens_per_step = p.gpus_per_job * p.micro_batch * p.seq_len
         #: GPU type -> (step seconds, peak bytes per rank) from the cost model
         self.step_s: dict[str, tuple[float, int]] = {}
+        #: GPU type -> hardware FLOP utilisation of a step (its power draw)
+        self.hfu: dict[str, float] = {}
+        self.step_energy_J = 0.0
         whole = getattr(cluster, "whole", cluster)  # beside others: every type it may be lent
         types = {d.spec.name for d in whole.devices() if d.spec.kind in ACCELERATORS}
         specs = {d.spec.name: d.spec for d in whole.devices() if d.spec.kind in ACCELERATORS}
@@ -158,7 +164,7 @@ class TrainingJobsWorkload(Workload):
         for t in sorted(t for t in types if self.fabric[t] not in ("", "pcie", "link")):
             cost = self._price(t)
             if cost is not None:
-                self.step_s[t] = cost
+                self.step_s[t], self.hfu[t] = cost[:2], cost[2]
         if not self.step_s:
             raise ValueError(
                 "fabrics: no GPU type of the cluster can run a job (a type needs a named "
@@ -181,7 +187,7 @@ class TrainingJobsWorkload(Workload):
         self.events = sim.recorder.table("training_job_events", JOB_COLUMNS)
 
     # ---- build ---------------------------------------------------------------------------
-    def _price(self, gpu_type: str) -> tuple[float, int] | None:
+    def _price(self, gpu_type: str) -> tuple[float, int, float] | None:
         """One optimizer step of a gang of ``gpu_type`` from the training-parallel cost
         model (a nested run); None when a rank's memory does not fit the type."""
         p = self.params
@@ -201,7 +207,7 @@ class TrainingJobsWorkload(Workload):
         row = self.sim.run_nested(raw, self.base_dir).summary_row
         if row.get("oom"):
             return None
-        return float(row["iteration_s"]), int(row["peak_bytes"])
+        return float(row["iteration_s"]), int(row["peak_bytes"]), float(row["hfu"])
 
     # ---- grants (the arbiter's side) -----------------------------------------------------
     def grant(self, devices: list[str]) -> None:
@@ -332,6 +338,15 @@ class TrainingJobsWorkload(Workload):
         job.steps_done += k
         self.step_gpu_s += ran * len(job.gang)
         self.lost_gpu_s += (ran - k * step_s) * len(job.gang)
+        self._meter(job, job.run_start_s, now)
+
+    def _meter(self, job: Job, start_s: float, end_s: float) -> None:
+        """The gang's GPUs ran steps over [start_s, end_s] (their timeline and energy)."""
+        hfu = self.hfu[self.cluster.device(job.gang[0]).spec.name]
+        for d in job.gang:
+            dev = self.cluster.device(d)
+            dev.record_busy(start_s, end_s, f"job{job.number}", utilisation=hfu)
+            self.step_energy_J += dev.energy.model.busy_W(hfu) * (end_s - start_s)
 
     def _finish(self, job: Job) -> None:
         job.alarm = None
@@ -448,8 +463,9 @@ class TrainingJobsWorkload(Workload):
                 ran = end_s - j.run_start_s
                 k = min(int(ran // step_s), self.params.steps_per_job - j.steps_done)
                 j.steps_done += k
-                j.run_start_s += k * step_s
-                self.step_gpu_s += k * step_s * len(j.gang)
+                self._meter(j, j.run_start_s, end_s)
+                self.step_gpu_s += (end_s - j.run_start_s) * len(j.gang)
+                j.run_start_s = end_s
         steps = sum(j.steps_done for j in self.jobs)
         tokens = steps * self.tokens_per_step
         done = [j.finish_s - j.submit_s for j in self.jobs if j.state == "done"]
@@ -468,4 +484,5 @@ class TrainingJobsWorkload(Workload):
             "restore_s": self.restore_s,
             "jct_mean_s": sum(done) / len(done) if done else math.nan,
             "granted_gpus_peak": self.granted_peak,
+            "step_energy_J": self.step_energy_J,
         }
