@@ -107,6 +107,7 @@ def _row(res: Any, name: str) -> dict[str, Any]:
     return next(r for r in res.rows if r["workload"] == name)
 
 
+@pytest.mark.slow
 def test_every_request_and_job_is_accounted_and_owners_never_overlap(runs: dict[str, Any]) -> None:
     for res in runs.values():
         serving, training = _row(res, "serving"), _row(res, "training")
@@ -118,6 +119,7 @@ def test_every_request_and_job_is_accounted_and_owners_never_overlap(runs: dict[
             assert (g["start_s"].to_numpy()[1:] >= g["end_s"].to_numpy()[:-1]).all()
 
 
+@pytest.mark.slow
 def test_harvesting_gives_training_more_gpu_time_and_reports_serving_slo(
     runs: dict[str, Any],
 ) -> None:
