@@ -215,3 +215,25 @@ def test_two_workloads_of_one_kind_draw_apart_and_keep_their_tables() -> None:
     assert not (ta["arrival_s"].to_numpy() == tb["arrival_s"].to_numpy()).all()
     assert set(res.tables["a.instances"]["devices"]) <= {f"a100/gpu{i}" for i in range(8)}
     assert all(d.startswith("l40s/") for d in res.tables["b.instances"]["devices"])
+
+
+@pytest.mark.parametrize("kind", ["last-window", "ewma"])
+def test_load_estimate_reads_no_arrival_after_now(kind: str) -> None:
+    from hetsim.workloads.colocate.estimators import LoadEstimate
+
+    past = [float(t) for t in range(0, 100, 2)]  # 0.5 req/s up to t = 98 s
+    future = past + [100.0 + 0.001 * k for k in range(10_000)]  # a burst after now
+    a, b = (LoadEstimate(kind, 20.0, 0.5, 0.0) for _ in range(2))
+    for now in (30.0, 60.0, 99.0):
+        assert a.update(past, now) == b.update(future, now)
+    assert a.value == pytest.approx(0.5, rel=0.2)
+
+
+@pytest.mark.filterwarnings("ignore:colocate. serving. overloaded")  # requests in flight
+def test_a_run_cut_by_until_s_accounts_the_work_in_flight() -> None:
+    sc = load_scenario(COLOCATE).with_overrides({"until_s": 150}, keep_sweep=False)
+    res = hetsim.run(sc)
+    rows = {r["workload"]: r for r in res.rows}
+    assert rows["cluster"]["makespan_s"] == 150
+    assert rows["serving"]["requests"] < 70000
+    assert rows["training"]["jobs_completed"] < rows["training"]["jobs_total"]
