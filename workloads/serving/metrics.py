@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetsim.devices.carbon import CARBON_METRICS
 from hetsim.devices.energy import ENERGY_METRICS
 
 METRICS: dict[str, str] = {
@@ -84,6 +85,9 @@ METRICS: dict[str, str] = {
     "energy_per_output_token_J": "energy_accelerator_J / output tokens of completed requests, "
     "J (GPU energy, as the ML.ENERGY benchmark reports it)",
     "tokens_per_J": "output tokens of completed requests / energy_accelerator_J",
+    **CARBON_METRICS,
+    "carbon_per_request_g": "carbon_g / requests completed, gCO2e",
+    "carbon_per_output_token_g": "carbon_g / output tokens of completed requests, gCO2e",
 }
 
 

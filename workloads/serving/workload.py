@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from hetsim.devices.carbon import carbon_columns
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.energy import energy_columns, energy_report, per_unit, record_tables
 from hetsim.simulator.budget import WorkEstimate
@@ -620,6 +621,16 @@ class ServingWorkload(Workload):
         out.update(per_unit(accel, {"energy_per_request_J": float(done.sum()),
                                     "energy_per_output_token_J": tokens}))  # fmt: skip
         out["tokens_per_J"] = tokens / accel if accel > 0 else float("nan")
+        accel_s = {}
+        for r in rep.rows:
+            if r.kind != "cpu":
+                accel_s[r.type] = accel_s.get(r.type, 0.0) + end_s
+        carbon = carbon_columns(rep.total_J, end_s, accel_s, self.cluster.config.carbon,
+                                self.cluster.load_grid())  # fmt: skip
+        out.update(carbon)
+        out.update(per_unit(float(carbon["carbon_g"]),
+                            {"carbon_per_request_g": float(done.sum()),
+                             "carbon_per_output_token_g": tokens}))  # fmt: skip
         return out
 
 
