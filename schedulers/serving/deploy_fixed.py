@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from hetsim.simulator.registry import policies
 from hetsim.workloads.serving.view import DeploymentView, InstanceSpec, Role
@@ -19,6 +19,7 @@ class FixedEntry(BaseModel):
     tp: PositiveInt = 1
     count: PositiveInt = 1
     group: NonNegativeInt | None = None
+    power_cap_w: PositiveFloat | None = None
 
 
 class FixedParams(BaseModel):
@@ -46,5 +47,6 @@ class FixedDeployment:
             for _ in range(e.count):
                 group = 0 if self.params.one_group else len(out)
                 group = group if e.group is None else e.group
-                out.append(InstanceSpec(e.role, e.gpu_type, e.tp, group))
+                out.append(InstanceSpec(e.role, e.gpu_type, e.tp, group,
+                                        power_cap_w=e.power_cap_w))  # fmt: skip
         return tuple(out)

@@ -232,6 +232,14 @@ class ServingParams(WorkloadParams):
         "provisioned for a known surge)",
     )
     tp_options: list[PositiveInt] = Field(default_factory=lambda: [1, 2, 4, 8])
+    power_cap_options_w: list[PositiveFloat | None] = Field(
+        default_factory=lambda: [None],
+        min_length=1,
+        description="board power limits in W each (GPU type, TP) configuration is offered "
+        "to the deployment policy at (None: the GPU's TDP; a cap at or above a type's TDP "
+        "is its TDP): an instance runs its GPUs at its config's cap, through the clock and "
+        "power model (devices/power.py). [None]: no capped configs",
+    )
     tp_fabrics: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_FABRICS))
     mem_fraction: float = Field(0.9, gt=0.0, le=1.0)
     block_tokens: PositiveInt = 16

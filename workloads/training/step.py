@@ -80,9 +80,9 @@ from pydantic import (
     model_validator,
 )
 
+from hetsim.devices.carbon import STEP_CARBON_METRICS, carbon_columns
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
-from hetsim.devices.carbon import STEP_CARBON_METRICS, carbon_columns
 from hetsim.devices.energy import ENERGY_COLUMNS, POWER_COLUMNS, STEP_ENERGY_METRICS
 from hetsim.devices.kernels import elementwise_time_s, kernel_fits
 from hetsim.devices.power import compute_roof_flops, power_model
