@@ -239,9 +239,10 @@ def _caps(spec: DeviceSpec, caps: tuple[float | None, ...]) -> list[float | None
     return out
 
 
-def config_key(s: InstanceSpec | ConfigView) -> tuple[str, int, float | None]:
-    """The key of a config (and of the instances of it): GPU type, TP, power cap."""
-    return (s.gpu_type, s.tp, s.power_cap_w)
+def config_key(s: InstanceSpec | ConfigView) -> tuple[str, int] | tuple[str, int, float]:
+    """The key of a config (and of the instances of it): (GPU type, TP) at the TDP,
+    (GPU type, TP, power cap W) under a cap."""
+    return (s.gpu_type, s.tp) if s.power_cap_w is None else (s.gpu_type, s.tp, s.power_cap_w)
 
 
 def config_problem(

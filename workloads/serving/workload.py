@@ -200,7 +200,7 @@ class ServingWorkload(Workload):
             prompt = np.minimum(prompt, np.maximum(self.model.max_context - held.output, 1))
         return Lengths(prompt, held.output), rate
 
-    def _configs(self) -> dict[tuple[str, int], Config]:
+    def _configs(self) -> dict[tuple[Any, ...], Config]:
         p = self.params
         self.gpu_types = self._gpus()
         targets = Targets(self.slo.ttft_s, self.slo.tpot_s, p.sizing_attainment, p.sizing_headroom)
@@ -247,7 +247,7 @@ class ServingWorkload(Workload):
         specs = tuple(self.policies["deployment"].deploy(view))
         for s in specs:
             if config_key(s) not in self.configs:
-                if s.power_cap_w is not None and (s.gpu_type, s.tp, None) in self.configs:
+                if s.power_cap_w is not None and (s.gpu_type, s.tp) in self.configs:
                     raise ValueError(f"deployment: power_cap_w={s.power_cap_w:g} for "
                                      f"{s.gpu_type} is not in workload.power_cap_options_w "
                                      f"{list(p.power_cap_options_w)}")  # fmt: skip
