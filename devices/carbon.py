@@ -135,14 +135,14 @@ def read_grid_intensity(path: Path) -> GridIntensity:
             if not math.isfinite(x) or x < 0:
                 raise TraceError(path, n, col, f"{cell!r} must be a finite number >= 0")
             nums.append(x)
-        s, e, v = nums
-        if s != end:
-            raise TraceError(path, n, "start_h", f"{s:g} must equal the previous end_h ({end:g})")
-        if e <= s:
-            raise TraceError(path, n, "end_h", f"{e:g} must be above start_h ({s:g})")
-        starts.append(s)
+        lo, hi, v = nums
+        if lo != end:
+            raise TraceError(path, n, "start_h", f"{lo:g} must equal the previous end_h ({end:g})")
+        if hi <= lo:
+            raise TraceError(path, n, "end_h", f"{hi:g} must be above start_h ({lo:g})")
+        starts.append(lo)
         values.append(v)
-        end = e
+        end = hi
     if not starts:
         raise TraceError(path, rows[0][0], "-", "no intervals after the header")
     return GridIntensity(np.array(starts), np.array(values), end, path.name)

@@ -233,7 +233,7 @@ class ServingParams(WorkloadParams):
     )
     tp_options: list[PositiveInt] = Field(default_factory=lambda: [1, 2, 4, 8])
     power_cap_options_w: list[PositiveFloat | None] = Field(
-        default_factory=lambda: [None],
+        default_factory=lambda: [None],  # type: ignore[arg-type]
         min_length=1,
         description="board power limits in W each (GPU type, TP) configuration is offered "
         "to the deployment policy at (None: the GPU's TDP; a cap at or above a type's TDP "

@@ -630,7 +630,7 @@ class ServingWorkload(Workload):
         deployed = sum(r.energy_J for r in rep.rows if r.device in placed)
         out["energy_deployed_J"] = deployed
         out["tokens_per_J_deployed"] = tokens / deployed if deployed > 0 else float("nan")
-        accel_s = {}
+        accel_s: dict[str, float] = {}
         for r in rep.rows:
             if r.kind != "cpu":
                 accel_s[r.type] = accel_s.get(r.type, 0.0) + end_s
