@@ -33,6 +33,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hetsim.simulator.errors import TraceError
+from hetsim.simulator.limits import MAX_DURATION_H
 
 CARBON_YAML = Path(__file__).resolve().parent / "carbon.yaml"
 J_PER_KWH = 3.6e6
@@ -170,6 +171,7 @@ class CarbonConfig(BaseModel):
     start_h: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_DURATION_H,
         description="hour of the intensity series at which the run's time 0 falls, h",
     )
     embodied_g_per_device_hour: dict[str, float] = Field(
@@ -180,6 +182,7 @@ class CarbonConfig(BaseModel):
     service_life_years: float | None = Field(
         default=None,
         gt=0,
+        le=100,
         description="years over which a device's embodied carbon is spread (None: "
         "devices/carbon.yaml's 6, Microsoft's server useful life)",
     )
