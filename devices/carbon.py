@@ -102,6 +102,8 @@ class GridIntensity:
 
     def mean_g_per_kWh(self, t0_h: float, t1_h: float) -> float:
         """Mean intensity over [t0_h, t1_h] (the intensity at ``t0_h`` when they are equal)."""
+        if len(self.value) == 1:
+            return float(self.value[0])
         if t1_h > t0_h:
             return self.integral(t0_h, t1_h) / (t1_h - t0_h)
         r = t0_h - math.floor(t0_h / self.period_h) * self.period_h

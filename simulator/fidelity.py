@@ -12,7 +12,8 @@ For each expressed row the scenario is run and
 * ``predicted = scale * column`` (or ``scale / column`` with ``invert: true``);
 * ``signed_error = predicted / published - 1`` and ``abs_error = |signed_error|``;
 * ``optimistic``: whether the prediction is faster than the measurement (a higher rate
-  for a unit per second, a shorter time for a unit of time; empty for other units);
+  for a unit per second, a shorter time for a unit of time), or for an energy (``J...``)
+  lower; empty for other units;
 * ``model_fits``, ``kernel_classes`` and ``borrowed_fits`` are copied from the run's
   summary columns of those names when the workload reports them.
 
@@ -186,7 +187,7 @@ class Outcome:
         unit = self.published.unit.strip()
         if "/s" in unit:
             return err > 0
-        if unit in ("s", "ms", "us"):
+        if unit in ("s", "ms", "us") or unit.startswith("J"):  # a time, an energy: less
             return err < 0
         return None
 
@@ -204,7 +205,8 @@ class Outcome:
 
     @property
     def optimistic(self) -> bool | None:
-        """Faster than measured: a higher rate or a shorter time (None: other units)."""
+        """Faster (or, for an energy, cheaper) than measured: a higher rate, a shorter time,
+        less energy (None: other units)."""
         return self.direction(self.signed_error)
 
 

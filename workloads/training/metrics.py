@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from hetsim.devices.carbon import CARBON_METRICS
 from hetsim.devices.memory import MemoryPool
 from hetsim.workloads.training.model import (
     STATE_BYTES_PER_PARAM,
@@ -58,6 +59,14 @@ METRICS = {
     "device.sustained<-lender for a borrowed clock ratio",
     "fit_extrapolated": "a kernel class used beyond the sizes it was fitted on (the error "
     "band then understates the error); empty if none",
+    "energy_per_step_J": "GPU energy per completed iteration, J: idle power over the steps "
+    "plus, over each step less its swap stalls, memory_W and the model FLOPs' compute "
+    "utilisation's share of the way to the power limit (devices/power.py); host not included",
+    "avg_power_W": "GPU energy over the completed iterations / their time, W",
+    "peak_power_W": "GPU draw while kernels run (the steps' compute utilisation), W",
+    "power_limit_W": "the GPU's power limit in effect: its TDP, or its power_cap_w",
+    **CARBON_METRICS,
+    "carbon_per_step_g": "carbon_g / completed iterations, gCO2e",
 }
 
 

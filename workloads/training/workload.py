@@ -26,8 +26,11 @@ from pydantic import (
     PositiveInt,
 )
 
+from hetsim.devices.carbon import carbon_columns
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.kernels import kernel_fits
 from hetsim.devices.memory import OutOfMemory
+from hetsim.devices.power import cap_ratio, compute_roof_flops, power_model
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.limits import Seconds
@@ -315,4 +318,37 @@ class TrainingWorkload(Workload):
         else:
             out.update(model_fits="roofline", kernel_classes="", borrowed_fits="",
                        fit_extrapolated="")  # fmt: skip
+        out.update(self._energy(sum(flops)))
         return out
+
+    def _energy(self, model_flops: float) -> dict[str, Any]:
+        """Energy of the completed iterations (:data:`SINGLE_GPU_ENERGY_METRICS`): the GPU
+        idles while it stalls on swaps and is busy the rest of each step, its kernels at
+        the compute utilisation of the model FLOPs at the clock model's compute roof."""
+        st = self.stats
+        total = float(sum(s.step_s for s in st))
+        stall = float(sum(s.stall_s for s in st))
+        spec, p = self.dev.spec, self.params
+        pm = power_model(spec)
+        clock = (kernel_fits(spec, p.gpu_clocks).clock_ratio if p.cost_model == "kernel"
+                 else cap_ratio(spec))  # fmt: skip
+        roof = compute_roof_flops(spec, p.dtype, clock)
+        busy = max(total - stall, 0.0)
+        compute = model_flops / roof if roof > 0 else 0.0
+        energy = pm.idle_W * total + pm.interval_J(busy, compute)
+        steps = len(st)
+        if pm.tdp_W <= 0:  # no board power in the catalogue (Ascend 910B): not computable
+            nan = float("nan")
+            return {"energy_per_step_J": nan, "avg_power_W": nan, "peak_power_W": nan,
+                    "power_limit_W": nan, "carbon_operational_g": nan,
+                    "carbon_per_step_g": nan}  # fmt: skip
+        carbon = carbon_columns(energy, total, {spec.name: total}, self.cluster.config.carbon,
+                                self.cluster.load_grid())  # fmt: skip
+        return {
+            "energy_per_step_J": energy / steps if steps else float("nan"),
+            "avg_power_W": energy / total if total > 0 else float("nan"),
+            "peak_power_W": pm.busy_W(compute / busy) if busy > 0 else pm.idle_W,
+            "power_limit_W": pm.limit_W,
+            **carbon,
+            "carbon_per_step_g": carbon["carbon_g"] / steps if steps else float("nan"),
+        }
