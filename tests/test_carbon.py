@@ -181,3 +181,8 @@ def test_power_cap_options_default_changes_nothing() -> None:
 def test_grid_constant_helper() -> None:
     g = GridIntensity.constant(300.0)
     assert g.integral(0.25, 10.25) == pytest.approx(3000.0)
+
+
+def test_power_cap_option_below_idle_is_one_line() -> None:
+    with pytest.raises(ScenarioError, match="power_cap_options_w: h100-sxm: .*idle"):
+        hetsim.run(ENERGY_SERVING, overrides={"workload.power_cap_options_w": [30]})

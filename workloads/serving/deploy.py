@@ -233,7 +233,10 @@ def _caps(spec: DeviceSpec, caps: tuple[float | None, ...]) -> list[float | None
     for c in caps:
         w = None if c is None or spec.tdp_w <= 0 or c >= spec.tdp_w else float(c)
         if w is not None:
-            power_model(replace(spec, power_cap_w=w))  # a cap at or below idle: ValueError
+            try:
+                power_model(replace(spec, power_cap_w=w))  # a cap at or below idle
+            except ValueError as e:
+                raise ValueError(f"power_cap_options_w: {spec.name}: {e}") from None
         if w not in out:
             out.append(w)
     return out
