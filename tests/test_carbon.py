@@ -184,5 +184,5 @@ def test_grid_constant_helper() -> None:
 
 
 def test_power_cap_option_below_idle_is_one_line() -> None:
-    with pytest.raises(ScenarioError, match="power_cap_options_w: h100-sxm: .*idle"):
+    with pytest.raises(ScenarioError, match=r"power_cap_options_w: h100-sxm: .*idle"):
         hetsim.run(ENERGY_SERVING, overrides={"workload.power_cap_options_w": [30]})
