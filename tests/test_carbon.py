@@ -186,3 +186,42 @@ def test_grid_constant_helper() -> None:
 def test_power_cap_option_below_idle_is_one_line() -> None:
     with pytest.raises(ScenarioError, match=r"power_cap_options_w: h100-sxm: .*idle"):
         hetsim.run(ENERGY_SERVING, overrides={"workload.power_cap_options_w": [30]})
+
+
+def test_a_capped_config_is_slower_and_draws_less() -> None:
+    """Direction of effect of workload.power_cap_options_w: the same instance under a
+    350 W cap serves the same requests more slowly at a lower average draw."""
+    base = {"workload.requests.rate_per_s": 4, "workload.requests.num_requests": 100}
+    rows = {}
+    for cap in (None, 350.0):
+        e: dict = {"gpu_type": "h100-sxm", **({"power_cap_w": cap} if cap else {})}
+        rows[cap] = hetsim.run(
+            ENERGY_SERVING,
+            overrides={**base, "policies.deployment": {"name": "fixed", "instances": [e]}},
+        ).summary_row
+    fast, slow = rows[None], rows[350.0]
+    assert slow["deployment"] == "1xmixed:h100-sxm/tp1@350W"
+    assert slow["tpot_mean_s"] > fast["tpot_mean_s"]
+
+    def placed_W(row: dict) -> float:  # the instance GPU's mean draw over the run
+        return row["energy_deployed_J"] / (row["energy_J"] / row["avg_power_W"])
+
+    assert placed_W(slow) < placed_W(fast)
+
+
+def test_training_cap_lowers_throughput_and_power_at_any_exponent() -> None:
+    path = ROOT / "scenarios" / "training-power-limit-robustness.yaml"
+    for a in (1.0, 2.0):
+        coef = {"cluster.power_coefficients.dvfs_exponent": a}
+        free = hetsim.run(path, overrides=coef).summary_row
+        capped = hetsim.run(
+            path, overrides={**coef, "cluster.accelerator_power_cap_w": 300}
+        ).summary_row
+        assert capped["tokens_per_s_per_gpu"] < free["tokens_per_s_per_gpu"]
+        assert capped["avg_power_W"] < free["avg_power_W"]
+        # the clock a cap leaves: ((cap - idle) / (TDP - idle))^(1/a) of the uncapped one
+        # (idle 80.3 W, borrowed from the H200; TDP 500 W)
+        clock = ((300 - 80.3) / (500 - 80.3)) ** (1 / a)
+        assert capped["sustained_matmul_ratio"] == pytest.approx(
+            free["sustained_matmul_ratio"] * clock, rel=1e-9
+        )
