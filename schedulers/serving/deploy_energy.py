@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from hetsim.schedulers.serving._milp import min_cost_counts
 from hetsim.schedulers.serving._pools import demand
@@ -22,9 +22,18 @@ class EnergyParams(BaseModel):
     choice does not change the ranking for one workload)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    headroom: NonNegativeFloat = 0.0
-    shortlist: PositiveInt = 4
-    tokens: Literal["output", "total"] = "output"
+    headroom: NonNegativeFloat = Field(
+        default=0.0, description="Provision for target rate x (1 + headroom)."
+    )
+    shortlist: PositiveInt = Field(
+        default=4,
+        description="Under workload.sizing_estimator simulate: the configs with the most "
+        "predicted Tokens/J whose goodput is bisected on sub-simulations.",
+    )
+    tokens: Literal["output", "total"] = Field(
+        default="output",
+        description="What a Tokens/J figure counts: output tokens only, or prompt + output.",
+    )
 
 
 def tokens_per_J(c: ConfigView, view: DeploymentView, tokens: str = "output") -> float:
