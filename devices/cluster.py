@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import simpy
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
 from hetsim.devices import fit_overrides
+from hetsim.devices.carbon import CarbonConfig, GridIntensity, grid_intensity
 from hetsim.devices.catalogue import fabric_spec as registry_fabric
 from hetsim.devices.compute import ComputeDevice
 from hetsim.devices.group import CommGroup
@@ -158,6 +160,11 @@ class ClusterConfig(_Strict):
         "above it (None: each device's TDP); a device's own power_cap_w wins. One mechanism "
         "lowers compute-bound clocks and power together (devices/power.py, docs/energy.md)",
     )
+    carbon: CarbonConfig = Field(
+        default_factory=CarbonConfig,
+        description="grid carbon intensity (a constant or a time series file) and embodied "
+        "carbon figures for the run's carbon columns (devices/carbon.py, docs/energy.md)",
+    )
 
     @field_validator("nodes")
     @classmethod
@@ -198,6 +205,7 @@ class Cluster:
     def __init__(self, sim: Simulation, config: ClusterConfig) -> None:
         self.sim = sim
         self.config = config
+        self._grid: GridIntensity | None = None
         self.topology = config.topology()
         self.links = TopologyLinks(sim, self.topology)
         self._devices: dict[str, ComputeDevice] = {}
@@ -226,6 +234,13 @@ class Cluster:
             self._by_kind.setdefault(spec.kind, []).append(entry.name)
             if spec.kind == "cpu":
                 self._host.setdefault(entry.node, entry.name)
+
+    def load_grid(self, base_dir: Path | None = None) -> GridIntensity:
+        """The run's grid carbon intensity (``config.carbon``; a file resolves against
+        ``base_dir``, the scenario's folder), read once; a bad file raises TraceError."""
+        if self._grid is None:
+            self._grid = grid_intensity(self.config.carbon, base_dir)
+        return self._grid
 
     def device(self, name: str) -> ComputeDevice:
         """The compute device ``name`` (KeyError lists the devices)."""

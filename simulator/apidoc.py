@@ -438,18 +438,10 @@ def pages() -> dict[Path, Callable[[], str]]:
 
 def main() -> int:
     """Write both pages (``--check``: exit 1 if either is out of date)."""
-    wanted = {path: make() for path, make in pages().items()}
-    if "--check" in sys.argv[1:]:
-        stale = [p.name for p, text in wanted.items()
-                 if not p.exists() or p.read_text(encoding="utf-8") != text]  # fmt: skip
-        for name in stale:
-            print(f"{name} is out of date: run python -m hetsim.simulator.apidoc",
-                  file=sys.stderr)  # fmt: skip
-        return 1 if stale else 0
-    for path, text in wanted.items():
-        path.write_text(text, encoding="utf-8")
-        print(f"wrote {path.name}")
-    return 0
+    from hetsim.simulator.reference import write_pages
+
+    return write_pages({path: make() for path, make in pages().items()},
+                       "hetsim.simulator.apidoc")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -68,6 +68,15 @@ class FigureSpec:
 F = FigureSpec
 MEMORY_CATEGORIES = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
                      "buffers_bytes")  # fmt: skip
+#: the power and energy figures of every domain that meters its devices (devices/energy.py)
+ENERGY_FIGURES = (
+    F("power-over-time", "power", "series", ("power_W",), "Power per device", x="time_s",
+      hue="device"),
+    F("energy-by-device", "energy", "bars", ("energy_J", "avg_power_W"),
+      "Energy and average power per device", x="device"),
+)  # fmt: skip
+
+
 FIGURES: dict[str, tuple[FigureSpec, ...]] = {
     "queueing": (
         F(
@@ -95,23 +104,7 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
         ),
     ),
     "serving": (
-        F(
-            "power-over-time",
-            "power",
-            "series",
-            ("power_W",),
-            "Power per device",
-            x="time_s",
-            hue="device",
-        ),
-        F(
-            "energy-by-device",
-            "energy",
-            "bars",
-            ("energy_J", "avg_power_W"),
-            "Energy and average power per device",
-            x="device",
-        ),
+        *ENERGY_FIGURES,
         F("latency-cdf", "requests", "cdf", ("ttft_s", "tpot_s", "e2e_s"), "Request latency"),
         F(
             "attainment-over-time",
@@ -194,23 +187,7 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
         ),
     ),
     "training-parallel": (
-        F(
-            "power-over-time",
-            "power",
-            "series",
-            ("power_W",),
-            "Power per device",
-            x="time_s",
-            hue="device",
-        ),
-        F(
-            "energy-by-device",
-            "energy",
-            "bars",
-            ("energy_J", "avg_power_W"),
-            "Energy and average power per device",
-            x="device",
-        ),
+        *ENERGY_FIGURES,
         F(
             "memory-per-stage",
             "stage_memory",

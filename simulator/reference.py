@@ -317,20 +317,26 @@ def schema_text() -> str:
     return json.dumps(scenario_schema(), indent=1, sort_keys=True, default=str) + "\n"
 
 
-def main() -> int:
-    """Write the page and the schema (``--check``: exit 1 if either is out of date)."""
-    wanted = {PAGE: reference_page(), SCHEMA: schema_text()}
+def write_pages(wanted: dict[Path, str], module: str) -> int:
+    """Write generated pages (path -> text); with ``--check`` on the command line write
+    nothing and exit 1 naming each page that differs (``module`` regenerates them)."""
     if "--check" in sys.argv[1:]:
         stale = [p.name for p, text in wanted.items()
                  if not p.exists() or p.read_text(encoding="utf-8") != text]  # fmt: skip
         for name in stale:
-            print(f"{name} is out of date: run python -m hetsim.simulator.reference",
-                  file=sys.stderr)  # fmt: skip
+            print(f"{name} is out of date: run python -m {module}", file=sys.stderr)
         return 1 if stale else 0
     for path, text in wanted.items():
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path.name}")
     return 0
+
+
+def main() -> int:
+    """Write the page and the schema (``--check``: exit 1 if either is out of date)."""
+    return write_pages(
+        {PAGE: reference_page(), SCHEMA: schema_text()}, "hetsim.simulator.reference"
+    )
 
 
 if __name__ == "__main__":

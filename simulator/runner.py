@@ -80,6 +80,12 @@ def build(sc: Scenario, sim: Simulation) -> Any:
         cluster = Cluster(sim, sc.cluster)
     except (KeyError, ValueError) as e:
         raise ScenarioError(sc.file, "cluster", str(e).strip("'\"")) from None
+    try:
+        cluster.load_grid(sc.base_dir)
+    except TraceError:
+        raise  # names the intensity file and line itself
+    except ValueError as e:
+        raise ScenarioError(sc.file, "cluster.carbon.grid_intensity_file", _one_line(e)) from None
     policies = {
         point: choice.cls(choice.params, rng=sim.rng(f"policy.{point}"))
         for point, choice in sc.policies.items()

@@ -35,7 +35,11 @@ def measured_colocated(
     )
     out = []
     for c in ranked[:shortlist] if shortlist is not None else ranked:
-        g = view.simulate((InstanceSpec("mixed", c.gpu_type, c.tp),), c.colocated_rps, budget)
+        g = view.simulate(
+            (InstanceSpec("mixed", c.gpu_type, c.tp, power_cap_w=c.power_cap_w),),
+            c.colocated_rps,
+            budget,
+        )
         if g > 0:
             ratio = g / c.colocated_rps
             out.append(
@@ -74,8 +78,8 @@ def measured_phase(
     out = []
     for c in ranked[:shortlist]:
         k = max(1, math.ceil(partner_margin * _rps(role, c) / _rps(other, partner)))
-        unit = (InstanceSpec(role, c.gpu_type, c.tp),) + (
-            InstanceSpec(other, partner.gpu_type, partner.tp),
+        unit = (InstanceSpec(role, c.gpu_type, c.tp, power_cap_w=c.power_cap_w),) + (
+            InstanceSpec(other, partner.gpu_type, partner.tp, power_cap_w=partner.power_cap_w),
         ) * k
         g = view.simulate(unit, _rps(role, c), budget)
         if g > 0:

@@ -46,7 +46,7 @@ def pools(
             cost += n * c.usd_per_hour
         if fits(view, use) and (best is None or cost < best[0]):
             specs = tuple(
-                InstanceSpec(role, c.gpu_type, c.tp, 0)
+                InstanceSpec(role, c.gpu_type, c.tp, 0, power_cap_w=c.power_cap_w)
                 for (role, _), (c, n) in zip(roles, combo, strict=True)
                 for _ in range(n or 0)
             )

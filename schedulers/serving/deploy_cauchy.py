@@ -114,15 +114,35 @@ class CauchyDeployment:
         for k, count in zip(kept, x, strict=True):
             for _ in range(int(count)):
                 g = len({s.group for s in specs})
-                specs += [InstanceSpec("prefill", k.prefill.gpu_type, k.prefill.tp, g)] * k.n_p
-                specs += [InstanceSpec("decode", k.decode.gpu_type, k.decode.tp, g)] * k.n_d
+                specs += [
+                    InstanceSpec(
+                        "prefill",
+                        k.prefill.gpu_type,
+                        k.prefill.tp,
+                        g,
+                        power_cap_w=k.prefill.power_cap_w,
+                    )
+                ] * k.n_p
+                specs += [
+                    InstanceSpec(
+                        "decode",
+                        k.decode.gpu_type,
+                        k.decode.tp,
+                        g,
+                        power_cap_w=k.decode.power_cap_w,
+                    )
+                ] * k.n_d
         return tuple(specs)
 
 
 def unit(k: Combo) -> tuple[InstanceSpec, ...]:
     """The instances of one replica of combo ``k`` (group 0)."""
-    return (InstanceSpec("prefill", k.prefill.gpu_type, k.prefill.tp),) * k.n_p + (
-        InstanceSpec("decode", k.decode.gpu_type, k.decode.tp),
+    return (
+        InstanceSpec(
+            "prefill", k.prefill.gpu_type, k.prefill.tp, power_cap_w=k.prefill.power_cap_w
+        ),
+    ) * k.n_p + (
+        InstanceSpec("decode", k.decode.gpu_type, k.decode.tp, power_cap_w=k.decode.power_cap_w),
     ) * k.n_d
 
 

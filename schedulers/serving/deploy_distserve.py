@@ -154,8 +154,8 @@ class DistServeDeployment:
             n_p, n_d = math.ceil(rate / gp - 1e-9), math.ceil(rate / gd - 1e-9)
             cost = n_p * cp.usd_per_hour + n_d * cd.usd_per_hour
             gpus = n_p * cp.gpus + n_d * cd.gpus
-            specs = (InstanceSpec("prefill", t, cp.tp),) * n_p + (
-                InstanceSpec("decode", t, cd.tp),
+            specs = (InstanceSpec("prefill", t, cp.tp, power_cap_w=cp.power_cap_w),) * n_p + (
+                InstanceSpec("decode", t, cd.tp, power_cap_w=cd.power_cap_w),
             ) * n_d
             options.append((cost if cost > 0 else float(gpus), gpus, t, specs))
         return sorted(options, key=lambda o: (o[0], o[1], o[2]))
@@ -174,8 +174,10 @@ class DistServeDeployment:
             measured = []
             for c, g in est[: p.shortlist]:
                 k = max(1, math.ceil(p.partner_margin * g / max(_rps(other, partner), 1e-9)))
-                unit = (InstanceSpec(role, c.gpu_type, c.tp),) + (
-                    InstanceSpec(other, partner.gpu_type, partner.tp),
+                unit = (InstanceSpec(role, c.gpu_type, c.tp, power_cap_w=c.power_cap_w),) + (
+                    InstanceSpec(
+                        other, partner.gpu_type, partner.tp, power_cap_w=partner.power_cap_w
+                    ),
                 ) * k
                 measured.append((c, view.simulate(unit, g, budget)))
             est = sorted([m for m in measured if m[1] > 0], key=lambda cg: -cg[1] / cg[0].gpus)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from hetsim.simulator.registry import policies
 from hetsim.workloads.serving.view import DeploymentView, InstanceSpec, Role
@@ -23,6 +23,11 @@ class FixedEntry(BaseModel):
     count: PositiveInt = Field(default=1, description="Instances of this shape.")
     group: NonNegativeInt | None = Field(
         default=None, description="Routing group of these instances (null: as one_group says)."
+    )
+    power_cap_w: PositiveFloat | None = Field(
+        default=None,
+        description="Board power limit of these instances' GPUs in W (null: the TDP); "
+        "one of workload.power_cap_options_w.",
     )
 
 
@@ -59,5 +64,6 @@ class FixedDeployment:
             for _ in range(e.count):
                 group = 0 if self.params.one_group else len(out)
                 group = group if e.group is None else e.group
-                out.append(InstanceSpec(e.role, e.gpu_type, e.tp, group))
+                out.append(InstanceSpec(e.role, e.gpu_type, e.tp, group,
+                                        power_cap_w=e.power_cap_w))  # fmt: skip
         return tuple(out)

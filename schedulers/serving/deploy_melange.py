@@ -88,7 +88,7 @@ class MelangeDeployment:
             )
         plans = self._plans(view, configs, found[0], found[1])
         specs = [
-            InstanceSpec("mixed", c.gpu_type, c.tp, 0, plan)
+            InstanceSpec("mixed", c.gpu_type, c.tp, 0, plan, power_cap_w=c.power_cap_w)
             for c, n, plan in zip(configs, found[0], plans, strict=True)
             for _ in range(int(n))
         ]

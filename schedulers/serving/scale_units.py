@@ -87,7 +87,7 @@ def unit_to_add(view: ScaleView, pd_ratios: list[tuple[int, int]]) -> tuple[Inst
     if not fits:
         return ()
     best = max(fits, key=lambda c: (c.colocated_rps / c.usd_per_hour, -c.gpus))
-    return (InstanceSpec("mixed", best.gpu_type, best.tp),)
+    return (InstanceSpec("mixed", best.gpu_type, best.tp, power_cap_w=best.power_cap_w),)
 
 
 def unit_to_drain(

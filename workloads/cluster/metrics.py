@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from hetsim.devices.carbon import CARBON_METRICS, carbon_columns
 from hetsim.devices.power import cluster_duty_cycle, type_power_model
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ METRICS = {
     "makespan_s)",
     "peak_power_W_by_type": "'type:W' pairs joined by ';': peak_power_W per GPU type",
     "energy_per_job_J": "energy_J / completed jobs (idle GPUs included)",
+    **CARBON_METRICS,
+    "carbon_per_job_g": "carbon_g / completed jobs, gCO2e",
 }
 
 
@@ -159,6 +162,8 @@ def _energy(wl: ClusterOutcome, busy: np.ndarray, span: float, completed: int) -
         total += e
         avg[name] = e / (gpus * span) if gpus > 0 else 0.0
         peak[name] = pm.limit_W if busy[t] > 0 else pm.idle_W
+    gpu_s = {name: float(wl.pool.total[t]) * span for t, name in enumerate(wl.types)}
+    carbon = carbon_columns(total, span, gpu_s, wl.cluster.config.carbon, wl.cluster.load_grid())
     return {
         "energy_J": total,
         "avg_power_W": total / span,
@@ -166,4 +171,6 @@ def _energy(wl: ClusterOutcome, busy: np.ndarray, span: float, completed: int) -
         "avg_power_W_by_type": ";".join(f"{n}:{v:.6g}" for n, v in avg.items()),
         "peak_power_W_by_type": ";".join(f"{n}:{v:.6g}" for n, v in peak.items()),
         "energy_per_job_J": total / completed if completed else float("nan"),
+        **carbon,
+        "carbon_per_job_g": carbon["carbon_g"] / completed if completed else float("nan"),
     }

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hetsim.simulator.engine import InvariantViolation
-from hetsim.workloads.serving.deploy import place
+from hetsim.workloads.serving.deploy import config_key, place
 from hetsim.workloads.serving.instance import Instance
 from hetsim.workloads.serving.view import (
     DeploymentView,
@@ -214,7 +214,7 @@ class Autoscaler:
         """Provision ``specs`` as one new unit; it joins routing when all are ready."""
         w = self.w
         for s in specs:
-            if (s.gpu_type, s.tp) not in w.configs:
+            if config_key(s) not in w.configs:
                 raise InvariantViolation(f"scaling: {s.gpu_type} tp={s.tp} is not a config")
         if any(w.kv_shortfall(s) for s in specs):
             self.refused += 1

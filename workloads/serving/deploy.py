@@ -26,6 +26,7 @@ import numpy as np
 
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.collectives import CollectiveFabric
+from hetsim.devices.power import compute_roof_flops, power_model
 from hetsim.devices.precision import Precision
 from hetsim.devices.prices import preset_price, price_presets
 from hetsim.devices.spec import DeviceSpec
@@ -130,12 +131,30 @@ def size_buckets(
     return out
 
 
+def instance_power_W(cost: IterationCost, rate_rps: float, prompt_tokens: float,
+                     output_tokens: float) -> float:  # fmt: skip
+    """Draw of one instance's GPUs serving ``rate_rps`` requests/s of these mean lengths,
+    W, by the power model the run integrates (devices/power.py; the instance's energy in
+    ``workloads/serving/instance.py``): busy throughout (continuous batching at its sizing
+    rate), at the compute utilisation of the weight GEMMs' FLOPs (2 x active parameters
+    per prompt and output token) over the clock model's compute roof, capped at 1. The
+    engine's host time between iterations is not taken off (an upper bound)."""
+    pm = power_model(cost.spec)
+    roof = compute_roof_flops(cost.spec, cost.precision.math_dtype(),
+                              cost.transformer.fits.clock_ratio)  # fmt: skip
+    active = float(getattr(cost.model, "active_params", cost.model.params))
+    s_per_token = 2.0 * active / (cost.tp * roof) if roof > 0 else 0.0
+    u = min(1.0, rate_rps * (prompt_tokens + output_tokens) * s_per_token)
+    return cost.tp * pm.busy_W(u)
+
+
 def config_view(
     name: str,
     tp: int,
     usd_per_hour: float,
     est: Estimator,
     buckets: list[tuple[int, Lengths, float]],
+    power_cap_w: float | None = None,
 ) -> ConfigView:
     """The view of one config: its three role goodputs and its per-bucket ones."""
     per_bucket = tuple(
@@ -145,9 +164,13 @@ def config_view(
         )
         for key, b, share in buckets
     )  # fmt: skip
+    mixed = est.goodput("mixed")
+    lengths = est.lengths
+    watts = instance_power_W(est.cost, mixed, float(lengths.prompts.mean()),
+                             float(lengths.outputs.mean()))  # fmt: skip
     return ConfigView(
         name, tp, tp, usd_per_hour, est.kv_tokens, est.goodput("prefill"),
-        est.goodput("decode"), est.goodput("mixed"), per_bucket,
+        est.goodput("decode"), mixed, per_bucket, power_cap_w, watts,
     )  # fmt: skip
 
 
@@ -162,6 +185,7 @@ class Config:
     cost: IterationCost
     kv_tokens: int
     estimate: Callable[[], ConfigView] = field(repr=False, compare=False)
+    power_cap_w: float | None = None
 
     @cached_property
     def view(self) -> ConfigView:
@@ -204,34 +228,62 @@ def candidate_configs(
     cap: int,
     overheads: EngineOverheads | None = None,
     predicted: np.ndarray | None = None,
+    power_caps_w: tuple[float | None, ...] = (None,),
 ) -> list[Config]:
     """Every (type, TP) that fits the model; ``gpus``: type -> (spec, count, memory);
     ``lengths``: a held-out sample of the workload's requests; ``targets``: the SLOs and
     the sizing attainment; ``cap``: the largest decode batch; ``predicted``: the
-    sample's predicted output lengths, which the size buckets are cut by."""
+    sample's predicted output lengths, which the size buckets are cut by;
+    ``power_caps_w``: board power limits each (type, TP) is offered at (None: the TDP;
+    a cap at or above a type's TDP is the TDP and not offered twice)."""
     buckets = size_buckets(lengths, predicted)
     out: list[Config] = []
     short: list[str] = []
-    for name, (spec, count, memory) in gpus.items():
-        price = gpu_price(spec, preset)
-        for tp in tp_options:
-            if tp > count:
-                continue
-            try:
-                cost, kv = priced_config(
-                    model, precision, spec, tp, fabrics, memory, mem_fraction, overheads
-                )
-            except ValueError as e:
-                short.append(str(e))
-                continue
-            est = Estimator(cost, lengths, kv, cap, targets)
-            view = partial(config_view, name, tp, tp * price, est, buckets)
-            out.append(Config(name, tp, cost, kv, view))
+    for name, (base, count, memory) in gpus.items():
+        price = gpu_price(base, preset)
+        for watts in _caps(base, power_caps_w):
+            spec = base if watts is None else replace(base, power_cap_w=watts)
+            for tp in tp_options:
+                if tp > count:
+                    continue
+                try:
+                    cost, kv = priced_config(
+                        model, precision, spec, tp, fabrics, memory, mem_fraction, overheads
+                    )
+                except ValueError as e:
+                    short.append(str(e))
+                    continue
+                est = Estimator(cost, lengths, kv, cap, targets)
+                view = partial(config_view, name, tp, tp * price, est, buckets, watts)
+                out.append(Config(name, tp, cost, kv, view, watts))
     if not out:
         raise ValueError(
             "; ".join(short) or "no GPU or NPU in the cluster for the serving workload"
         )
     return out
+
+
+def _caps(spec: DeviceSpec, caps: tuple[float | None, ...]) -> list[float | None]:
+    """The distinct power limits ``spec`` is offered at: None (its TDP) for a cap at or
+    above the TDP (or a device with no TDP), else the cap; a cap at or below the idle
+    draw is a ValueError (devices/power.py)."""
+    out: list[float | None] = []
+    for c in caps:
+        w = None if c is None or spec.tdp_w <= 0 or c >= spec.tdp_w else float(c)
+        if w is not None:
+            try:
+                power_model(replace(spec, power_cap_w=w))  # a cap at or below idle
+            except ValueError as e:
+                raise ValueError(f"power_cap_options_w: {spec.name}: {e}") from None
+        if w not in out:
+            out.append(w)
+    return out
+
+
+def config_key(s: InstanceSpec | ConfigView | Config) -> tuple[str, int] | tuple[str, int, float]:
+    """The key of a config (and of the instances of it): (GPU type, TP) at the TDP,
+    (GPU type, TP, power cap W) under a cap."""
+    return (s.gpu_type, s.tp) if s.power_cap_w is None else (s.gpu_type, s.tp, s.power_cap_w)
 
 
 def config_problem(

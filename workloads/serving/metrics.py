@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetsim.devices.carbon import CARBON_METRICS
 from hetsim.devices.energy import ENERGY_METRICS
 
 METRICS: dict[str, str] = {
@@ -58,7 +59,7 @@ METRICS: dict[str, str] = {
     "gpu_hours": "sum over instances of GPUs x provisioned hours",
     "gpu_hours_by_type": "'type:hours' pairs joined by ';'",
     "deployment": "every instance provisioned over the run as 'count x role:type/tpN', "
-    "joined by '+'",
+    "with '@<W>W' for GPUs under a power cap, joined by '+'",
     "instances": "instances provisioned over the run (scale-outs included)",
     "scale_out_events": "units (combo replicas or colocated instances) added by the scaling policy",
     "scale_in_events": "units the scaling policy drained",
@@ -84,6 +85,13 @@ METRICS: dict[str, str] = {
     "energy_per_output_token_J": "energy_accelerator_J / output tokens of completed requests, "
     "J (GPU energy, as the ML.ENERGY benchmark reports it)",
     "tokens_per_J": "output tokens of completed requests / energy_accelerator_J",
+    "energy_deployed_J": "energy of the GPUs the deployment placed instances on (idle "
+    "over the whole run plus their iterations' draw), J: energy_accelerator_J without the "
+    "cluster's unused GPUs",
+    "tokens_per_J_deployed": "output tokens of completed requests / energy_deployed_J",
+    **CARBON_METRICS,
+    "carbon_per_request_g": "carbon_g / requests completed, gCO2e",
+    "carbon_per_output_token_g": "carbon_g / output tokens of completed requests, gCO2e",
 }
 
 

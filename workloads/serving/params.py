@@ -273,6 +273,14 @@ class ServingParams(WorkloadParams):
         default_factory=lambda: [1, 2, 4, 8],
         description="Tensor-parallel degrees the deployment search may choose per instance.",
     )
+    power_cap_options_w: list[PositiveFloat | None] = Field(
+        default_factory=lambda: [None],  # type: ignore[arg-type]
+        min_length=1,
+        description="board power limits in W each (GPU type, TP) configuration is offered "
+        "to the deployment policy at (None: the GPU's TDP; a cap at or above a type's TDP "
+        "is its TDP): an instance runs its GPUs at its config's cap, through the clock and "
+        "power model (devices/power.py). [None]: no capped configs",
+    )
     tp_fabrics: dict[str, str] = Field(
         default_factory=dict,
         description="GPU type -> collective fabric of its TP all-reduces (a fabric of "

@@ -179,7 +179,8 @@ def run_summary(
     write_windows(w, end_s, per_req)
     ok = w.meets()
     by_type = _by_type(w, end_s)
-    shapes = Counter(f"{s.role}:{s.cost.spec.name}/tp{s.cost.tp}" for s in w.instances)
+    shapes = Counter(f"{s.role}:{s.cost.spec.name}/tp{s.cost.tp}{_cap(s.cost.spec)}"
+                     for s in w.instances)  # fmt: skip
     caps = [s.peak_blocks / s.capacity_blocks for s in w.instances]
     scaler = w.autoscaler
     caches = [s.cache for s in w.instances if s.cache is not None]
@@ -213,3 +214,9 @@ def run_summary(
         "prefix_hit_rate": hits / looked if looked else 0.0,
         "prefix_saved_tokens": hits,
     }
+
+
+def _cap(spec: Any) -> str:
+    """``@<W>W`` for an instance whose GPUs run under a power cap ("" at the TDP)."""
+    cap = getattr(spec, "power_cap_w", None)
+    return f"@{cap:g}W" if cap is not None else ""

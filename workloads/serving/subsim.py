@@ -105,6 +105,9 @@ class SubSimGoodput:
         wl["sizing_estimator"] = "analytic"  # no sub-simulations inside a sub-simulation
         wl["sizing_source"] = "holdout"  # the unit is fixed: no sizing window to set aside
         entries = [{"role": s.role, "gpu_type": s.gpu_type, "tp": s.tp} for s in unit]
+        for e, s in zip(entries, unit, strict=True):
+            if s.power_cap_w is not None:
+                e["power_cap_w"] = s.power_cap_w
         return {
             "name": "subsim",
             "seed": self.seed,

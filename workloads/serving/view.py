@@ -81,7 +81,11 @@ class ConfigView(NamedTuple):
 
     ``*_rps``: requests/s one instance sustains in that role at the sizing attainment,
     predicted over the workload's sampled lengths (``workloads/serving/estimate.py``; 0
-    if it cannot meet the SLOs); ``usd_per_hour``: price of its ``gpus`` GPUs."""
+    if it cannot meet the SLOs); ``usd_per_hour``: price of its ``gpus`` GPUs;
+    ``power_cap_w``: the board power limit its GPUs run at (None: their TDP;
+    ``workload.power_cap_options_w``); ``colocated_W``: the draw of its GPUs, serving
+    colocated at ``colocated_rps`` (the run's power model, :func:`workloads.serving.deploy.
+    instance_power_W`)."""
 
     gpu_type: str
     tp: int
@@ -92,6 +96,8 @@ class ConfigView(NamedTuple):
     decode_rps: float
     colocated_rps: float
     buckets: tuple[BucketEstimate, ...] = ()  # per request-size bucket (colocated)
+    power_cap_w: float | None = None
+    colocated_W: float = 0.0
 
 
 class SearchBudget(NamedTuple):
@@ -135,7 +141,9 @@ class InstanceSpec(NamedTuple):
     ``plan``: (bucket key, req/s) of the request-size buckets the deployment planned
     this instance to serve (Melange; empty: no plan, any request); ``kv_layerwise``: a
     prefill instance sends each layer's KV as soon as it is computed, overlapped with
-    the rest of the prefill (Splitwise), instead of after the whole prefill."""
+    the rest of the prefill (Splitwise), instead of after the whole prefill;
+    ``power_cap_w``: the board power limit of its GPUs (None: their TDP), one of the
+    configs' (``ConfigView.power_cap_w``)."""
 
     role: Role
     gpu_type: str
@@ -143,6 +151,7 @@ class InstanceSpec(NamedTuple):
     group: int = 0
     plan: tuple[tuple[int, float], ...] = ()
     kv_layerwise: bool = False
+    power_cap_w: float | None = None
 
 
 class DeploymentPolicy(Protocol):

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from hetsim.devices.carbon import carbon_columns
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.energy import energy_columns, energy_report, per_unit, record_tables
 from hetsim.simulator.budget import WorkEstimate
@@ -34,6 +35,7 @@ from hetsim.workloads.serving.deploy import (
     Slo,
     bucket_key,
     candidate_configs,
+    config_key,
     config_problem,
     gpu_price,
     missing_fabrics,
@@ -203,16 +205,16 @@ class ServingWorkload(Workload):
             prompt = np.minimum(prompt, np.maximum(self.model.max_context - held.output, 1))
         return Lengths(prompt, held.output), rate
 
-    def _configs(self) -> dict[tuple[str, int], Config]:
+    def _configs(self) -> dict[tuple[Any, ...], Config]:
         p = self.params
         self.gpu_types = self._gpus()
         targets = Targets(self.slo.ttft_s, self.slo.tpot_s, p.sizing_attainment, p.sizing_headroom)
         found = candidate_configs(
             self.model, p.precision(), self.gpu_types, p.tp_options, p.tp_fabrics,
             p.mem_fraction, self.sizing, targets, p.price_preset, p.max_batch, p.overheads(),
-            self.sizing_predicted,
+            self.sizing_predicted, tuple(p.power_cap_options_w),
         )  # fmt: skip
-        return {(c.gpu_type, c.tp): c for c in found}
+        return {config_key(c): c for c in found}
 
     def _simulate(
         self, unit: tuple[InstanceSpec, ...], estimate_rps: float, budget: SearchBudget
@@ -249,12 +251,16 @@ class ServingWorkload(Workload):
         )  # fmt: skip
         specs = tuple(self.policies["deployment"].deploy(view))
         for s in specs:
-            if (s.gpu_type, s.tp) not in self.configs:
+            if config_key(s) not in self.configs:
                 kind = self.cluster.kind_of_type(s.gpu_type)
                 if s.gpu_type not in self.gpu_types and kind and kind not in SERVING_KINDS:
                     raise ValueError(f"deployment: {s.gpu_type} is a {kind} device; the "
                                      "serving workload runs on devices of kind "
                                      f"{' or '.join(SERVING_KINDS)}")  # fmt: skip
+                if s.power_cap_w is not None and (s.gpu_type, s.tp) in self.configs:
+                    raise ValueError(f"deployment: power_cap_w={s.power_cap_w:g} for "
+                                     f"{s.gpu_type} is not in workload.power_cap_options_w "
+                                     f"{list(p.power_cap_options_w)}")  # fmt: skip
                 why = config_problem(
                     self.model, p.precision(), self.gpu_types, p.tp_options, p.tp_fabrics,
                     p.mem_fraction, s.gpu_type, s.tp, p.overheads(),
@@ -274,7 +280,7 @@ class ServingWorkload(Workload):
         """A new instance of spec ``s``, numbered next (placement is the caller's)."""
         p = self.params
         k = len(self.instances)
-        cfg = self.configs[(s.gpu_type, s.tp)]
+        cfg = self.configs[config_key(s)]
         lud = Lud(p.lud.lookahead, self.accept_p) if self.accept_p is not None else None
         cache = None
         if p.prefix_cache and s.role != "decode" and self.hashes is not None:
@@ -312,7 +318,7 @@ class ServingWorkload(Workload):
         forever on that request (an engine refuses to start with a KV cache smaller than
         its longest sequence)."""
         bt = self.params.block_tokens
-        return self._kv_shortfall(self.configs[(s.gpu_type, s.tp)].kv_tokens // bt * bt)
+        return self._kv_shortfall(self.configs[config_key(s)].kv_tokens // bt * bt)
 
     def _kv_shortfall(self, cap_tokens: int) -> str:
         need = int((self.times.prompt + self.times.output).max())
@@ -646,6 +652,20 @@ class ServingWorkload(Workload):
         out.update(per_unit(accel, {"energy_per_request_J": float(done.sum()),
                                     "energy_per_output_token_J": tokens}))  # fmt: skip
         out["tokens_per_J"] = tokens / accel if accel > 0 else float("nan")
+        placed = {n for inst in self.instances for n in inst.device_tracks}
+        deployed = sum(r.energy_J for r in rep.rows if r.device in placed)
+        out["energy_deployed_J"] = deployed
+        out["tokens_per_J_deployed"] = tokens / deployed if deployed > 0 else float("nan")
+        accel_s: dict[str, float] = {}
+        for r in rep.rows:
+            if r.kind != "cpu":
+                accel_s[r.type] = accel_s.get(r.type, 0.0) + end_s
+        carbon = carbon_columns(rep.total_J, end_s, accel_s, self.cluster.config.carbon,
+                                self.cluster.load_grid())  # fmt: skip
+        out.update(carbon)
+        out.update(per_unit(float(carbon["carbon_g"]),
+                            {"carbon_per_request_g": float(done.sum()),
+                             "carbon_per_output_token_g": tokens}))  # fmt: skip
         return out
 
 

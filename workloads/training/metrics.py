@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from hetsim.devices.carbon import CARBON_METRICS
 from hetsim.devices.memory import MemoryPool
 from hetsim.workloads.training.model import (
     STATE_BYTES_PER_PARAM,
@@ -64,6 +65,8 @@ METRICS = {
     "avg_power_W": "GPU energy over the completed iterations / their time, W",
     "peak_power_W": "GPU draw while kernels run (the steps' compute utilisation), W",
     "power_limit_W": "the GPU's power limit in effect: its TDP, or its power_cap_w",
+    **CARBON_METRICS,
+    "carbon_per_step_g": "carbon_g / completed iterations, gCO2e",
 }
 
 

@@ -80,6 +80,7 @@ from pydantic import (
     model_validator,
 )
 
+from hetsim.devices.carbon import STEP_CARBON_METRICS, carbon_columns
 from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.energy import ENERGY_COLUMNS, POWER_COLUMNS, STEP_ENERGY_METRICS
@@ -499,6 +500,7 @@ class ParallelTrainingWorkload(Workload):
         "device's fit; GPU.sustained<-device and GPU.gemm.<format>_scale<-device for a "
         "clock ratio or GEMM format scale measured on another device",
         **STEP_ENERGY_METRICS,
+        **STEP_CARBON_METRICS,
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: ParallelTrainingParams,
@@ -1083,6 +1085,10 @@ class ParallelTrainingWorkload(Workload):
         peak_W = pm.busy_W(compute / kernel_s) if kernel_s > 0 else pm.memory_W
         step_J = world * per_gpu
         self._power_tables(pm, per_gpu, busy, peak_W)
+        carbon = carbon_columns(step_J, it, {self.spec.name: world * it},
+                                self.cluster.config.carbon, self.cluster.load_grid())  # fmt: skip
+        carbon.pop("carbon_g")
+        step_g = carbon["carbon_operational_g"] + carbon["carbon_embodied_g"]
         return {
             "energy_per_step_J": step_J,
             "energy_per_token_J": step_J / tokens,
@@ -1092,6 +1098,9 @@ class ParallelTrainingWorkload(Workload):
             "avg_power_W_by_type": f"{self.spec.name}:{per_gpu / it:.6g}" if it > 0 else "",
             "peak_power_W_by_type": f"{self.spec.name}:{peak_W:.6g}",
             "power_limit_W": pm.limit_W,
+            **carbon,
+            "carbon_per_step_g": step_g,
+            "carbon_per_token_g": step_g / tokens,
         }
 
     def _power_tables(self, pm: Any, per_gpu_J: float, busy_s: float, kernel_W: float) -> None:

@@ -26,6 +26,7 @@ from pydantic import (
     PositiveInt,
 )
 
+from hetsim.devices.carbon import carbon_columns
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.kernels import kernel_fits
 from hetsim.devices.memory import OutOfMemory
@@ -342,7 +343,7 @@ class TrainingWorkload(Workload):
         out.update(self._energy(sum(flops)))
         return out
 
-    def _energy(self, model_flops: float) -> dict[str, float]:
+    def _energy(self, model_flops: float) -> dict[str, Any]:
         """Energy of the completed iterations (:data:`SINGLE_GPU_ENERGY_METRICS`): the GPU
         idles while it stalls on swaps and is busy the rest of each step, its kernels at
         the compute utilisation of the model FLOPs at the clock model's compute roof."""
@@ -361,10 +362,15 @@ class TrainingWorkload(Workload):
         if pm.tdp_W <= 0:  # no board power in the catalogue (Ascend 910B): not computable
             nan = float("nan")
             return {"energy_per_step_J": nan, "avg_power_W": nan, "peak_power_W": nan,
-                    "power_limit_W": nan}  # fmt: skip
+                    "power_limit_W": nan, "carbon_operational_g": nan,
+                    "carbon_per_step_g": nan}  # fmt: skip
+        carbon = carbon_columns(energy, total, {spec.name: total}, self.cluster.config.carbon,
+                                self.cluster.load_grid())  # fmt: skip
         return {
             "energy_per_step_J": energy / steps if steps else float("nan"),
             "avg_power_W": energy / total if total > 0 else float("nan"),
             "peak_power_W": pm.busy_W(compute / busy) if busy > 0 else pm.idle_W,
             "power_limit_W": pm.limit_W,
+            **carbon,
+            "carbon_per_step_g": carbon["carbon_g"] / steps if steps else float("nan"),
         }
