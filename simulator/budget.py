@@ -71,7 +71,15 @@ class Budgets:
 def check_estimate(sc: Any, max_events: float | None, memory_bytes: int | None) -> None:
     """Refuse scenario ``sc`` when its workload's estimate exceeds ``max_events`` or
     ``memory_bytes`` (:class:`WorkTooLarge`, one line); kinds without an estimate pass."""
-    est = sc.workload_cls.estimate_work(sc.workload)
+    if getattr(sc, "colocation", None) is not None:  # several workloads: the sum
+        parts = [m.cls.estimate_work(m.params) for m in sc.colocation.members]
+        parts = [e for e in parts if e is not None]
+        est = WorkEstimate(
+            sum(e.events for e in parts), sum(e.memory_bytes or 0 for e in parts) or None,
+            "; ".join(e.basis for e in parts),
+        ) if parts else None  # fmt: skip
+    else:
+        est = sc.workload_cls.estimate_work(sc.workload)
     if est is None:
         return
     if max_events is not None and est.events > max_events:

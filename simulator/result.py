@@ -31,6 +31,9 @@ class Result:
     wall_s: float = 0.0
     #: one-line warnings about reading the figures (overload, mixed price providers)
     warnings: list[str] = field(default_factory=list)
+    #: several rows (a multi-workload run: one per workload and the cluster's); None:
+    #: the one ``summary_row``
+    rows: list[dict[str, Any]] | None = None
 
     @cached_property
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -42,7 +45,7 @@ class Result:
         """The summary metrics as a one-row DataFrame."""
         import pandas as pd
 
-        return pd.DataFrame([self.summary_row])
+        return pd.DataFrame(self.rows if self.rows is not None else [self.summary_row])
 
     @property
     def spans(self) -> pd.DataFrame:
@@ -64,9 +67,8 @@ class Result:
         """
         run_key = content_key(self.scenario)
         with output_dir(path, "run", force=force, run_key=run_key) as tmp:
-            row = self.summary_row
-            self._write(tmp / f"summary.{fmt}", fmt, list(row), [[v] for v in row.values()],
-                        lambda: self.summary)  # fmt: skip
+            columns, data = self._summary_columns()
+            self._write(tmp / f"summary.{fmt}", fmt, columns, data, lambda: self.summary)
             (tmp / "tables").mkdir()
             for name, tbl in self.recorder.raw_tables().items():
                 self._write(tmp / "tables" / f"{name}.{fmt}", fmt, tbl.columns,
@@ -74,6 +76,16 @@ class Result:
             (tmp / "scenario.yaml").write_text(yaml.safe_dump(self.scenario, sort_keys=False))
             (tmp / "metrics.json").write_text(json.dumps(self.metrics, indent=2))
         return Path(path)
+
+    def _summary_columns(self) -> tuple[list[str], list[list[Any]]]:
+        """Columns and their values of the summary file (one row, or :attr:`rows`)."""
+        if self.rows is None:
+            row = self.summary_row
+            return list(row), [[v] for v in row.values()]
+        columns: list[str] = []
+        for r in self.rows:
+            columns += [k for k in r if k not in columns]
+        return columns, [[r.get(c) for r in self.rows] for c in columns]
 
     @staticmethod
     def _write(path: Path, fmt: str, columns: Any, data: list[list[Any]], frame: Any) -> None:

@@ -70,6 +70,11 @@ def build(sc: Scenario, sim: Simulation) -> Any:
     """Construct cluster, policies and workload for ``sc`` inside ``sim``."""
     from hetsim.devices.cluster import Cluster
 
+    if sc.colocation is not None:  # several workloads on one cluster
+        from hetsim.simulator.colocate import build_colocated
+
+        return build_colocated(sc, sim)
+
     sim.run_nested = run_nested
     try:
         cluster = Cluster(sim, sc.cluster)
@@ -113,6 +118,10 @@ def simulate(sc: Scenario, *, progress: bool = False, warn: bool = False) -> Res
     """Simulate a validated scenario; ``warn``: issue the run's warnings (overload,
     mixed price providers) as :class:`RunWarning` too (they are always in
     ``Result.warnings``)."""
+    if sc.colocation is not None:  # several workloads on one cluster
+        from hetsim.simulator.colocate import simulate_colocated
+
+        return simulate_colocated(sc, progress=progress, warn=warn)
     t0 = time.perf_counter()
     sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
     workload = build(sc, sim)

@@ -75,8 +75,21 @@ class ScenarioModel(BaseModel):
         description="The cluster: nodes with their devices and links, and the "
         "scale-out network (see the cluster section)."
     )
-    workload: dict[str, Any] = Field(
-        description="The workload: a kind plus that kind's parameters (see the workload section)."
+    workload: dict[str, Any] | None = Field(
+        default=None,
+        description="The workload: a kind plus that kind's parameters (see the workload "
+        "section); required unless workloads: is given.",
+    )
+    workloads: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="Several workloads on the one cluster, by name (each a workload block "
+        "of any kind with its own policies: and devices:); instead of workload: "
+        "(docs/colocate.md).",
+    )
+    sharing: dict[str, Any] = Field(
+        default_factory=dict,
+        description="With workloads: how a GPU two workloads list in devices: is shared "
+        "(model exclusive, time-sliced or partition; docs/colocate.md).",
     )
     policies: dict[str, Any] = Field(
         default_factory=dict,
@@ -137,11 +150,21 @@ class Scenario:
     sweep: dict[str, Any] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
     catalogue: tuple[str, ...] = ()
+    #: with ``workloads:`` (several workloads on one cluster): the validated
+    #: :class:`simulator.colocate.Colocation`; None for the single ``workload:`` form
+    colocation: Any = None
 
     def resolved(self) -> dict[str, Any]:
         """The scenario with every default filled in (what was actually run)."""
         extensions = {k: list(v) for k, v in (("plugins", self.plugins),
                                               ("catalogue", self.catalogue)) if v}  # fmt: skip
+        if self.colocation is not None:
+            from hetsim.simulator.colocate import resolved_colocation
+
+            return {**extensions, "name": self.name, "seed": self.seed, "until_s": self.until_s,
+                    "cluster": self.cluster.model_dump(mode="json"),
+                    **resolved_colocation(self.colocation),
+                    "outputs": self.outputs.model_dump(mode="json")}  # fmt: skip
         return {
             **extensions,
             "name": self.name,
@@ -249,6 +272,12 @@ def from_dict(
     _check_data(file, top.data, base)
     _load_extensions(file, top, base)
     cluster = _validate_cluster(file, top.cluster)
+    if top.workloads is not None or top.workload is None:
+        from hetsim.simulator.colocate import colocated_scenario
+
+        return colocated_scenario(file, base, raw, top, cluster)
+    if top.sharing:
+        raise ScenarioError(file, "sharing", "only with workloads: (several workloads)")
     wl_cls, workload = _validate_workload(file, top.workload, base)
     policies = _validate_policies(file, wl_cls, top.policies)
     _validate_sweep(file, top.sweep)
@@ -339,21 +368,23 @@ def _check_routes(file: str, cluster: Any) -> None:
     )  # fmt: skip
 
 
-def _validate_workload(file: str, raw: dict[str, Any], base: Path) -> tuple[Any, Any]:
+def _validate_workload(
+    file: str, raw: dict[str, Any], base: Path, where: str = "workload"
+) -> tuple[Any, Any]:
     kind = raw.get("kind")
     if kind is None:
-        raise ScenarioError(file, "workload.kind", "required field is missing")
+        raise ScenarioError(file, f"{where}.kind", "required field is missing")
     try:
         cls = registry.workloads.get(str(kind))
     except registry.UnknownName as e:
-        raise ScenarioError(file, "workload.kind", str(e)) from None
+        raise ScenarioError(file, f"{where}.kind", str(e)) from None
     try:
         params = cls.Params.model_validate(raw)
     except ValidationError as e:
-        raise from_validation(file, "workload", e, raw, cls.Params) from None
+        raise from_validation(file, where, e, raw, cls.Params) from None
     except KeyError as e:  # a validator's registry lookup (UnknownName names the valid ones)
-        raise ScenarioError(file, "workload", str(e).strip("'\"")) from None
-    _check_paths(file, "workload", params.model_dump(), base)
+        raise ScenarioError(file, where, str(e).strip("'\"")) from None
+    _check_paths(file, where, params.model_dump(), base)
     return cls, params
 
 
@@ -389,18 +420,20 @@ def _check_file(file: str, where: str, value: str, base: Path, name: str | None 
         raise ScenarioError(file, where, f"cannot read {shown!r}: {problem}")
 
 
-def _validate_policies(file: str, wl_cls: Any, raw: dict[str, Any]) -> dict[str, PolicyChoice]:
+def _validate_policies(
+    file: str, wl_cls: Any, raw: dict[str, Any], prefix: str = "policies"
+) -> dict[str, PolicyChoice]:
     points: dict[str, str] = wl_cls.decision_points
     for point in raw:
         if point not in points:
             valid = ", ".join(sorted(points)) or "(none)"
             raise ScenarioError(
-                file, f"policies.{point}", f"not a decision point of this workload; valid: {valid}"
+                file, f"{prefix}.{point}", f"not a decision point of this workload; valid: {valid}"
             )
     out = {}
     for point, default in points.items():
         spec = raw.get(point, default)
-        where = f"policies.{point}"
+        where = f"{prefix}.{point}"
         if isinstance(spec, str):
             name, params = spec, {}
         elif isinstance(spec, dict) and isinstance(spec.get("name"), str):

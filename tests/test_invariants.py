@@ -59,7 +59,21 @@ CUT_RUNS: dict[str, tuple[str, dict[str, Any], float]] = {
     "training-pipeline": ("slimpipe", {}, 0.05),
     "training-parallel": ("megatron-gpt", {}, 0.05),
     "collective": ("", {}, 0.005),
+    "training-jobs": ("", {}, 100.0),
 }
+
+TRAINING_JOBS = """\
+name: jobs
+cluster:
+  nodes:
+    - name: n
+      devices:
+        gpu: {type: h100-sxm, count: 4}
+        cpu: {type: xeon-8480}
+      links:
+        - {type: pcie5-x16, between: [gpu, cpu]}
+workload: {kind: training-jobs, num_jobs: 2, steps_per_job: 50, gpus_per_job: 4}
+"""
 
 
 def _scenario(kind: str) -> Scenario:
@@ -67,6 +81,8 @@ def _scenario(kind: str) -> Scenario:
     over = {**over, "until_s": until_s, "outputs.spans": False}
     if kind == "collective":
         return from_dict(yaml.safe_load(COLLECTIVE)).with_overrides(over)
+    if kind == "training-jobs":
+        return from_dict(yaml.safe_load(TRAINING_JOBS)).with_overrides(over)
     return load_scenario(SCENARIOS / f"{name}.yaml", over)
 
 

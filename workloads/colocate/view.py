@@ -1,0 +1,35 @@
+"""What an arbiter sees and returns (the ``arbiter`` decision point's contract)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class ArbiterView(NamedTuple):
+    """One arbiter period: the serving load estimate (from past arrivals only), what
+    serving holds and could use, and what the harvesting workloads hold."""
+
+    now_s: float
+    #: estimated serving arrival rate (req/s; the policy's named estimator), None: no serving
+    serving_rate_per_s: float | None
+    #: GPUs in serving instances (loading, serving or draining)
+    serving_busy_gpus: int
+    #: GPUs serving may scale out onto now (its free GPUs not lent)
+    serving_free_gpus: int
+    #: mean goodput per GPU of serving's instances (req/s per GPU; the sizing estimate)
+    serving_rps_per_gpu: float
+    #: serving GPUs lent to harvesting workloads (including ones being returned)
+    lent_gpus: int
+    #: lent GPUs on their way back (a checkpoint in progress)
+    returning_gpus: int
+    #: serving's free GPUs a harvesting workload could run on
+    lendable_gpus: int
+    #: harvesting jobs waiting for GPUs
+    harvest_waiting_jobs: int
+
+
+class ArbiterDecision(NamedTuple):
+    """GPUs to lend from serving to the harvesting workloads, and to take back."""
+
+    lend: int = 0
+    reclaim: int = 0
