@@ -202,7 +202,7 @@ class CarbonConfig(BaseModel):
 def grid_intensity(cfg: CarbonConfig, base_dir: Path | None = None) -> GridIntensity:
     """The run's grid intensity (the file is resolved against ``base_dir``)."""
     if cfg.grid_intensity_file is not None:
-        from hetsim.workloads.paths import resolve_path
+        from hetsim.simulator.paths import resolve_path
 
         return read_grid_intensity(resolve_path(cfg.grid_intensity_file, base_dir or Path.cwd()))
     if cfg.grid_intensity_g_per_kwh is not None:

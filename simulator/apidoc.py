@@ -30,8 +30,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 CLI_PAGE = DOCS / "cli-reference.md"
 API_PAGE = DOCS / "api-reference.md"
 MACHINE_DEFAULT = "three quarters of the machine's memory"
-DOMAINS = ("cluster", "elastic", "moe", "observability", "offload", "queueing", "serving",
-           "tee", "training")  # fmt: skip
+DOMAINS = ("cluster", "colocate", "elastic", "moe", "observability", "offload", "queueing",
+           "serving", "tee", "training")  # fmt: skip
 
 
 # ---- CLI ------------------------------------------------------------------------------

@@ -7,12 +7,14 @@ import math
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hetsim.simulator.boundary import csv_field_limit
+from hetsim.simulator.colocate import Colocation, Member
 from hetsim.simulator.engine import ClockLimit, InvariantViolation, Simulation
 from hetsim.simulator.errors import FieldError, ScenarioError, TraceError
 from hetsim.simulator.overload import METRICS as OVERLOAD_METRICS
@@ -71,8 +73,6 @@ def build(sc: Scenario, sim: Simulation) -> Any:
     from hetsim.devices.cluster import Cluster
 
     if sc.colocation is not None:  # several workloads on one cluster
-        from hetsim.simulator.colocate import build_colocated
-
         return build_colocated(sc, sim)
 
     sim.run_nested = run_nested
@@ -119,8 +119,6 @@ def simulate(sc: Scenario, *, progress: bool = False, warn: bool = False) -> Res
     mixed price providers) as :class:`RunWarning` too (they are always in
     ``Result.warnings``)."""
     if sc.colocation is not None:  # several workloads on one cluster
-        from hetsim.simulator.colocate import simulate_colocated
-
         return simulate_colocated(sc, progress=progress, warn=warn)
     t0 = time.perf_counter()
     sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
@@ -210,3 +208,148 @@ def _progress(sim: Simulation, horizon_s: float | None) -> Any:
 
     sim.env.process(tick())
     return bar
+
+
+# ---- the workloads: form (several workloads on one cluster; simulator/colocate.py) ----
+@dataclass
+class Built:
+    """A multi-workload scenario built in a simulation, ready to start."""
+
+    cluster: Any
+    members: dict[str, Any]
+    kinds: dict[str, str]
+    ledger: Any
+    arbitration: Any
+
+
+def build_colocated(sc: Any, sim: Any) -> Built:
+    """Build the cluster, every workload (each through its cluster view, with its own
+    policies) and the arbitration of ``sc`` inside ``sim``."""
+    from hetsim.devices.cluster import Cluster
+    from hetsim.simulator.boundary import csv_field_limit
+    from hetsim.workloads.colocate.arbitration import Arbitration
+    from hetsim.workloads.colocate.cluster_view import ClusterView
+    from hetsim.workloads.colocate.ledger import Ledger
+    from hetsim.workloads.colocate.sharing import PoolShare, fraction, share_serving, slowdowns
+    from hetsim.workloads.colocate.sim_view import SimulationView
+
+    col: Colocation = sc.colocation
+    sim.run_nested = run_nested
+    try:
+        cluster = Cluster(sim, sc.cluster)
+    except (KeyError, ValueError) as e:
+        raise ScenarioError(sc.file, "cluster", str(e).strip("'\"")) from None
+    ledger = Ledger(sim, shared=set(col.shared))
+    factors = slowdowns(col)
+    kind_count: dict[str, int] = {}
+    for m in col.members:
+        kind_count[m.params.kind] = kind_count.get(m.params.kind, 0) + 1
+
+    def wsim(m: Member) -> Any:  # own streams and tables only beside one of its kind
+        return SimulationView(sim, m.name) if kind_count[m.params.kind] > 1 else sim
+
+    members: dict[str, Any] = {}
+    kinds: dict[str, str] = {}
+    for m in col.members:
+        where = f"workloads.{m.name}"
+        pols = {p: c.cls(c.params, rng=sim.rng(f"{m.name}.policy.{p}"))
+                for p, c in m.policies.items()}  # fmt: skip
+        for d in m.devices:
+            ledger.assign(d, m.name)
+        pools = {}
+        for d, owners in col.shared.items():
+            if m.name in owners:
+                pools[d] = PoolShare(cluster.memory(d), m.name, fraction(col, m.name, owners))
+        view = ClusterView(cluster, m.devices, pools)
+        try:
+            with csv_field_limit():
+                members[m.name] = m.cls(wsim(m), view, m.params, pols, sc.base_dir)
+        except TraceError:
+            raise
+        except FieldError as e:
+            raise ScenarioError(sc.file, f"{where}.{e.field}", e.message) from None
+        except BAD_INPUT_ERRORS as e:
+            raise ScenarioError(sc.file, where, _one_line(e)) from None
+        kinds[m.name] = m.params.kind
+        if kinds[m.name] == "serving":
+            share_serving(members[m.name], factors[m.name])
+        elif kinds[m.name] == "training-jobs":
+            members[m.name].slowdown = factors[m.name]
+    arbiter = col.arbiter.cls(col.arbiter.params, rng=sim.rng("policy.arbiter"))
+    arb = Arbitration(sim, ledger, members, kinds, arbiter)
+    return Built(cluster, members, kinds, ledger, arb)
+
+
+def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -> Any:
+    """Run a ``workloads:`` scenario (see the module doc); returns a Result whose
+    ``rows`` are the per-workload and cluster rows and whose ``summary_row`` is the same
+    figures flattened as ``<workload>.<metric>`` (one row for sweeps)."""
+    import warnings
+
+    from hetsim.simulator.engine import ClockLimit, InvariantViolation, Simulation
+    from hetsim.simulator.result import Result
+    from hetsim.workloads.colocate.report import cluster_row, member_row
+
+    t0 = time.perf_counter()
+    col: Colocation = sc.colocation
+    sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
+    built = build_colocated(sc, sim)
+    members, kinds, ledger, arb = built.members, built.kinds, built.ledger, built.arbitration
+    cluster = built.cluster
+    done = sim.env.all_of([w.done for w in members.values()])
+    stop: Any = done
+    try:
+        for w in members.values():
+            w.start()
+        arb.start()
+        if sc.until_s is not None:
+            stop = sim.env.any_of([done, sim.env.timeout(sc.until_s)])
+        sim.run(until=stop)
+    except ClockLimit as e:
+        raise ScenarioError(sc.file, "", f"run stopped: {e}") from None
+    except RuntimeError as e:
+        if stop.triggered or isinstance(e, InvariantViolation):
+            raise
+        raise InvariantViolation(f"the workloads stalled at t={sim.now:.6g} s: {e}") from None
+    end_s = sim.now
+    for w in members.values():
+        if w.done.triggered:
+            w.check()
+        else:
+            w.check_partial()
+    sim.check_invariants()
+    used: dict[str, list[tuple[str, float, float]]] = {}
+    for name, w in members.items():
+        if kinds[name] == "serving":
+            used[name] = arb.serving_spans(name, end_s)
+        elif hasattr(w, "busy_spans"):
+            used[name] = w.busy_spans(end_s)
+    ledger.check(end_s, used)
+    owner_table = sim.recorder.table("device_owners", ("device", "owner", "start_s", "end_s"))
+    for interval in sorted(ledger.all_intervals(end_s)):
+        owner_table.append(*interval)
+    rows: list[dict[str, Any]] = []
+    metrics: dict[str, str] = {}
+    notes: list[str] = []
+    for m in col.members:
+        w = members[m.name]
+        row, more, texts = member_row(sc, m.name, w, end_s)
+        _absent_if_not_finite(row, w.done.triggered)
+        rows.append(row)
+        metrics.update(more)
+        notes += [f"{m.name}: {t}" for t in texts]
+    crow, cmetrics = cluster_row(sc, cluster, ledger, used, end_s, arb)
+    rows.append(crow)
+    metrics.update(cmetrics)
+    flat: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed}
+    for row in rows:
+        for k, v in row.items():
+            if k not in ("scenario", "seed", "workload", "kind"):
+                flat[f"{row['workload']}.{k}"] = v
+    if warn:
+        for text in notes:
+            warnings.warn(f"{sc.name}: {text}", RunWarning, stacklevel=4)
+    return Result(
+        scenario=sc.resolved(), summary_row=flat, recorder=sim.recorder, metrics=metrics,
+        wall_s=time.perf_counter() - t0, warnings=notes, rows=rows,
+    )  # fmt: skip

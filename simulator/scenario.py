@@ -9,6 +9,7 @@ as one :class:`ScenarioError` naming the file and the field path.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationErr
 
 from hetsim.simulator import registry
 from hetsim.simulator.boundary import check_tree, data_file_problem, read_text, yaml_value
+from hetsim.simulator.colocate import (
+    ACCELERATORS,
+    ARBITER_POINT,
+    Colocation,
+    Member,
+    SharingConfig,
+    _stand_in,
+    resolved_colocation,
+)
 from hetsim.simulator.errors import ScenarioError, from_validation
 from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.plugins import PluginError, load_plugin, load_plugins
@@ -159,8 +169,6 @@ class Scenario:
         extensions = {k: list(v) for k, v in (("plugins", self.plugins),
                                               ("catalogue", self.catalogue)) if v}  # fmt: skip
         if self.colocation is not None:
-            from hetsim.simulator.colocate import resolved_colocation
-
             return {**extensions, "name": self.name, "seed": self.seed, "until_s": self.until_s,
                     "cluster": self.cluster.model_dump(mode="json"),
                     **resolved_colocation(self.colocation),
@@ -273,8 +281,6 @@ def from_dict(
     _load_extensions(file, top, base)
     cluster = _validate_cluster(file, top.cluster)
     if top.workloads is not None or top.workload is None:
-        from hetsim.simulator.colocate import colocated_scenario
-
         return colocated_scenario(file, base, raw, top, cluster)
     if top.sharing:
         raise ScenarioError(file, "sharing", "only with workloads: (several workloads)")
@@ -466,3 +472,120 @@ def _validate_sweep(file: str, sweep: dict[str, Any]) -> None:
         if path.split(".")[0] not in ScenarioModel.model_fields or path.startswith("sweep"):
             where = "sweep." + ("parameters." if "parameters" in sweep else "") + path
             raise ScenarioError(file, where, "must be a dotted path into the scenario")
+
+
+# ---- the workloads: form (several workloads on one cluster; simulator/colocate.py) ----
+def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, cluster: Any) -> Any:
+    """The :class:`~simulator.scenario.Scenario` of a ``workloads:`` scenario."""
+    if top.workload is not None:
+        raise ScenarioError(file, "workloads", "give workload: or workloads:, not both")
+    if not top.workloads:
+        raise ScenarioError(file, "workload", "required field is missing")
+    try:
+        sharing = SharingConfig.model_validate(top.sharing)
+    except ValidationError as e:
+        raise from_validation(file, "sharing", e, top.sharing) from None
+    accels = _accelerators(cluster)
+    members: list[list[Any]] = []
+    claimed: dict[str, list[str]] = {}
+    for name, block in top.workloads.items():
+        where = f"workloads.{name}"
+        if not isinstance(block, dict):
+            raise ScenarioError(file, where, "must be a workload block (a mapping with kind:)")
+        body = {k: v for k, v in block.items() if k not in ("policies", "devices")}
+        cls, params = _validate_workload(file, body, base, where)
+        pols = block.get("policies") or {}
+        if not isinstance(pols, dict):
+            raise ScenarioError(file, f"{where}.policies", "must be a mapping")
+        choices = _validate_policies(file, cls, pols, f"{where}.policies")
+        patterns = block.get("devices")
+        if patterns is not None:
+            if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+                raise ScenarioError(file, f"{where}.devices", "must be a list of device names "
+                                    "or patterns")  # fmt: skip
+            devs = [d for d in accels if any(fnmatch.fnmatchcase(d, p) for p in patterns)]
+            if not devs:
+                raise ScenarioError(file, f"{where}.devices", f"matches no accelerator; the "
+                                    f"cluster has {', '.join(accels)}")  # fmt: skip
+            for d in devs:
+                if d in claimed and sharing.model == "exclusive":
+                    raise ScenarioError(file, f"{where}.devices", f"{d} is also assigned to "
+                                        f"{claimed[d][0]} (sharing: exclusive)")  # fmt: skip
+                claimed.setdefault(d, []).append(name)
+            patterns = tuple(patterns)
+        members.append([name, cls, params, choices, tuple(devs) if patterns else (), patterns])
+    rest = tuple(d for d in accels if d not in claimed)
+    unnamed = [m for m in members if m[5] is None]
+    if len(unnamed) > 1:
+        raise ScenarioError(file, f"workloads.{unnamed[1][0]}.devices",
+                            "required when another workload also omits it")  # fmt: skip
+    for m in unnamed:
+        m[4] = rest
+    extra = sorted(set(top.policies) - {"arbiter"})
+    if extra:
+        raise ScenarioError(file, f"policies.{extra[0]}", "with workloads:, the top-level "
+                            "policies: holds only arbiter (each workload has its own)")  # fmt: skip
+    shared = {d: tuple(o) for d, o in claimed.items() if len(o) > 1}
+    _check_sharing(file, sharing, shared, {m[0]: m[2].kind for m in members})
+    arbiter = _arbiter_choice(file, top.policies.get("arbiter", "static"))
+    _validate_sweep(file, top.sweep)
+    col = Colocation(tuple(Member(*m) for m in members), arbiter, sharing, shared)
+    return Scenario(
+        file=file, base_dir=base, raw=copy.deepcopy(raw), name=top.name, seed=top.seed,
+        until_s=top.until_s, cluster=cluster, workload_cls=_stand_in(list(col.members)),
+        workload=col, policies={},
+        outputs=top.outputs, sweep=top.sweep, plugins=tuple(top.plugins),
+        catalogue=tuple(top.catalogue), colocation=col,
+    )  # fmt: skip
+
+
+def _check_sharing(
+    file: str, sharing: SharingConfig, shared: dict[str, tuple[str, ...]], kinds: dict[str, str]
+) -> None:
+    from hetsim.workloads.colocate.sharing import SHARE_AWARE
+
+    for name in sharing.fractions:
+        if name not in kinds:
+            raise ScenarioError(file, f"sharing.fractions.{name}", "not a workload; valid: "
+                                + ", ".join(kinds))  # fmt: skip
+    for d, owners in shared.items():
+        for o in owners:
+            if kinds[o] not in SHARE_AWARE:
+                raise ScenarioError(file, f"workloads.{o}.devices", f"{d} is shared, and a "
+                                    f"{kinds[o]} workload cannot price a shared GPU "
+                                    f"(only {', '.join(SHARE_AWARE)})")  # fmt: skip
+        if sharing.model != "exclusive":
+            given = sum(sharing.fractions.get(o, 0.0) for o in owners)
+            rest = [o for o in owners if o not in sharing.fractions]
+            if given > 1.0 + 1e-9 or (rest and given >= 1.0):
+                raise ScenarioError(file, "sharing.fractions", f"the fractions of {d}'s "
+                                    f"owners ({', '.join(owners)}) exceed 1")  # fmt: skip
+
+
+def _accelerators(cluster: Any) -> list[str]:
+    out = []
+    for entry in cluster.topology().devices():
+        known = entry.type_name in registry.device_types
+        if known and registry.device_types.get(entry.type_name).kind in ACCELERATORS:
+            out.append(entry.name)
+    return out
+
+
+def _arbiter_choice(file: str, spec: Any) -> Any:
+    where = "policies.arbiter"
+    if isinstance(spec, str):
+        name, params = spec, {}
+    elif isinstance(spec, dict) and isinstance(spec.get("name"), str):
+        params = {k: v for k, v in spec.items() if k not in ("name", "label")}
+        name = spec["name"]
+    else:
+        raise ScenarioError(file, where, "must be a policy name or {name: ..., <params>}")
+    try:
+        cls = registry.policies.get(ARBITER_POINT, name)
+    except registry.UnknownName as e:
+        raise ScenarioError(file, where, str(e)) from None
+    try:
+        validated = cls.Params.model_validate(params)
+    except ValidationError as e:
+        raise from_validation(file, where, e, params) from None
+    return PolicyChoice("arbiter", name, cls, validated)

@@ -9,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat
 
 from hetsim.simulator.limits import PositiveSeconds
 from hetsim.simulator.registry import policies
-from hetsim.workloads.colocate.estimators import Estimator
-from hetsim.workloads.colocate.view import ArbiterDecision, ArbiterView
+from hetsim.workloads.colocate.view import ArbiterDecision, ArbiterView, Estimator
 
 
 class EstimatorConfig(BaseModel):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import bisect
-from typing import Literal
 
-Estimator = Literal["last-window", "ewma"]
+from hetsim.workloads.colocate.view import Estimator
 
 
 class LoadEstimate:

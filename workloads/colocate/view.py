@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
+
+Estimator = Literal["last-window", "ewma"]
+"""The serving-load estimators an arbiter may name (workloads/colocate/estimators.py)."""
 
 
 class ArbiterView(NamedTuple):

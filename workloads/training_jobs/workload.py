@@ -77,7 +77,11 @@ class CheckpointCost(BaseModel):
       in the calibration set), swept in ``scenarios/colocate-robustness.yaml``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    state_bytes_per_param: PositiveFloat = float(STATE_BYTES_PER_PARAM)
+    state_bytes_per_param: PositiveFloat = Field(
+        default=float(STATE_BYTES_PER_PARAM),
+        description="Bytes of checkpoint state per model parameter (16: mixed-precision "
+        "AdamW, bf16 weights and fp32 master weights and moments).",
+    )
     storage_Bps: PositiveFloat = Field(
         default=1e9, description="checkpoint storage bandwidth (B/s)"
     )
@@ -89,7 +93,9 @@ class CheckpointCost(BaseModel):
 class TrainingJobsParams(WorkloadParams):
     """The block of a ``training-jobs`` workload (preemptible harvesting jobs)."""
 
-    kind: Literal["training-jobs"] = "training-jobs"
+    kind: Literal["training-jobs"] = Field(
+        default="training-jobs", description="Workload kind (training-jobs)."
+    )
     model: str = Field(default="llama-3-8b", description="catalogue model trained by every job")
     num_jobs: PositiveInt = Field(
         default=4, description="jobs, all submitted at submit_interval_s apart"
