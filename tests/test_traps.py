@@ -391,7 +391,8 @@ def test_shipped_traces_have_no_crossing_slices(path: Path) -> None:
 
     if missing_shared_data(path) or (not SHARED.exists() and "shared" in path.read_text()):
         pytest.skip("reads data that is not here")
-    kind = yaml.safe_load(path.read_text())["workload"]["kind"]
+    data = yaml.safe_load(path.read_text())
+    kind = data["workload"]["kind"] if "workload" in data else "colocated"  # workloads: form
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         r = hetsim.run(path, overrides=_short(path.stem, kind))
