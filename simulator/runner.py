@@ -124,18 +124,7 @@ def simulate(sc: Scenario, *, progress: bool = False, warn: bool = False) -> Res
     sim = Simulation(sc.seed, record_spans=sc.outputs.spans)
     workload = build(sc, sim)
     bar = _progress(sim, workload.horizon_s()) if progress else None
-    stop = workload.done
-    try:
-        workload.start()
-        if sc.until_s is not None:
-            stop = sim.env.any_of([workload.done, sim.env.timeout(sc.until_s)])
-        sim.run(until=stop)
-    except ClockLimit as e:
-        raise ScenarioError(sc.file, "", f"run stopped: {e}") from None
-    except RuntimeError as e:
-        if stop.triggered or isinstance(e, InvariantViolation):
-            raise
-        raise InvariantViolation(f"the workload stalled at t={sim.now:.6g} s: {e}") from None
+    run_to_end(sim, sc, workload.start, workload.done, "the workload")
     if bar is not None:
         bar.close()
     end_s = sim.now
@@ -172,6 +161,24 @@ def simulate(sc: Scenario, *, progress: bool = False, warn: bool = False) -> Res
         wall_s=time.perf_counter() - t0,
         warnings=notes,
     )
+
+
+def run_to_end(sim: Simulation, sc: Scenario, start: Any, done: Any, what: str) -> None:
+    """Start the run (``start()``) and run ``sim`` until ``done`` fires or ``sc.until_s``;
+    a clock limit is one error line, and an event queue that empties before ``done`` (a
+    stalled run) is an invariant violation naming ``what``."""
+    stop = done
+    try:
+        start()
+        if sc.until_s is not None:
+            stop = sim.env.any_of([done, sim.env.timeout(sc.until_s)])
+        sim.run(until=stop)
+    except ClockLimit as e:
+        raise ScenarioError(sc.file, "", f"run stopped: {e}") from None
+    except RuntimeError as e:
+        if stop.triggered or isinstance(e, InvariantViolation):
+            raise
+        raise InvariantViolation(f"{what} stalled at t={sim.now:.6g} s: {e}") from None
 
 
 ABSENT = "absent_metrics"
@@ -286,7 +293,7 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
     figures flattened as ``<workload>.<metric>`` (one row for sweeps)."""
     import warnings
 
-    from hetsim.simulator.engine import ClockLimit, InvariantViolation, Simulation
+    from hetsim.simulator.engine import Simulation
     from hetsim.simulator.result import Result
     from hetsim.workloads.colocate.report import cluster_row, member_row
 
@@ -297,20 +304,13 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
     members, kinds, ledger, arb = built.members, built.kinds, built.ledger, built.arbitration
     cluster = built.cluster
     done = sim.env.all_of([w.done for w in members.values()])
-    stop: Any = done
-    try:
+
+    def start() -> None:
         for w in members.values():
             w.start()
         arb.start()
-        if sc.until_s is not None:
-            stop = sim.env.any_of([done, sim.env.timeout(sc.until_s)])
-        sim.run(until=stop)
-    except ClockLimit as e:
-        raise ScenarioError(sc.file, "", f"run stopped: {e}") from None
-    except RuntimeError as e:
-        if stop.triggered or isinstance(e, InvariantViolation):
-            raise
-        raise InvariantViolation(f"the workloads stalled at t={sim.now:.6g} s: {e}") from None
+
+    run_to_end(sim, sc, start, done, "the workloads")
     end_s = sim.now
     for w in members.values():
         if w.done.triggered:
