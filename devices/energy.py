@@ -27,13 +27,13 @@ each run's totals, per device type average and peak power, and energy per unit o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hetsim.devices.energy_meter import POWER_TRACK_SUFFIX
+from hetsim.devices.energy_meter import POWER_TRACK_SUFFIX, EnergyMeter
 from hetsim.devices.power import dram_W, nic_W
 
 if TYPE_CHECKING:
@@ -144,6 +144,12 @@ def energy_columns(
     """The :data:`ENERGY_METRICS` columns of a run over [0, ``horizon_s``] (``report``:
     :func:`energy_report`'s, when already built)."""
     rep = energy_report(cluster, horizon_s) if report is None else report
+    return report_columns(rep)
+
+
+def report_columns(rep: EnergyReport) -> dict[str, Any]:
+    """The :data:`ENERGY_METRICS` columns of ``rep`` (over its horizon)."""
+    horizon_s = rep.horizon_s
     types = rep.by_type()
     accel = [r.peak_W for r in rep.rows if r.kind != "cpu"]
     return {
@@ -180,6 +186,43 @@ def record_tables(recorder: Recorder, report: EnergyReport) -> None:
             power = recorder.table("power", POWER_COLUMNS)
         for t, w in zip(times.tolist(), watts.tolist(), strict=True):
             power.append(r.device, t, w)
+
+
+def meters_report(
+    meters: Iterable[tuple[str, str, str, EnergyMeter]], horizon_s: float
+) -> EnergyReport:
+    """The report of meters that are no cluster device's: (device, type, kind, meter)
+    each, for a domain whose devices are virtual (a pipeline stage's GPU, one rank of a
+    data-parallel job, priced on one catalogue device). One row per meter; no host DRAM
+    or NIC."""
+    rows = []
+    for device, type_, kind, meter in meters:
+        e = meter.energy_J(horizon_s)
+        avg = e / horizon_s if horizon_s > 0 else meter.model.idle_W
+        rows.append(DeviceEnergy(device, type_, kind, e, meter.busy_s, avg, meter.peak_W))
+    return EnergyReport(horizon_s, tuple(rows), 0.0, 0.0)
+
+
+def run_energy(
+    cluster: Cluster, recorder: Recorder, horizon_s: float
+) -> tuple[EnergyReport, dict[str, Any]]:
+    """A metered run's energy over [0, ``horizon_s``] in one call: the report of every
+    cluster device's meter, its ``energy``/``power`` tables written
+    (:func:`record_tables`), and its :data:`ENERGY_METRICS` and
+    :data:`~hetsim.devices.carbon.CARBON_METRICS` columns (every accelerator provisioned
+    for the whole run)."""
+    from hetsim.devices.carbon import carbon_columns
+
+    rep = energy_report(cluster, horizon_s)
+    record_tables(recorder, rep)
+    out = report_columns(rep)
+    accel_s: dict[str, float] = {}
+    for r in rep.rows:
+        if r.kind != "cpu":
+            accel_s[r.type] = accel_s.get(r.type, 0.0) + horizon_s
+    out.update(carbon_columns(rep.total_J, horizon_s, accel_s, cluster.config.carbon,
+                              cluster.load_grid()))  # fmt: skip
+    return rep, out
 
 
 def per_unit(energy_J: float, units: Mapping[str, float]) -> dict[str, float]:

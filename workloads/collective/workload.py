@@ -8,6 +8,12 @@ median of their durations, which is what collective profilers such as Vidur's an
 nccl-tests report. Each duration is the alpha-beta time of
 :func:`devices.collectives.collective_time_s`; repetitions are identical unless a future
 fabric model adds contention, so the median equals each one today.
+
+Energy: a collective moves data through the GPUs' memory and links and runs no math, so
+every device of the group draws the power model's memory-bound term ``memory_W`` (compute
+utilisation 0; :mod:`hetsim.devices.power`: communication kernels count as
+memory-bound) for each repetition's duration, and idles in the gaps; every other device
+of the cluster idles throughout.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import numpy as np
 import simpy
 
 from hetsim.devices.catalogue import fabric_spec
+from hetsim.devices.carbon import CARBON_METRICS
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.collectives import ALGORITHMS, CollectiveFabric, bus_factor, collective_time_s
+from hetsim.devices.energy import ENERGY_METRICS, per_unit, run_energy
 from hetsim.devices.group import CommGroup
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
@@ -40,6 +48,13 @@ METRICS: dict[str, str] = {
     "collective_fabric": "catalogue fabric name, or 'topology-ring' for the derived ring",
     "collective_algorithm": "algorithm used (after resolving 'fastest' and the op default)",
     "fabric_bandwidth_Bps": "the fabric's bus bandwidth bound per rank per direction",
+    **ENERGY_METRICS,
+    "energy_per_collective_J": "energy_accelerator_J / repetitions: the group's GPUs at "
+    "memory_W (the power model's memory-bound draw, compute utilisation 0) over each "
+    "collective and at idle in the gaps, plus every other accelerator idle",
+    "collective_energy_J": "energy above idle of one collective over the group, J: ranks x "
+    "(memory_W - idle_W) x its mean duration",
+    **CARBON_METRICS,
 }
 
 
@@ -65,6 +80,7 @@ class CollectiveWorkload(Workload):
         self.algorithm = self._algorithm(len(devices))
         self.group = CommGroup(sim, params.op, devices, self.fabric)
         self.durations_s: list[float] = []
+        self.meters = [cluster.device(name).energy for name in devices]
 
     def _fabric(self, devices: list[str]) -> CollectiveFabric:
         if self.params.fabric is not None:
@@ -91,6 +107,8 @@ class CollectiveWorkload(Workload):
             start = self.sim.now
             yield self.group.run(p.op, p.nbytes, self.algorithm)
             self.durations_s.append(self.sim.now - start)
+            for meter in self.meters:  # memory and link traffic: the memory-bound draw
+                meter.busy(start, self.sim.now, 0.0)
         self.done.succeed()
 
     def check_partial(self) -> None:
@@ -125,4 +143,14 @@ class CollectiveWorkload(Workload):
             "collective_fabric": self.fabric.name,
             "collective_algorithm": self.algorithm,
             "fabric_bandwidth_Bps": self.fabric.bandwidth_Bps,
+            **self._energy(end_s),
         }
+
+    def _energy(self, end_s: float) -> dict[str, float | int | str]:
+        """The energy and carbon columns (:data:`METRICS`)."""
+        _, out = run_energy(self.cluster, self.sim.recorder, end_s)
+        reps = float(len(self.durations_s))
+        out.update(per_unit(float(out["energy_accelerator_J"]), {"energy_per_collective_J": reps}))
+        above = sum(m.active_J for m in self.meters)
+        out["collective_energy_J"] = above / reps if reps else float("nan")
+        return out

@@ -3,13 +3,18 @@
 Both are event-driven (timeouts with callbacks, no SimPy process per request) so a
 million-request run stays cheap. A server owns the ComputeDevice it runs on and
 reports each request's start and end through ``on_done``.
+
+Energy (:mod:`hetsim.devices.energy`): each server's ``compute_s`` holds, per request,
+its seconds at the device's full compute roof (the workload sets it); a busy interval
+goes to the device's meter at compute utilisation ``compute_s / its duration`` (FCFS:
+one request's service; PS: a busy period, whose work is the sum of its requests').
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from hetsim.devices.compute import ComputeDevice
 from hetsim.simulator.engine import Timer
@@ -33,6 +38,8 @@ class FcfsServer:
         self.loaded = True  # False while set-up (a weights load) runs
         self.available_at_s = 0.0  # when set-up finishes (an estimate until it does)
         self._request, self._start_s = -1, 0.0  # the request in service and its start
+        #: per request, seconds at the full compute roof (energy; empty: memory-bound)
+        self.compute_s: Sequence[float] = ()
 
     @property
     def jobs(self) -> int:
@@ -76,11 +83,15 @@ class FcfsServer:
         request, start_s = self._request, self._start_s  # the request in service
         end = self.env.now
         device = self.device
+        d = end - start_s
+        c = self.compute_s[request] if self.compute_s else 0.0
         if self._spans:
-            device.record_busy(start_s, end, f"req {request}")
+            device.record_busy(start_s, end, f"req {request}", utilisation=c / d if d > 0 else 0.0)
         else:  # record_busy's accounting without building a span name no one reads
-            device.busy_s += end - start_s
+            device.busy_s += d
             device.ops += 1
+            pm = device.energy.model
+            device.energy.add(pm.interval_J(d, c), d, pm.busy_W(c / d) if d > 0 else None)
         self.busy = False
         self.on_done(request, self.index, start_s, end)
         if self.queue:
@@ -108,6 +119,9 @@ class PsServer:
         self._pending: list[tuple[int, float]] = []
         self.loaded = True
         self.available_at_s = 0.0
+        #: per request, seconds at the full compute roof (energy; empty: memory-bound)
+        self.compute_s: Sequence[float] = ()
+        self._period_compute_s = 0.0  # compute_s of the requests of this busy period
 
     @property
     def busy(self) -> bool:
@@ -141,6 +155,8 @@ class PsServer:
         self._v = self._virtual_now(now)
         self._last_s = now
         heapq.heappush(self._heap, (self._v + service_s, request, now))
+        if self.compute_s:
+            self._period_compute_s += self.compute_s[request]
         self._schedule()
 
     def on_loaded(self) -> None:
@@ -171,6 +187,9 @@ class PsServer:
         self._v = finish_v
         self._last_s = now
         if not self._heap:
-            self.device.record_busy(self._busy_since_s, now, "busy")
+            d, c = now - self._busy_since_s, self._period_compute_s
+            self._period_compute_s = 0.0
+            self.device.record_busy(self._busy_since_s, now, "busy",
+                                    utilisation=c / d if d > 0 else 0.0)  # fmt: skip
         self.on_done(request, self.index, arrival, now)
         self._schedule()

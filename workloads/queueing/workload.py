@@ -5,6 +5,11 @@ and each server (a ComputeDevice) serves FCFS or by processor sharing; a request
 service time is its demand priced by the device's roofline. With the abstract
 ``ideal-server`` device and exponential demand this is exactly M/M/c (FCFS) or
 M/M/1-PS, which the test suite checks against Erlang C and 1/(mu - lambda).
+
+Energy: every device of the cluster idles over the run; a server's busy intervals draw
+at the compute utilisation of its requests' FLOPs at the device's compute roof
+(:mod:`hetsim.devices.power`; :mod:`.servers`). A device without a TDP in the catalogue
+(``ideal-server``) draws nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +22,11 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field, NonNegativeInt, model_validator
 
+from hetsim.devices.carbon import CARBON_METRICS
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.energy import ENERGY_METRICS, per_unit, run_energy
+from hetsim.devices.power import cap_ratio, compute_roof_flops
+from hetsim.devices.spec import DeviceSpec
 from hetsim.simulator.engine import InvariantViolation, Simulation, Timer
 from hetsim.simulator.limits import MAX_REQUESTS
 from hetsim.simulator.registry import workloads
@@ -148,6 +157,12 @@ class QueueingWorkload(Workload):
         "kernel_classes": "LLM demand only: kernel classes the prompts were priced with",
         "borrowed_fits": "LLM demand only: GPU.class<-device for borrowed kernel fits, "
         "GPU.sustained<-device and GPU.gemm.<format>_scale<-device for borrowed corrections",
+        **ENERGY_METRICS,
+        "energy_per_request_J": "energy_accelerator_J / requests completed (the whole run, "
+        "warm-up included: the energy is the whole run's); a server's busy intervals draw at "
+        "the compute utilisation of its requests' FLOPs at the device's compute roof",
+        **CARBON_METRICS,
+        "carbon_per_request_g": "carbon_g / requests completed (the whole run), gCO2e",
     }
 
     def __init__(
@@ -187,6 +202,13 @@ class QueueingWorkload(Workload):
                 else:
                     by_type[spec.name] = srv.device.op_times_s(b.flops, b.nbytes, b.dtype).tolist()
         self._service = [by_type[srv.device.spec.name] for srv in self.servers]
+        compute: dict[str, list[float]] = {}
+        for srv in self.servers:
+            spec = srv.device.spec
+            if spec.name not in compute:
+                roof = self._roof_flops(spec)
+                compute[spec.name] = (self.batch.flops / roof).tolist() if roof > 0 else []
+            srv.compute_s = compute[spec.name]
         self._arrival = self.batch.arrival_s.tolist()
         self._flops = self.batch.flops.tolist()
         self._nbytes = self.batch.nbytes.tolist()
@@ -204,6 +226,15 @@ class QueueingWorkload(Workload):
         self._names = [s.device.name for s in self.servers]
         self._arrival_timer = Timer(sim, self._on_arrival)
         self.setup_s = 0.0
+
+    def _roof_flops(self, spec: DeviceSpec) -> float:
+        """FLOP/s at which ``spec`` runs a request's FLOPs compute-bound (u = 1): the
+        prefill cost model's math format and clock regime, else the roofline's."""
+        demand = self.params.demand
+        if isinstance(demand, LLMPrefillDemand):
+            cost = prefill_cost(demand, spec)
+            return compute_roof_flops(spec, cost.precision.math_dtype(), cost.fits.clock_ratio)
+        return compute_roof_flops(spec, self.batch.dtype, cap_ratio(spec))
 
     # ---- set-up ---------------------------------------------------------------
     def start(self) -> None:
@@ -388,7 +419,16 @@ class QueueingWorkload(Workload):
             "setup_s": self.setup_s,
             "makespan_s": end_s,
             **self._trust(),
+            **self._energy(end_s),
         }
+
+    def _energy(self, end_s: float) -> dict[str, float | int | str]:
+        """The energy and carbon columns (:data:`ENERGY_METRICS`, per request)."""
+        _, out = run_energy(self.cluster, self.sim.recorder, end_s)
+        done = float(self._completed)
+        out.update(per_unit(float(out["energy_accelerator_J"]), {"energy_per_request_J": done}))
+        out.update(per_unit(float(out["carbon_g"]), {"carbon_per_request_g": done}))
+        return out
 
     def _trust(self) -> dict[str, float | str]:
         """The cost model's error band (LLM demand only; see :mod:`..models.trust`)."""
