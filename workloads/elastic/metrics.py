@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from hetsim.devices.carbon import CARBON_METRICS
+from hetsim.devices.energy import ENERGY_METRICS
 from hetsim.workloads.elastic.model import oldest_age_s, sample_delays_s
 
 if TYPE_CHECKING:
@@ -47,6 +49,20 @@ METRICS: dict[str, str] = {
     "consumed_fraction": "samples consumed / samples arrived",
     "per_worker_rate_per_s": "cost-model samples/s of one worker (roofline + PS link)",
 }
+
+
+ENERGY: dict[str, str] = {
+    **ENERGY_METRICS,
+    "energy_job_J": "energy of the GPUs while the job holds them, J: idle_W x GPU-seconds "
+    "held (gpu_hours) plus the draw above idle of the samples consumed; each sample keeps "
+    "a worker busy for the cost model's time per sample (roofline + PS link, over the "
+    "step's true throughput factor) at memory_W plus the compute utilisation of its FLOPs "
+    "at the compute roof's share of the way to the power limit (devices/power.py)",
+    "energy_per_sample_J": "energy_job_J / samples consumed",
+    "energy_per_gpu_hour_J": "energy_job_J / gpu_hours",
+    **CARBON_METRICS,
+}
+"""Energy columns of the elastic workload (beside :data:`METRICS`)."""
 
 
 class ElasticRun(Protocol):

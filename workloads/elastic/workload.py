@@ -17,6 +17,16 @@ A replica change is applied at the next step boundary when the job is up: a
 scale-down at once, a scale-up as far as free GPUs allow (the rest waits for GPUs).
 Each change stops consumption for its downtime (checkpoint, start, rebalance,
 shuffle). The first decision, at t = 0, sets the starting size with no downtime.
+
+Energy (:mod:`hetsim.devices.energy`): a worker is busy ``1 / (mu_1 x f_k)`` per sample
+it consumes (the cost model's time per sample, roofline plus PS link, over step ``k``'s
+true throughput factor) at compute utilisation ``f_k x flops_per_sample / roof x mu_1``;
+communication counts as memory-bound. The rest of a held GPU's time (downtime, waiting at
+the synchronisation, an empty backlog, a worker starting) is idle. Workers occupy the
+pool's first GPUs in order and share a step's samples equally (the total does not depend
+on the split: the power model is linear); GPUs held by background tenants are counted
+idle (their work is not modelled). The draw is a step average (the fluid model has no
+finer timing).
 """
 
 from __future__ import annotations
@@ -29,10 +39,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hetsim.devices.cluster import Cluster
+from hetsim.devices.energy import per_unit, run_energy
+from hetsim.devices.power import cap_ratio, compute_roof_flops
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import link_types, workloads
 from hetsim.workloads.base import Workload
-from hetsim.workloads.elastic.metrics import METRICS, summarise, write_tables
+from hetsim.workloads.elastic.metrics import ENERGY, METRICS, summarise, write_tables
 from hetsim.workloads.elastic.model import (
     fluid_step,
     per_worker_rate_per_s,
@@ -60,7 +72,7 @@ class ElasticWorkload(Workload):
         "forecaster": "holt-winters",
         "balance": "rebalance",
     }
-    metrics: ClassVar[dict[str, str]] = METRICS
+    metrics: ClassVar[dict[str, str]] = {**METRICS, **ENERGY}
 
     def __init__(
         self,
@@ -87,6 +99,12 @@ class ElasticWorkload(Workload):
         if self.max_replicas > self.pool_size:
             raise ValueError(f"max_replicas {self.max_replicas} > {self.pool_size} pool GPUs")
         self.mu_1 = self._per_worker_rate(cluster, gpus[0])
+        self.gpus = gpus
+        spec = cluster.device(gpus[0]).spec
+        roof = compute_roof_flops(spec, p.job.dtype, cap_ratio(spec))
+        #: seconds of one sample at the full compute roof (energy)
+        self.sample_compute_s = p.job.flops_per_sample / roof if roof > 0 else 0.0
+        self._energy_out: dict[str, float | int | str] | None = None
         self.est = frozen(self._throughput_table())
         cv = p.job.throughput_noise_cv
         z = rngs["throughput"].standard_normal(self.n_steps)
@@ -317,4 +335,44 @@ class ElasticWorkload(Workload):
         k = self.steps_done
         if self.params.record_timeline:
             write_tables(self, k)
-        return summarise(self, k)
+        return {**summarise(self, k), **self._energy(k, end_s)}
+
+    def _energy(self, k: int, end_s: float) -> dict[str, float | int | str]:
+        """The :data:`ENERGY` columns of the first ``k`` steps (module doc); the
+        workers' draw goes to the pool GPUs' meters once."""
+        if self._energy_out is not None:
+            return self._energy_out
+        tr, step = self.trace, self.step_s
+        n = tr["replicas"][:k]
+        consumed = tr["consumed"][:k]
+        busy = consumed / (self.mu_1 * self.true_factor[:k])  # worker-seconds per step
+        compute = consumed * self.sample_compute_s
+        per = np.maximum(n, 1)
+        rec = self.sim.recorder
+        job_active = 0.0
+        for i, name in enumerate(self.gpus[: int(n.max()) if k else 0]):
+            meter = self.cluster.device(name).energy
+            pm = meter.model
+            on = n > i
+            b, c = np.where(on, busy / per, 0.0), np.where(on, compute / per, 0.0)
+            c = np.minimum(c, b)
+            active = (pm.memory_W - pm.idle_W) * b + (pm.limit_W - pm.memory_W) * c
+            with np.errstate(divide="ignore", invalid="ignore"):
+                draw = np.where(b > 0, pm.idle_W + active / np.where(b > 0, b, 1.0), pm.idle_W)
+            meter.add(float(active.sum()), float(b.sum()), float(draw.max()))
+            job_active += float(active.sum())
+            if rec.record_spans and meter.track:  # the step-average draw, where it changes
+                avg = pm.idle_W + active / step
+                change = np.flatnonzero(np.diff(avg, prepend=np.nan) != 0)
+                for j in change.tolist():
+                    rec.counter(meter.track, j * step, float(avg[j]))
+                rec.counter(meter.track, k * step, pm.idle_W)
+        _, out = run_energy(self.cluster, rec, end_s)
+        held_s = float(tr["held"][:k].sum()) * step
+        idle_W = self.cluster.device(self.gpus[0]).energy.model.idle_W
+        job_J = idle_W * held_s + job_active
+        out["energy_job_J"] = job_J
+        out.update(per_unit(job_J, {"energy_per_sample_J": float(consumed.sum()),
+                                    "energy_per_gpu_hour_J": held_s / 3600.0}))  # fmt: skip
+        self._energy_out = out
+        return out

@@ -21,6 +21,10 @@ of wall time:
 One SimPy process walks the timeline from event to event (a fault, a detection, the end
 of a pause, a checkpoint due); nothing is simulated per iteration.
 ETTR = work kept (seconds of nominal-speed training) / wall time.
+
+Energy (:class:`~hetsim.workloads.observability.energy.JobEnergy`): each timeline
+segment is priced by its state, so the energy of lost work, recovery, checkpoints,
+evictions and running slow comes out of the same state times as ETTR.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.limits import MAX_DEVICES, PositiveDays, PositiveSeconds
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.observability.energy import FAULT_ENERGY, JobEnergy
 from hetsim.workloads.observability.faults import (
     SECONDS_PER_DAY,
     FailSlowKind,
@@ -167,6 +172,7 @@ class FaultJobWorkload(Workload):
         "fail_slows_mitigated": "fail-slow faults detected and mitigated",
         "false_alarms": "false alarms of the detector",
         "checkpoints": "checkpoints completed",
+        **FAULT_ENERGY,
     }
 
     def __init__(
@@ -216,6 +222,11 @@ class FaultJobWorkload(Workload):
         self.interval_s = float(policies["checkpoint"].interval_s(view))
         if not self.interval_s > 0:  # inf means never checkpoint (no fail-stop faults)
             raise ValueError(f"checkpoint policy returned interval {self.interval_s}")
+        b, dev = self.base, cluster.device(name)
+        self.energy = JobEnergy(dev.spec, params.model, b.forward_s + b.backward_s, b.send_s,
+                                b.iteration_s(), params.gpus, sim.recorder,
+                                dev.energy.model)  # fmt: skip
+        self._energy_out: dict[str, Any] | None = None
         self.timeline = JobTimeline(self)
 
     def _expected_mtbf_s(self) -> float:
@@ -298,4 +309,12 @@ class FaultJobWorkload(Workload):
             "fail_slows_mitigated": t.mitigated,
             "false_alarms": len(self.alarms),
             "checkpoints": t.checkpoints,
+            **self._energy(end_s),
         }
+
+    def _energy(self, end_s: float) -> dict[str, Any]:
+        """The :data:`FAULT_ENERGY` columns (the tables are written once)."""
+        if self._energy_out is None:
+            self._energy_out = self.energy.columns(self.cluster, end_s, self.timeline,
+                                                   self.base.iteration_s())  # fmt: skip
+        return self._energy_out

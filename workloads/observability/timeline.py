@@ -97,6 +97,8 @@ class FaultJob(Protocol):
     stops: list[Fault]
     slows: list[Fault]
     alarms: np.ndarray
+    #: prices each timeline segment (workloads.observability.energy.JobEnergy)
+    energy: Any
 
 
 class JobTimeline:
@@ -168,8 +170,10 @@ class JobTimeline:
             self.run_s += dt
             self.slow_loss_s += dt * (1.0 - speed)
         else:
+            speed = 0.0
             name = f"{self.mode}_s"
             setattr(self, name, getattr(self, name) + dt)
+        self.job.energy.segment(self.sim.now, dt, self.mode, speed)
 
     def _enter(self, mode: str, duration_s: float) -> None:
         self._span_end()

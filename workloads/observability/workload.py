@@ -9,6 +9,7 @@ data-loader stall, link degradation) are injected on distinct ranks with ground 
 truth and handed to the ``mitigation`` policy (evict and replace the rank, restart from
 the last checkpoint, or ignore). SimPy carries only the job-level timeline: one event
 per window and one per mitigation pause; the ranks x iterations work is numpy.
+Energy: one meter per rank (:mod:`.energy`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.limits import MAX_DEVICES, MAX_GPUS_PER_NODE, PositiveSeconds
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams, conserve
+from hetsim.workloads.observability.energy import ENERGY, RankEnergy
 from hetsim.workloads.observability.faults import FAIL_SLOW_CAUSE
 from hetsim.workloads.observability.scoring import Straggler, Tally, score
 from hetsim.workloads.observability.tables import ObservabilityTables, StragglerKind
@@ -152,6 +154,7 @@ class ObservabilityWorkload(Workload):
         "restarts": "restarts from checkpoint ordered by the mitigation policy",
         "mitigation_s": "pauses for evictions and restarts, including redone work",
         "makespan_s": "simulated time of the whole run",
+        **ENERGY,
     }
 
     def __init__(
@@ -179,6 +182,10 @@ class ObservabilityWorkload(Workload):
         self.evictions = 0
         self.restarts = 0
         self.checkpoint_s = 0.0  # time of the last checkpoint
+        dev = cluster.device(gpu)
+        self.energy = RankEnergy(dev.spec, params.model, params.ranks, sim.recorder,
+                                 dev.energy.model)  # fmt: skip
+        self._energy_out: dict[str, Any] | None = None
 
     # ---- injection ---------------------------------------------------------------
     def _inject(self, rng: np.random.Generator) -> list[Straggler]:
@@ -232,6 +239,7 @@ class ObservabilityWorkload(Workload):
             window_s = float(win.iteration_s.sum())
             yield self.sim.env.timeout(window_s)
             self.busy_s += window_s
+            self.energy.window(self.sim.now - window_s, win)
             self.iteration += iters
             self.tables.window(self.windows, self.sim.now - window_s, first, win)
             pause = self._analyse(first, iters, win, window_s)
@@ -304,13 +312,16 @@ class ObservabilityWorkload(Workload):
                     if f.rank == finding.rank and f.end_iter > self.iteration:
                         f.end_iter = max(f.start_iter, self.iteration)
         self.evictions += sum(a == "evict" for _, a in actions)
-        pause = 0.0
+        pause = redo = 0.0
         if "restart" in kinds:
             self.restarts += 1
-            pause = self.params.restart_s + (self.sim.now - self.checkpoint_s)
+            redo = self.sim.now - self.checkpoint_s
+            pause = self.params.restart_s + redo
             self.checkpoint_s = self.sim.now + pause
         elif "evict" in kinds:
             pause = self.params.replace_s
+        if pause:
+            self.energy.pause(pause, redo)
         if pause:
             self.tables.pause(self.sim.now, pause, "restart" if "restart" in kinds else "evict")
         self.mitigation_s += pause
@@ -372,4 +383,7 @@ class ObservabilityWorkload(Workload):
             "mitigation_s": self.mitigation_s,
             "makespan_s": end_s,
         }
+        if self._energy_out is None:  # the energy tables are written once
+            self._energy_out = self.energy.columns(self.cluster, end_s, self.iteration)
+        out |= self._energy_out
         return out
