@@ -79,6 +79,7 @@ ENERGY_FIGURES = (
 
 FIGURES: dict[str, tuple[FigureSpec, ...]] = {
     "queueing": (
+        *ENERGY_FIGURES,
         F(
             "latency-cdf",
             "requests",
@@ -228,6 +229,7 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
         ),
     ),
     "elastic": (
+        *ENERGY_FIGURES,
         F(
             "replicas-vs-traffic",
             "timeline",
@@ -238,6 +240,7 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
         ),
     ),
     "observability": (
+        *ENERGY_FIGURES,
         F(
             "detection-timeline",
             "faults",
@@ -281,6 +284,8 @@ FIGURES["offload"] = (
       "Time to first token and mean time between tokens"),
 )  # fmt: skip
 FIGURES["observability-faults"] = FIGURES["observability"]
+FIGURES["collective"] = ENERGY_FIGURES
+FIGURES["training-pipeline"] = ENERGY_FIGURES
 
 
 GIB = 2.0**30

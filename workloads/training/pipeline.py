@@ -16,6 +16,8 @@ with full recompute, plus one layer's full activations while a backward runs; a 
 schedule under full recompute also holds each slice's K and V, ``4 s' b h / tp`` per layer,
 until its backward, since later slices' recomputed forwards attend to them). Allocations are
 replayed in time order; one that does not fit makes the iteration an OOM (``oom = 1``).
+Energy: one meter per stage, each unit a busy interval at its FLOPs' compute
+utilisation (:mod:`hetsim.workloads.training.pipeline_energy`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pydantic import Field, PositiveInt
 from hetsim.devices.attention_kernels import AttentionKernel
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.memory import MemoryPool, OutOfMemory
+from hetsim.devices.power import cap_ratio, compute_roof_flops
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
 from hetsim.simulator import registry
 from hetsim.simulator.engine import InvariantViolation, Simulation
@@ -45,6 +48,12 @@ from hetsim.workloads.training.pipeline_cost import (
     fit_trust,
     kernel_prices,
     roofline_prices,
+)
+from hetsim.workloads.training.pipeline_energy import (
+    PIPELINE_ENERGY,
+    moved_flops,
+    pipeline_columns,
+    stage_meters,
 )
 from hetsim.workloads.training.pipeline_sim import (
     Helper,
@@ -142,6 +151,7 @@ class PipelineWorkload(Workload):
         "borrowed_fits": "GPU.class<-device for every kernel class priced with another "
         "device's fit; GPU.sustained<-device and GPU.gemm.<format>_scale<-device for a "
         "clock ratio or GEMM format scale measured on another device",
+        **PIPELINE_ENERGY,
     }
 
     def __init__(self, sim: Simulation, cluster: Cluster, params: PipelineParams,
@@ -216,6 +226,12 @@ class PipelineWorkload(Workload):
             price = kernel_prices(self.dev.spec, m, p.tp, p.dtype, x, self.k, False,
                                   p.attention_kernel, p.gpu_clocks)  # fmt: skip
         self.f_s, self.b_s = price.fwd_s.copy(), price.bwd_s.copy()
+        #: FLOP/s of a compute-bound unit (energy): the clock regime of the kernel fits
+        ratio = price.cost.fit_ref.clock_ratio if price.cost is not None else cap_ratio(
+            self.dev.spec)
+        self.roof_flops = compute_roof_flops(self.dev.spec, p.dtype, ratio)
+        self.attn_flops = view.causal_attn_flops * attn * self.k  # per slice, forward
+        self.moved: dict[int, float] = {}  # heavy slice -> share of its attention moved
         self.trust = fit_trust(price.cost)
         self.help: dict[int, dict[str, tuple[float, float, float, float]]] = {}
         if red:  # SlimPipe: heavy slices hand part of their attention to a partner device
@@ -256,6 +272,7 @@ class PipelineWorkload(Workload):
             fs, fr, bs, br = ex.directions(float(tokens[j]) * m.micro_batch, d, hq, hq, 2.0)
             self.exchange_bytes += k * (fs + fr + bs + br)
             wf, wb = ex.moved * price.fwd_attn_s[j] / k, ex.moved * price.bwd_attn_s[j] / k
+            self.moved[j] = float(ex.moved)
             f = (wf, link_s(fs), link_s(fr), fs + fr)
             b = (wb, link_s(bs), link_s(br), bs + br)
             if rec:  # the backward reruns the forward first, with its own exchange
@@ -387,6 +404,7 @@ class PipelineWorkload(Workload):
         ]
         useful = 3 * sum(float(self.f_flops[u.slice]) for u in self.sched.order[0] if u.kind == "F")
         p2p = self._p2p_total_bytes()
+        energy = self._energy(makespan)
         return {
             "iteration_s": makespan,
             "bubble": float(bubble_fraction(self.starts, self.ends, self._busy_s()).mean()),
@@ -401,4 +419,32 @@ class PipelineWorkload(Workload):
             * self.params.stages
             * self.sched.chunks,
             **self.trust,
+            **energy,
         }
+
+    def _unit_flops(self, u: Unit) -> float:
+        """FLOPs one TP rank runs for unit ``u`` (less the attention a heavy slice hands
+        its partner): forward 1x, backward 2x, full recompute adds the forward."""
+        f = float(self.f_flops[u.slice])
+        a = moved_flops(self.moved.get(u.slice, 0.0), float(self.attn_flops[u.slice]))
+        if u.kind == "F":
+            return f - a
+        times = 3.0 if self.params.recompute == "full" else 2.0
+        return times * (f - a)
+
+    def _energy(self, makespan: float) -> dict[str, float | int | str]:
+        """The :data:`PIPELINE_ENERGY` columns (the tables are written once)."""
+        if getattr(self, "_energy_out", None) is None:
+            p = self.params
+            moved = 0.0
+            for order in self.sched.order:
+                for u in order:
+                    a = moved_flops(self.moved.get(u.slice, 0.0), float(self.attn_flops[u.slice]))
+                    moved += a if u.kind == "F" else (3.0 if p.recompute == "full" else 2.0) * a
+            meters = stage_meters(self.dev.energy.model, self.sim.recorder, self.sched.order,
+                                  self.starts, self.ends, self._unit_flops,
+                                  self.helpers_run, moved, self.roof_flops)  # fmt: skip
+            tokens = float(p.micro_batches * p.model.micro_batch * p.model.seq_len)
+            self._energy_out = pipeline_columns(self.cluster, self.dev.spec, meters,
+                                                self.sim.recorder, makespan, p.tp, tokens)
+        return dict(self._energy_out)
