@@ -40,11 +40,26 @@ class FcfsServer:
         self._request, self._start_s = -1, 0.0  # the request in service and its start
         #: per request, seconds at the full compute roof (energy; empty: memory-bound)
         self.compute_s: Sequence[float] = ()
+        # spans off: busy and compute-roof seconds and the highest utilisation since the
+        # last settle_energy
+        self._energy_s = self._energy_compute_s = self._energy_u = 0.0
 
     @property
     def jobs(self) -> int:
         """Requests queued or in service."""
         return len(self.queue) + (1 if self.busy else 0)
+
+    def settle_energy(self) -> None:
+        """Add the busy intervals accounted without spans to the device's meter
+        (:meth:`~hetsim.devices.energy_meter.EnergyMeter.add`, exact for the linear power
+        model)."""
+        if self._energy_s <= 0:
+            return
+        meter = self.device.energy
+        pm = meter.model
+        active = pm.interval_J(self._energy_s, self._energy_compute_s)
+        meter.add(active, self._energy_s, pm.busy_W(self._energy_u))
+        self._energy_s = self._energy_compute_s = self._energy_u = 0.0
 
     def backlog_s(self, now_s: float) -> float:
         """Seconds until everything committed here is done."""
@@ -90,8 +105,12 @@ class FcfsServer:
         else:  # record_busy's accounting without building a span name no one reads
             device.busy_s += d
             device.ops += 1
-            pm = device.energy.model
-            device.energy.add(pm.interval_J(d, c), d, pm.busy_W(c / d) if d > 0 else None)
+            # the energy integral, added to the meter once (settle_energy)
+            c = d if c > d else c
+            self._energy_s += d
+            self._energy_compute_s += c
+            if c > self._energy_u * d:
+                self._energy_u = c / d
         self.busy = False
         self.on_done(request, self.index, start_s, end)
         if self.queue:
@@ -169,6 +188,9 @@ class PsServer:
 
     def start_next(self) -> None:
         """Nothing to do: a PS server admits requests on arrival."""
+
+    def settle_energy(self) -> None:
+        """Nothing to do: every busy period went to the meter as it ended."""
 
     def _schedule(self) -> None:
         self._version += 1

@@ -424,6 +424,8 @@ class QueueingWorkload(Workload):
 
     def _energy(self, end_s: float) -> dict[str, float | int | str]:
         """The energy and carbon columns (:data:`ENERGY_METRICS`, per request)."""
+        for server in self.servers:
+            server.settle_energy()
         _, out = run_energy(self.cluster, self.sim.recorder, end_s)
         done = float(self._completed)
         out.update(per_unit(float(out["energy_accelerator_J"]), {"energy_per_request_J": done}))
