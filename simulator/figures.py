@@ -407,6 +407,8 @@ def _bars(spec: FigureSpec, frame: pd.DataFrame) -> Any:
         ax.bar(range(len(labels)), means[col].to_numpy(dtype=float), color="C0")
         step = max(1, len(labels) // 16)
         ax.set_xticks(range(0, len(labels), step), labels[::step])
+        if len(labels[::step]) > 8:  # long device names would overlap
+            ax.tick_params(axis="x", labelrotation=90)
         ax.set_xlabel(axis_label(spec.x))
         ax.set_ylabel(axis_label(col))
     return fig

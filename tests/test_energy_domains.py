@@ -148,6 +148,19 @@ def test_elastic_job_energy_is_idle_held_plus_consumed_samples_by_hand() -> None
     assert row["energy_J"] >= row["energy_job_J"]  # the pool's other GPUs idle
 
 
+def test_elastic_power_track_integrates_to_the_pool_gpus_energy() -> None:
+    path = ROOT / "scenarios" / "kale.yaml"
+    off = hetsim.run(path, overrides=_elastic(12)).summary_row
+    res = hetsim.run(path, overrides={**_elastic(12), "outputs.spans": True})
+    assert res.summary_row["energy_J"] == pytest.approx(off["energy_J"], rel=1e-12)
+    t, w = power_series(res.recorder, "pool/gpu0")  # a worker's GPU: step-average draw
+    pm = power_model(device_spec("a100-80gb"))
+    integral = float(np.sum(w[:-1] * np.diff(t))) + pm.idle_W * (t[0] + 7200.0 - t[-1])
+    energy = res.tables["energy"].set_index("device")["energy_J"]
+    assert integral == pytest.approx(energy["pool/gpu0"], rel=1e-9)
+    assert energy["pool/gpu63"] == pytest.approx(pm.idle_W * 7200.0)  # never a worker
+
+
 def test_elastic_more_replicas_cost_more_energy_per_sample() -> None:
     path = ROOT / "scenarios" / "kale.yaml"
     few = hetsim.run(path, overrides=_elastic(12)).summary_row

@@ -65,8 +65,9 @@ class RankEnergy:
         self.recorder = recorder
         spans = recorder.record_spans
         self.meters = []
-        for r in range(ranks):
-            name = f"rank{r}"
+        #: a rank's device name, zero-padded so that names sort in rank order
+        self.names = [f"rank{r:0{len(str(ranks - 1))}d}" for r in range(ranks)]
+        for name in self.names:
             if spans:
                 recorder.track(name + POWER_TRACK_SUFFIX, group="ranks", kind="power")
             self.meters.append(EnergyMeter(meter_model, recorder, name if spans else ""))
@@ -114,8 +115,8 @@ class RankEnergy:
     def columns(self, cluster: Cluster, end_s: float, iterations: int) -> dict[str, Any]:
         """The :data:`ENERGY` columns over [0, ``end_s``]; writes the ``energy`` (one row
         per rank) and, with spans, ``power`` tables."""
-        rep = meters_report(((f"rank{r}", self.spec.name, self.spec.kind, m)
-                             for r, m in enumerate(self.meters)), end_s)  # fmt: skip
+        rep = meters_report(((n, self.spec.name, self.spec.kind, m)
+                             for n, m in zip(self.names, self.meters, strict=True)), end_s)  # fmt: skip
         record_tables(self.recorder, rep)
         out = report_columns(rep)
         out.update(per_unit(rep.total_J, {"energy_per_iteration_J": float(iterations)}))
