@@ -192,7 +192,7 @@ def test_kair_energy_is_idle_plus_iterations_draw_by_hand() -> None:
     it = row["nominal_iteration_s"]  # forward + backward + all-reduce (no data loading)
     c = 3.0 * model.forward_flops() / compute_roof_flops(spec, model.dtype)
     T = row["makespan_s"]
-    assert T == pytest.approx(100 * it)
+    assert pytest.approx(100 * it) == T
     want = 16 * (pm.idle_W * T + 100 * ((pm.memory_W - pm.idle_W) * it
                                         + (pm.limit_W - pm.memory_W) * c))  # fmt: skip
     assert row["energy_J"] == pytest.approx(want, rel=1e-9)
@@ -238,13 +238,17 @@ def test_fault_job_energy_is_the_sum_of_its_states() -> None:
 
 def test_fault_job_without_fail_stops_loses_no_work_energy() -> None:
     path = ROOT / "scenarios" / "faults.yaml"
-    row = hetsim.run(path, overrides=_faults(**{"workload.fail_stop": {"kind": "none"},
-                                                "workload.fail_slow": {}})).summary_row
+    row = hetsim.run(
+        path,
+        overrides=_faults(**{"workload.fail_stop": {"kind": "none"}, "workload.fail_slow": {}}),
+    ).summary_row
     assert row["energy_lost_work_J"] == 0.0 and row["energy_recovery_J"] == 0.0
-    often = hetsim.run(path, overrides=_faults(**{
-        "policies.checkpoint": {"name": "fixed", "interval_s": 600}})).summary_row
-    rare = hetsim.run(path, overrides=_faults(**{
-        "policies.checkpoint": {"name": "fixed", "interval_s": 7200}})).summary_row
+    often = hetsim.run(
+        path, overrides=_faults(**{"policies.checkpoint": {"name": "fixed", "interval_s": 600}})
+    ).summary_row
+    rare = hetsim.run(
+        path, overrides=_faults(**{"policies.checkpoint": {"name": "fixed", "interval_s": 7200}})
+    ).summary_row
     assert often["energy_checkpoint_J"] > rare["energy_checkpoint_J"]
     assert often["energy_lost_work_J"] < rare["energy_lost_work_J"]
 

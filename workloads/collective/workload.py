@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 import numpy as np
 import simpy
 
-from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.carbon import CARBON_METRICS
+from hetsim.devices.catalogue import fabric_spec
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.collectives import ALGORITHMS, CollectiveFabric, bus_factor, collective_time_s
 from hetsim.devices.energy import ENERGY_METRICS, per_unit, run_energy

@@ -85,9 +85,7 @@ class RankEnergy:
         compute = np.minimum(self.compute_s, kernel)  # [rank, iteration]
         comm = float(win.comm_s.sum())
         busy = kernel.sum(axis=1) + comm
-        active = (pm.memory_W - pm.idle_W) * busy + (pm.limit_W - pm.memory_W) * compute.sum(
-            axis=1
-        )
+        active = (pm.memory_W - pm.idle_W) * busy + (pm.limit_W - pm.memory_W) * compute.sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             u = np.where(kernel > 0, compute / np.where(kernel > 0, kernel, 1.0), 0.0).max(axis=1)
         peak = pm.memory_W + (pm.limit_W - pm.memory_W) * np.clip(u, 0.0, 1.0)
@@ -115,8 +113,9 @@ class RankEnergy:
     def columns(self, cluster: Cluster, end_s: float, iterations: int) -> dict[str, Any]:
         """The :data:`ENERGY` columns over [0, ``end_s``]; writes the ``energy`` (one row
         per rank) and, with spans, ``power`` tables."""
-        rep = meters_report(((n, self.spec.name, self.spec.kind, m)
-                             for n, m in zip(self.names, self.meters, strict=True)), end_s)  # fmt: skip
+        spec = self.spec
+        rows = [(n, spec.name, spec.kind, m) for n, m in zip(self.names, self.meters, strict=True)]
+        rep = meters_report(rows, end_s)
         record_tables(self.recorder, rep)
         out = report_columns(rep)
         out.update(per_unit(rep.total_J, {"energy_per_iteration_J": float(iterations)}))

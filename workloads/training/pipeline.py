@@ -227,8 +227,9 @@ class PipelineWorkload(Workload):
                                   p.attention_kernel, p.gpu_clocks)  # fmt: skip
         self.f_s, self.b_s = price.fwd_s.copy(), price.bwd_s.copy()
         #: FLOP/s of a compute-bound unit (energy): the clock regime of the kernel fits
-        ratio = price.cost.fit_ref.clock_ratio if price.cost is not None else cap_ratio(
-            self.dev.spec)
+        ratio = (
+            price.cost.fit_ref.clock_ratio if price.cost is not None else cap_ratio(self.dev.spec)
+        )
         self.roof_flops = compute_roof_flops(self.dev.spec, p.dtype, ratio)
         self.attn_flops = view.causal_attn_flops * attn * self.k  # per slice, forward
         self.moved: dict[int, float] = {}  # heavy slice -> share of its attention moved
@@ -445,6 +446,7 @@ class PipelineWorkload(Workload):
                                   self.starts, self.ends, self._unit_flops,
                                   self.helpers_run, moved, self.roof_flops)  # fmt: skip
             tokens = float(p.micro_batches * p.model.micro_batch * p.model.seq_len)
-            self._energy_out = pipeline_columns(self.cluster, self.dev.spec, meters,
-                                                self.sim.recorder, makespan, p.tp, tokens)
+            self._energy_out = pipeline_columns(
+                self.cluster, self.dev.spec, meters, self.sim.recorder, makespan, p.tp, tokens
+            )
         return dict(self._energy_out)
