@@ -289,3 +289,26 @@ def test_pipeline_recompute_costs_energy_and_spans_do_not() -> None:
     }
     slim = hetsim.run(path, overrides=_pipe(**{"policies.schedule": "slimpipe"})).summary_row
     assert slim["energy_J"] > 0
+
+
+@pytest.mark.parametrize(
+    ("scenario", "over", "track"),
+    [
+        ("slimpipe", _pipe(), "stage0 power"),
+        ("kair", _kair(), "rank00 power"),
+        ("faults", _faults(), "job-gpu power"),
+    ],
+)
+def test_virtual_devices_power_tracks_reach_the_trace(
+    scenario: str, over: dict[str, Any], track: str
+) -> None:
+    import json
+
+    from hetsim.simulator.trace import trace_json
+
+    res = hetsim.run(ROOT / "scenarios" / f"{scenario}.yaml",
+                     overrides={**over, "outputs.spans": True})  # fmt: skip
+    events = json.loads(trace_json(res.recorder))["traceEvents"]
+    assert any(e.get("ph") == "C" and e["name"].startswith(track) for e in events)
+    times, watts = power_series(res.recorder, track.removesuffix(" power"))
+    assert len(times) and watts.max() <= power_model(device_spec("h100-sxm")).tdp_W

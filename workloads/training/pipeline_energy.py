@@ -23,7 +23,7 @@ import numpy as np
 from hetsim.devices.carbon import STEP_CARBON_METRICS, carbon_columns
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.energy import meters_report, record_tables, report_columns
-from hetsim.devices.energy_meter import EnergyMeter
+from hetsim.devices.energy_meter import POWER_TRACK_SUFFIX, EnergyMeter
 from hetsim.devices.power import PowerModel
 from hetsim.devices.spec import DeviceSpec
 from hetsim.simulator.recorder import Recorder
@@ -65,6 +65,9 @@ def stage_meters(
     """One meter per stage fed with its units (``unit_flops(unit)`` FLOPs each) and its
     helper runs (``helper_flops`` over all of them) as busy intervals (module doc)."""
     spans = recorder.record_spans
+    if spans:
+        for d in range(len(order)):
+            recorder.track(f"stage{d}{POWER_TRACK_SUFFIX}", group="pipeline", kind="power")
     meters = [EnergyMeter(pm, recorder, f"stage{d}" if spans else "") for d in range(len(order))]
     help_s = sum(b - a for ran in helpers for a, b, _ in ran)
     u_help = helper_flops / (roof_flops * help_s) if roof_flops > 0 and help_s > 0 else 0.0
