@@ -249,7 +249,9 @@ def test_run_plots_writes_png_and_svg(tmp_path: Path, capsys: pytest.CaptureFixt
                  "--out", str(out), "--plots"]) == 0  # fmt: skip
     names = sorted(p.name for p in (out / "figures").iterdir())
     assert names == sorted(f"{n}.{f}" for n in ("latency-cdf", "requests-in-system",
-                                                "server-share") for f in ("png", "svg"))  # fmt: skip
+                                                "server-share", "power-over-time",
+                                                "energy-by-device")
+                           for f in ("png", "svg"))  # fmt: skip
     svg = (out / "figures" / "latency-cdf.svg").read_text()
     assert "sojourn (s)" in svg and "wait (s)" in svg  # axes in words and units
     first = (out / "figures" / "latency-cdf.png").read_bytes()
@@ -275,7 +277,8 @@ def test_trace_turns_spans_on_and_skips_unused_devices(tmp_path: Path) -> None:
     assert any(e["ph"] == "X" for e in events)  # spans recorded despite outputs.spans
     assert "box/cpu (device)" not in tracks  # the CPU runs nothing: no track
     counters = {e["name"] for e in events if e["ph"] == "C"}
-    assert counters and all(n.endswith(" (bytes)") for n in counters)
+    assert counters and all(n.endswith((" (bytes)", " power (W)")) for n in counters)
+    assert "box/a100 power (W)" in counters  # the servers' draw (devices/energy.py)
 
 
 def test_serving_warmup_cut_leaves_early_requests_out() -> None:

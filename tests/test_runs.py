@@ -41,7 +41,8 @@ def test_same_seed_same_bytes_in_two_processes(tmp_path: Path) -> None:
     assert a == b
     assert a["tables/requests.csv"] != c["tables/requests.csv"]
     assert set(a) == {"summary.csv", "scenario.yaml", "metrics.json", ".hetsim.json",
-                      "tables/requests.csv", "tables/copies.csv"}  # fmt: skip
+                      "tables/requests.csv", "tables/copies.csv", "tables/energy.csv",
+                      "tables/power.csv"}  # fmt: skip
 
 
 def test_quickstart_from_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
