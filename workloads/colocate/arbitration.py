@@ -105,10 +105,12 @@ class Arbitration:
         live = [i for i in w.instances if i.released_s is None]
         per = [i.goodput_rps / i.cost.tp for i in live if i.role != "decode"]
         waiting = sum(len(self.members[h].queue) for h in self.harvesters)
+        h = self.members[next((h for h in self.harvesters if self.members[h].queue),
+                              self.harvesters[0])]  # fmt: skip
         return ArbiterView(
             self.sim.now, rate, w.autoscaler.gpus_now, len(self.serving_free()),
             sum(per) / len(per) if per else 0.0, len(self.lent), len(self.returning),
-            len(self._lendable()), waiting,
+            len(self._lendable()), waiting, h.params.gpus_per_job, *h.predicted_move_s(),
         )  # fmt: skip
 
     def step(self) -> None:

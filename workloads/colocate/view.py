@@ -29,6 +29,12 @@ class ArbiterView(NamedTuple):
     lendable_gpus: int
     #: harvesting jobs waiting for GPUs
     harvest_waiting_jobs: int
+    #: GPUs of one harvesting job's gang (lent GPUs are used in these units)
+    harvest_gang_gpus: int = 1
+    #: predicted (re)start of a job on lent GPUs, from its workload's profile (s)
+    harvest_restore_s: float = 0.0
+    #: predicted checkpoint of a preempted job, from its workload's profile (s)
+    harvest_checkpoint_s: float = 0.0
 
 
 class ArbiterDecision(NamedTuple):

@@ -242,6 +242,14 @@ class TrainingJobsWorkload(Workload):
         for j in sorted(stop):
             self._preempt(self.jobs[j])
 
+    def predicted_move_s(self) -> tuple[float, float]:
+        """(restore, checkpoint) seconds of one move of a job, predicted from the
+        ``checkpoint`` profile alone: ``restart_s`` + state / ``storage_Bps`` and
+        state / ``storage_Bps`` (the host copies, contended links, are left out)."""
+        c = self.params.checkpoint
+        io_s = self.state_bytes / c.storage_Bps
+        return c.restart_s + io_s, io_s
+
     def free_devices(self) -> list[str]:
         """Granted devices no gang holds."""
         return [d for d, j in self.granted.items() if j is None]
