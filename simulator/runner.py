@@ -236,6 +236,7 @@ def build_colocated(sc: Any, sim: Any) -> Built:
     from hetsim.simulator.boundary import csv_field_limit
     from hetsim.workloads.colocate.arbitration import Arbitration
     from hetsim.workloads.colocate.cluster_view import ClusterView
+    from hetsim.workloads.colocate.deferral import SharedDeferral
     from hetsim.workloads.colocate.ledger import Ledger
     from hetsim.workloads.colocate.sharing import PoolShare, fraction, share_serving, slowdowns
     from hetsim.workloads.colocate.sim_view import SimulationView
@@ -283,7 +284,10 @@ def build_colocated(sc: Any, sim: Any) -> Built:
         elif kinds[m.name] == "training-jobs":
             members[m.name].slowdown = factors[m.name]
     arbiter = col.arbiter.cls(col.arbiter.params, rng=sim.rng("policy.arbiter"))
-    arb = Arbitration(sim, ledger, members, kinds, arbiter)
+    serving = next((n for n, k in kinds.items() if k == "serving"), "")
+    harvest = {n: members[n] for n, k in kinds.items() if k == "training-jobs"}
+    deferral = SharedDeferral(sim, col.sharing.model, col.shared, factors, serving, harvest)
+    arb = Arbitration(sim, ledger, members, kinds, arbiter, deferral)
     return Built(cluster, members, kinds, ledger, arb)
 
 

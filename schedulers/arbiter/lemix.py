@@ -150,9 +150,36 @@ class LeMixArbiter:
         slope = self.trend_per_s2()
         lead_s = v.harvest_checkpoint_s + p.period_s  # a reclaim's predicted latency
         ahead = max(rate, rate + slope * lead_s)
+        gang = max(1, v.harvest_gang_gpus)
+        shared = self.shared_train(v, max(rate, rate + slope * p.period_s), gang)
+        return self.lending(v, rate, slope, ahead, gang)._replace(shared_train_gpus=shared)
+
+    def shared_train(self, v: ArbiterView, ahead: float, gang: int) -> int | None:
+        """Shared GPUs training may compute on: the most, in whole gangs, that keep
+        serving's predicted mean response time within the bound at the load ``ahead``
+        one period on. A shared GPU counts ``1 / slowdown`` of one (training running or
+        paused there); with the load spread in proportion to speed, the mean response
+        time over the ``n`` GPUs worth ``e`` is ``n / e / (1 - rho)`` times the unloaded
+        one alone, so the bound holds while ``ahead <= goodput x (e - n / rt_bound)``
+        (a reconstruction: LeMix's prediction delays a request by the co-located
+        training work)."""
+        if v.shared_gpus <= 0:
+            return None
+        n = v.serving_busy_gpus + v.serving_free_gpus
+        run, paused = 1.0 - 1.0 / v.shared_slowdown, 1.0 - 1.0 / v.shared_paused_slowdown
+        for k in range(v.shared_gpus // gang * gang, 0, -gang):
+            e = n - self.params.reserve_gpus - k * run - (v.shared_gpus - k) * paused
+            if ahead <= v.serving_rps_per_gpu * (e - n / self.params.rt_bound):
+                return k
+        return 0
+
+    def lending(self, v: ArbiterView, rate: float, slope: float, ahead: float,
+                gang: int) -> ArbiterDecision:  # fmt: skip
+        """Lend or reclaim serving's exclusive GPUs (module doc)."""
+        p = self.params
+        lead_s = v.harvest_checkpoint_s + p.period_s
         keep = max(self.gpus_for(ahead, v.serving_rps_per_gpu) - v.serving_busy_gpus, 0)
         keep += p.reserve_gpus
-        gang = max(1, v.harvest_gang_gpus)
         coming = v.serving_free_gpus + v.returning_gpus
         if coming < keep:  # defer training: whole gangs back (a gang stops as a whole)
             want = math.ceil((keep - coming) / gang) * gang

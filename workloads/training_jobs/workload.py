@@ -18,6 +18,10 @@ costs (``checkpoint``):
 * a preemption checkpoints: each rank's share is copied GPU -> CPU over the links, then
   written to storage at ``storage_Bps``; only then are the GPUs released. The partial
   step in flight is lost (counted in ``lost_gpu_s``).
+
+On a GPU it shares with serving (``sharing:``), the arbiter may *pause* training
+(:meth:`set_paused`): a gang holding a paused GPU stops stepping (the step in flight is
+lost, the memory stays: no checkpoint) and resumes when the pause is lifted.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ METRICS = {
     "tokens_per_s": "tokens_trained / run end time",
     "gpu_s": "GPU-seconds held by gangs (restore, steps, checkpoint)",
     "step_gpu_s": "GPU-seconds of gangs running steps (useful and lost)",
-    "lost_gpu_s": "GPU-seconds of partial steps discarded at a preemption",
+    "lost_gpu_s": "GPU-seconds of partial steps discarded at a preemption or a pause",
     "job_preemptions": "jobs stopped by reclaim (each paid a checkpoint)",
     "checkpoint_s": "job-seconds spent writing checkpoints at preemption",
     "restore_s": "job-seconds spent (re)starting: restart, storage read, host-to-GPU copy",
@@ -127,9 +131,9 @@ class Job:
     number: int
     submit_s: float
     steps_done: int = 0
-    state: Literal["pending", "waiting", "restoring", "running", "checkpointing", "done"] = (
-        "pending"
-    )
+    state: Literal[
+        "pending", "waiting", "restoring", "running", "paused", "checkpointing", "done"
+    ] = "pending"
     gang: list[str] = field(default_factory=list)
     run_start_s: float = 0.0
     gang_start_s: float = 0.0
@@ -183,6 +187,8 @@ class TrainingJobsWorkload(Workload):
         self.granted_peak = 0
         #: device -> factor its steps take longer on a shared GPU (simulator.colocate)
         self.slowdown: dict[str, float] = {}
+        #: shared GPUs training may not compute on now (the arbiter's deferral)
+        self.paused: set[str] = set()
         self.preemptions = 0
         self.checkpoint_s = 0.0
         self.restore_s = 0.0
@@ -250,6 +256,26 @@ class TrainingJobsWorkload(Workload):
         io_s = self.state_bytes / c.storage_Bps
         return c.restart_s + io_s, io_s
 
+    def set_paused(self, devices: set[str]) -> None:
+        """Training may not compute on ``devices`` (shared GPUs) from now: a running gang
+        holding one stops stepping (its step in flight is lost, its memory stays), a
+        paused gang holding none resumes, and no new gang forms on them."""
+        self.paused = set(devices)
+        for job in self.jobs:
+            hit = bool(self.paused.intersection(job.gang))
+            if job.state == "running" and hit:
+                if job.alarm is not None:
+                    job.alarm.cancel()
+                    job.alarm = None
+                self._settle(job)
+                job.state = "paused"
+                self._event(job, "pause", "", job.gang)
+            elif job.state == "paused" and not hit:
+                job.state, job.run_start_s = "running", self.sim.now
+                self._event(job, "resume", "", job.gang)
+                self._arm(job)
+        self._request_pass()
+
     def free_devices(self) -> list[str]:
         """Granted devices no gang holds."""
         return [d for d, j in self.granted.items() if j is None]
@@ -286,7 +312,7 @@ class TrainingJobsWorkload(Workload):
     def _find_gang(self) -> list[str] | None:
         free: dict[tuple[str, str], list[str]] = {}
         for d, j in self.granted.items():
-            if j is None and d not in self._reclaims:
+            if j is None and d not in self._reclaims and d not in self.paused:
                 dev = self.cluster.device(d)
                 ok = dev.spec.name in self.step_s and self.cluster.memory(d).can_fit(
                     self.step_s[dev.spec.name][1]
@@ -330,6 +356,10 @@ class TrainingJobsWorkload(Workload):
                 return
             self.restore_s += self.sim.now - now
             job.state, job.run_start_s, job.started_once = "running", self.sim.now, True
+            if self.paused.intersection(gang):  # deferred while it restored
+                job.state = "paused"
+                self._event(job, "pause", "", gang)
+                return
             self._arm(job)
 
         self.sim.env.timeout(p.checkpoint.restart_s + read_s).callbacks.append(copies)
@@ -385,7 +415,8 @@ class TrainingJobsWorkload(Workload):
         if job.alarm is not None:
             job.alarm.cancel()
             job.alarm = None
-        self._settle(job)
+        if job.state == "running":  # a paused job was settled when it paused
+            self._settle(job)
         job.state = "checkpointing"
         start = self.sim.now
         self._event(job, "preempt", "", job.gang)
@@ -435,7 +466,7 @@ class TrainingJobsWorkload(Workload):
 
     def _counts(self) -> dict[str, int]:
         states: list[str] = [j.state for j in self.jobs]
-        names = ("pending", "waiting", "restoring", "running", "checkpointing", "done")
+        names = ("pending", "waiting", "restoring", "running", "paused", "checkpointing", "done")
         return {s: states.count(s) for s in names}
 
     def check(self) -> None:
@@ -449,7 +480,7 @@ class TrainingJobsWorkload(Workload):
         """Jobs: done, holding a gang, queued or not yet submitted; steps never past the
         total; a queued job is in the queue once."""
         c, n = self._counts(), len(self.jobs)
-        held = c["restoring"] + c["running"] + c["checkpointing"]
+        held = c["restoring"] + c["running"] + c["paused"] + c["checkpointing"]
         if c["waiting"] != len(self.queue) or len(set(self.queue)) != len(self.queue):
             raise InvariantViolation(
                 f"training jobs: {c['waiting']} waiting, {len(self.queue)} in the queue"
