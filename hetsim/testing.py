@@ -108,11 +108,12 @@ def arbiter_view(
     *, now_s: float = 0.0, rate_per_s: float | None = 10.0, busy_gpus: int = 2,
     free_gpus: int = 8, rps_per_gpu: float = 10.0, lent_gpus: int = 0,
     returning_gpus: int = 0, lendable_gpus: int | None = None, waiting_jobs: int = 1,
-    gang_gpus: int = 1, restore_s: float = 0.0, checkpoint_s: float = 0.0,
+    gang_gpus: int = 1, restore_s: float = 0.0, checkpoint_s: float = 0.0, **extra: Any,
 ) -> ArbiterView:  # fmt: skip
     """A ``colocate.arbiter`` view: serving's load estimate and GPUs, the harvesters'
-    (``lendable_gpus``: all of serving's free GPUs unless given)."""
+    (``lendable_gpus``: all of serving's free GPUs unless given; ``extra``: the shared-GPU
+    fields, e.g. ``shared_gpus``)."""
     lendable = free_gpus if lendable_gpus is None else lendable_gpus
     return ArbiterView(now_s, rate_per_s, busy_gpus, free_gpus, rps_per_gpu, lent_gpus,
                        returning_gpus, lendable, waiting_jobs, gang_gpus, restore_s,
-                       checkpoint_s)  # fmt: skip
+                       checkpoint_s, **extra)  # fmt: skip

@@ -75,8 +75,7 @@ class LeMixParams(BaseModel):
     )
     trend_window_s: PositiveSeconds = Field(
         default=60.0,
-        description="seconds of past load estimates the trend is fitted over "
-        "(reconstruction)",
+        description="seconds of past load estimates the trend is fitted over (reconstruction)",
     )
     payback: float = Field(
         default=1.0,
@@ -165,6 +164,8 @@ class LeMixArbiter:
         training work)."""
         if v.shared_gpus <= 0:
             return None
+        if v.shared_paused_slowdown >= v.shared_slowdown:  # a pause would free nothing
+            return v.shared_gpus
         n = v.serving_busy_gpus + v.serving_free_gpus
         run, paused = 1.0 - 1.0 / v.shared_slowdown, 1.0 - 1.0 / v.shared_paused_slowdown
         for k in range(v.shared_gpus // gang * gang, 0, -gang):

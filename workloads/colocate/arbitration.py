@@ -111,18 +111,16 @@ class Arbitration:
         waiting = sum(len(self.members[h].queue) for h in self.harvesters)
         h = self.members[next((h for h in self.harvesters if self.members[h].queue),
                               self.harvesters[0])]  # fmt: skip
+        restore_s, checkpoint_s = h.predicted_move_s()
+        d = self.deferral
+        run, paused = d.slowdowns() if d is not None else (1.0, 1.0)
         return ArbiterView(
             self.sim.now, rate, w.autoscaler.gpus_now, len(self.serving_free()),
             sum(per) / len(per) if per else 0.0, len(self.lent), len(self.returning),
-            len(self._lendable()), waiting, h.params.gpus_per_job, *h.predicted_move_s(),
-            *self._shared(),
+            len(self._lendable()), waiting, h.params.gpus_per_job, restore_s, checkpoint_s,
+            len(d.devices) if d is not None else 0, d.allowed if d is not None else 0,
+            run, paused,
         )  # fmt: skip
-
-    def _shared(self) -> tuple[int, int, float, float]:
-        d = self.deferral
-        if d is None:
-            return 0, 0, 1.0, 1.0
-        return (len(d.devices), d.allowed, *d.slowdowns())
 
     def step(self) -> None:
         """Build the view, ask the arbiter, carry out its decision."""

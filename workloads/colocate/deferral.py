@@ -37,8 +37,9 @@ class SharedDeferral:
         self.sim, self.serving = sim, serving
         self.harvesters = harvesters
         #: GPUs serving shares with a training-jobs workload, by name
-        self.devices = sorted(d for d, owners in shared.items()
-                              if serving in owners and any(h in owners for h in harvesters))  # fmt: skip
+        both = [d for d, owners in shared.items()
+                if serving in owners and any(h in owners for h in harvesters)]  # fmt: skip
+        self.devices = sorted(both)
         self.factors = factors.get(serving, {})
         #: serving's factor on each shared GPU while training runs there, and while paused
         self.running = {d: self.factors.get(d, 1.0) for d in self.devices}
