@@ -26,13 +26,18 @@ Here the unit of placement is a gang of GPUs over an arbiter period, not one bat
   ``payback`` x (restore + checkpoint) seconds (the time it fills minus the time the
   move wastes);
 * *node consolidation*: GPUs are lent and reclaimed in whole gangs (the mechanism lends
-  whole nodes' worth first), so no lent GPU is left idle below a gang.
+  whole nodes' worth first), so no lent GPU is left idle below a gang;
+* *co-execution on shared nodes*: on GPUs serving shares with training (``sharing:``),
+  training computes on as many (whole gangs) as keep serving's predicted response time,
+  slowed by the sharing model's factor, within the bound one period on; on the rest it
+  is paused (:mod:`workloads.colocate.deferral`: no move, the step in flight lost).
 
 Reconstructions (the paper's per-batch trace prediction has no counterpart at this
 level; each is a named parameter, swept in ``scenarios/colocate-robustness.yaml``):
 
 * the response-time prediction: mean response time inflates as ``1 / (1 - rho)`` with
-  utilisation ``rho`` (M/M/1), so the bound allows ``rho <= 1 - 1 / rt_bound``;
+  utilisation ``rho`` (M/M/1), so the bound allows ``rho <= 1 - 1 / rt_bound``; on
+  shared GPUs the sharing slowdown multiplies it;
 * the load trend: the least-squares slope of the estimate over ``trend_window_s``,
   extrapolated linearly (a rising load shortens the predicted hold; a falling one is
   not trusted: serving is planned for the current estimate at least);
@@ -41,10 +46,10 @@ level; each is a named parameter, swept in ``scenarios/colocate-robustness.yaml`
 * ``reserve_gpus`` 0: LeMix keeps no spare capacity; the look-ahead replaces it.
 
 Not expressible (docs/colocate.md): LeMix interleaves serving batches and training
-micro-batches on the *same* GPUs of one model copy batch by batch (no move, no
-checkpoint); here a GPU is either lent (training's alone) or shared for the whole run
-by the sharing model, so its per-batch node choice and length-consistency term have no
-counterpart.
+micro-batches of one model copy on the same GPUs batch by batch, so a deferral is free
+and nothing moves; here a lent GPU is training's alone (a move costs restore and
+checkpoint) and a shared GPU is priced by the sharing model over whole periods, so its
+per-batch node choice and length-consistency term have no counterpart.
 """
 
 from __future__ import annotations
