@@ -66,7 +66,7 @@ def load_table(path: Path = TABLE) -> list[PowerReading]:
             raise ValueError(f"{path.name}: data row {n}: unreadable ({e})") from None
         if row.use not in USES:
             raise ValueError(f"{path.name}: row {row.id}: use {row.use!r} not one of {USES}")
-        if not (0 < row.power_W and 0 < row.tdp_W):
+        if not (row.power_W > 0 and row.tdp_W > 0):
             raise ValueError(f"{path.name}: row {row.id}: power_W and tdp_W must be > 0")
         out.append(row)
     return out
@@ -91,9 +91,7 @@ def implied_activity(row: PowerReading) -> float:
     return (row.power_W - idle) / (row.tdp_W - idle)
 
 
-def source_estimates(
-    rows: list[PowerReading], leave_out: str | None = None
-) -> dict[str, float]:
+def source_estimates(rows: list[PowerReading], leave_out: str | None = None) -> dict[str, float]:
     """Per source (``use = memory`` rows only, ``leave_out`` dropped): the mean implied
     activity of its rows."""
     by: dict[str, list[float]] = {}
@@ -103,7 +101,9 @@ def source_estimates(
     return {s: statistics.fmean(v) for s, v in sorted(by.items())}
 
 
-def fit_memory_activity(rows: list[PowerReading] | None = None, leave_out: str | None = None) -> float:
+def fit_memory_activity(
+    rows: list[PowerReading] | None = None, leave_out: str | None = None
+) -> float:
     """``memory_activity``: the mean of the sources' estimates (each source once)."""
     est = source_estimates(load_table() if rows is None else rows, leave_out)
     if not est:

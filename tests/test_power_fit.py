@@ -64,5 +64,5 @@ def test_a_bad_row_is_one_error_naming_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "power_measurements.csv"
     bad.write_text("id,source,device,kernel_class,settings,power_W,tdp_W,use,reference\n"
                    "X1,s,h100-sxm,decode,x,abc,700,memory,r\n", encoding="utf-8")  # fmt: skip
-    with pytest.raises(ValueError, match="power_measurements.csv"):
+    with pytest.raises(ValueError, match=r"power_measurements\.csv"):
         power_fit.load_table(bad)
