@@ -16,7 +16,9 @@ measured window. The published side comes from the rows' own sources (never fitt
   in github.com/ml-energy/blog, docs/posts/assets/llm-energy-over-time/llama-power-light.svg,
   marker y-coordinates on its 0-700 W axis): V3 610 W, V2 366 W (V2 averaged over the whole
   benchmark, an under-estimate, the post's footnote). ``T = energy per token / P`` (the
-  post's own identity).
+  post's own identity). Check: the post's throughput figure (``llama-throughput-light.svg``
+  of the same folder) gives 5,147 and 1,738 tokens/s at batch 64, 1% and 5% from
+  ``P / energy per token`` (5,083 and 1,830).
 
 ``python -m hetsim.simulator.energy_diagnosis`` prints the table for the shipped power
 coefficients (``memory_activity=X`` for another value).
