@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import csv
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,38 +122,10 @@ def predicted_memory_W(row: PowerReading, memory_activity: float) -> float:
     return idle + memory_activity * (row.tdp_W - idle)
 
 
-ENERGY_ROWS = ("e01", "e02", "e03", "e04", "e05", "e06")
-PUBLISHED_J_PER_TOKEN = {"e01": 0.12, "e02": 0.20, "e03": 4.3535, "e04": 8.0374,
-                         "e05": 5.0328, "e06": 9.5210}  # fmt: skip
-"""validation/data/energy.csv, for ``--validate`` only (never read by the fit)."""
-
-
-def validate(memory_activity: float, repo: Path | None = None) -> dict[str, float]:
-    """Signed error (predicted / published - 1) of each energy row run at
-    ``memory_activity`` (``cluster.power_coefficients``)."""
-    import hetsim
-
-    root = Path(__file__).resolve().parent.parent if repo is None else repo
-    out: dict[str, float] = {}
-    for e in ENERGY_ROWS:
-        res = hetsim.run(
-            root / "validation" / f"{e}.yaml",
-            overrides={"cluster.power_coefficients": {"memory_activity": memory_activity}},
-        )
-        out[e] = float(res.summary_row["energy_per_output_token_J"]) / PUBLISHED_J_PER_TOKEN[e] - 1
-    return out
-
-
-def _summary(errors: dict[str, float]) -> str:
-    import numpy as np
-
-    a = np.abs(np.array(list(errors.values()), dtype=float))
-    return f"median |error| {np.median(a):.1%}, p90 {np.percentile(a, 90):.1%}"
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Print the table, the fit and its folds (``--validate``: and the energy rows)."""
-    args = sys.argv[1:] if argv is None else argv
+    """Print the table, the fit and its folds (the energy rows under each fold:
+    ``python -m hetsim.simulator.energy_diagnosis --validate``)."""
+    del argv
     rows = load_table()
     print("id   source       device      class    power_W  idle_W  tdp_W  use       activity")
     for r in rows:
@@ -168,11 +139,6 @@ def main(argv: list[str] | None = None) -> int:
     folds = loso(rows)
     for s, v in folds.items():
         print(f"  without {s}: {v:.4f}")
-    if "--validate" in args:
-        for label, ma in [("fit", fit)] + [(f"without {s}", v) for s, v in folds.items()]:
-            errs = validate(ma)
-            cells = " ".join(f"{k.upper()} {v:+.1%}" for k, v in errs.items())
-            print(f"{label} ({ma:.4f}): {cells}; {_summary(errs)}")
     return 0
 
 

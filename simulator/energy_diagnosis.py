@@ -21,7 +21,9 @@ measured window. The published side comes from the rows' own sources (never fitt
   ``P / energy per token`` (5,083 and 1,830).
 
 ``python -m hetsim.simulator.energy_diagnosis`` prints the table for the shipped power
-coefficients (``memory_activity=X`` for another value).
+coefficients (``memory_activity=X`` for another value); ``--validate`` prints instead the
+energy rows' errors at the fit of ``devices/power_fit.py`` and at each of its
+leave-one-source-out folds.
 """
 
 from __future__ import annotations
@@ -88,9 +90,57 @@ def decompose(memory_activity: float | None = None, repo: Path | None = None) ->
     return out
 
 
+def published_j_per_token(repo: Path | None = None) -> dict[str, float]:
+    """Each energy row's published J per output token (validation/data/energy.csv)."""
+    import csv
+
+    root = Path(__file__).resolve().parent.parent if repo is None else repo
+    with (root / "validation" / "data" / "energy.csv").open(newline="") as f:
+        return {r["id"].lower(): float(r["value"]) for r in csv.DictReader(f)
+                if r["unit"] == "J/token"}  # fmt: skip
+
+
+def validate(memory_activity: float, repo: Path | None = None) -> dict[str, float]:
+    """Signed error (predicted / published - 1) of each J/token energy row run at
+    ``memory_activity`` (``cluster.power_coefficients``)."""
+    import hetsim
+
+    root = Path(__file__).resolve().parent.parent if repo is None else repo
+    out: dict[str, float] = {}
+    for e, published in published_j_per_token(root).items():
+        res = hetsim.run(
+            root / "validation" / f"{e}.yaml",
+            overrides={"cluster.power_coefficients": {"memory_activity": memory_activity}},
+        )
+        out[e] = float(res.summary_row["energy_per_output_token_J"]) / published - 1
+    return out
+
+
+def _validate_folds() -> None:
+    """The energy rows at the power fit and at each leave-one-source-out fold."""
+    import statistics
+
+    from hetsim.devices import power_fit
+
+    rows = power_fit.load_table()
+    fit = power_fit.fit_memory_activity(rows)
+    folds = [("fit", fit)] + [(f"without {s}", v) for s, v in power_fit.loso(rows).items()]
+    for label, ma in folds:
+        errs = validate(ma)
+        cells = " ".join(f"{k.upper()} {v:+.1%}" for k, v in errs.items())
+        a = sorted(abs(v) for v in errs.values())
+        p90 = statistics.quantiles(a, n=10, method="inclusive")[-1] if len(a) > 1 else a[0]
+        print(f"{label} ({ma:.4f}): {cells}; median |error| {statistics.median(a):.1%}, "
+              f"p90 {p90:.1%}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the decomposition table (markdown)."""
+    """Print the decomposition table (markdown), or with ``--validate`` the energy rows
+    under the power fit and its folds."""
     args = sys.argv[1:] if argv is None else argv
+    if "--validate" in args:
+        _validate_folds()
+        return 0
     ma = None
     for a in args:
         if a.startswith("memory_activity="):
