@@ -77,19 +77,21 @@ ENERGY_FIGURES = (
 )  # fmt: skip
 
 
+#: a multi-workload run (workloads/colocate/, docs/colocate.md)
+COLOCATE_FIGURES = (
+    *ENERGY_FIGURES,
+    F("gpus-per-workload", "device_owners", "occupancy", ("start_s", "end_s"),
+      "Accelerators owned by each workload", hue="owner"),
+    F("arbiter-over-time", "arbiter", "series",
+      ("rate_estimate_per_s", "serving_busy_gpus", "lent_gpus"),
+      "Serving load estimate, serving's busy GPUs and GPUs lent", x="time_s"),
+    F("attainment-over-time", "windows", "series", ("attainment", "ttft_p90_s"),
+      "Serving SLO attainment and TTFT per window", x="start_s"),
+)  # fmt: skip
+
+
 FIGURES: dict[str, tuple[FigureSpec, ...]] = {
-    # fmt: off
-    "colocate": (  # a multi-workload run (workloads/colocate/, docs/colocate.md)
-        *ENERGY_FIGURES,
-        F("gpus-per-workload", "device_owners", "occupancy", ("start_s", "end_s"),
-          "Accelerators owned by each workload", hue="owner"),
-        F("arbiter-over-time", "arbiter", "series",
-          ("rate_estimate_per_s", "serving_busy_gpus", "lent_gpus"),
-          "Serving load estimate, serving's busy GPUs and GPUs lent", x="time_s"),
-        F("attainment-over-time", "windows", "series", ("attainment", "ttft_p90_s"),
-          "Serving SLO attainment and TTFT per window", x="start_s"),
-    ),
-    # fmt: on
+    "colocate": COLOCATE_FIGURES,
     "queueing": (
         F(
             "latency-cdf",
