@@ -85,6 +85,9 @@ def test_a_rising_trend_reclaims_before_the_load_arrives() -> None:
     view: dict[str, Any] = {"busy_gpus": 2, "free_gpus": 3, "lent_gpus": 8, "lendable_gpus": 0,
             "gang_gpus": 4, "checkpoint_s": 100.0}  # fmt: skip
     assert rising(lemix(), 70.0, 0.5, **view).reclaim == 8
+    # a window the period does not divide is trusted too, once a window has passed
+    assert rising(lemix(trend_window_s=45), 70.0, 0.5, **view).reclaim == 8
+    assert rising(lemix(trend_window_s=90), 70.0, 0.5, **view) == ArbiterDecision()
     # the same estimate without a trend (a single decision) holds
     d = decide(POINT, lemix(), arbiter_view(now_s=70.0, rate_per_s=35.0, **view))
     assert d == ArbiterDecision()

@@ -111,14 +111,17 @@ class LeMixArbiter:
         self.estimator = params.estimator
         #: (time, load estimate) of the decisions within the trend window
         self.history: deque[tuple[float, float]] = deque()
+        #: time of the first estimate recorded (the trend is trusted a window after it)
+        self.first_s: float | None = None
 
     # ---- prediction ------------------------------------------------------------------
     def trend_per_s2(self) -> float:
         """Least-squares slope of the load estimate over the trend window (req/s per s);
-        0 until the estimates span the whole window (a shorter fit is noise)."""
-        if len(self.history) < 2 or self.history[-1][0] - self.history[0][0] < (
-            self.params.trend_window_s - 1e-9
-        ):
+        0 until a whole window has passed since the first estimate (a shorter fit is
+        noise)."""
+        if len(self.history) < 2 or self.first_s is None:
+            return 0.0
+        if self.history[-1][0] - self.first_s < self.params.trend_window_s - 1e-9:
             return 0.0
         t = np.array([h[0] for h in self.history])
         r = np.array([h[1] for h in self.history])
@@ -149,6 +152,7 @@ class LeMixArbiter:
         rate = v.serving_rate_per_s
         if v.now_s > 0:  # at time 0 the estimate has measured nothing
             self.history.append((v.now_s, rate))
+            self.first_s = v.now_s if self.first_s is None else self.first_s
         while self.history and self.history[0][0] < v.now_s - p.trend_window_s - 1e-9:
             self.history.popleft()
         slope = self.trend_per_s2()
