@@ -227,6 +227,8 @@ class Built:
     kinds: dict[str, str]
     ledger: Any
     arbitration: Any
+    #: the cluster fault injector (workloads.colocate.faults); None without ``faults:``
+    faults: Any = None
 
 
 def build_colocated(sc: Any, sim: Any) -> Built:
@@ -284,7 +286,16 @@ def build_colocated(sc: Any, sim: Any) -> Built:
             members[m.name].slowdown = factors[m.name]
     arbiter = col.arbiter.cls(col.arbiter.params, rng=sim.rng("policy.arbiter"))
     arb = Arbitration(sim, ledger, members, kinds, arbiter)
-    return Built(cluster, members, kinds, ledger, arb)
+    faults = None
+    if col.faults is not None:
+        from hetsim.workloads.colocate.faults import FaultInjector
+
+        try:
+            faults = FaultInjector(sim, col.faults, cluster, ledger, members, kinds, arb,
+                                   sc.until_s, sc.base_dir)  # fmt: skip
+        except ValueError as e:
+            raise ScenarioError(sc.file, "faults", _one_line(e)) from None
+    return Built(cluster, members, kinds, ledger, arb, faults)
 
 
 def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -> Any:
@@ -309,6 +320,8 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
         for w in members.values():
             w.start()
         arb.start()
+        if built.faults is not None:
+            built.faults.start()
 
     run_to_end(sim, sc, start, done, "the workloads")
     end_s = sim.now
@@ -324,6 +337,11 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
             used[name] = arb.serving_spans(name, end_s)
         elif hasattr(w, "busy_spans"):
             used[name] = w.busy_spans(end_s)
+    if built.faults is not None:
+        from hetsim.workloads.colocate.faults import REPAIR
+
+        built.faults.check()
+        used[REPAIR] = []  # under repair: owned by no workload, used by none
     ledger.check(end_s, used)
     owner_table = sim.recorder.table("device_owners", ("device", "owner", "start_s", "end_s"))
     for interval in sorted(ledger.all_intervals(end_s)):
@@ -341,6 +359,8 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
     crow, cmetrics = cluster_row(sc, cluster, ledger, used, end_s, arb)
     rows.append(crow)
     metrics.update(cmetrics)
+    if built.faults is not None:
+        metrics.update(built.faults.report(rows, crow, end_s))
     flat: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed}
     for row in rows:
         for k, v in row.items():
