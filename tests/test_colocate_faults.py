@@ -130,8 +130,11 @@ def test_a_serving_node_fault_retries_its_requests_and_accounts_every_one() -> N
 @pytest.mark.filterwarnings("ignore:faults-test. serving. overloaded")
 def test_with_every_serving_gpu_down_requests_wait_and_are_accounted() -> None:
     raw = _raw(until_s=60.0)
-    raw["faults"] = {"fail_stop": {"kind": "none"}, "repair_s": 1000.0,
-                     "at": [{"at_s": 20.0, "node": "serve"}, {"at_s": 20.0, "node": "spare"}]}
+    raw["faults"] = {
+        "fail_stop": {"kind": "none"},
+        "repair_s": 1000.0,
+        "at": [{"at_s": 20.0, "node": "serve"}, {"at_s": 20.0, "node": "spare"}],
+    }
     res = hetsim.run(from_dict(raw))
     sv = _rows(res)["serving"]
     req = res.tables["requests"]
@@ -146,8 +149,11 @@ def test_with_every_serving_gpu_down_requests_wait_and_are_accounted() -> None:
 def test_repaired_serving_gpus_are_scaled_onto_and_the_waiting_requests_served() -> None:
     raw = _raw(until_s=600.0)
     raw["workloads"]["serving"]["policies"]["scaling"] = {"name": "reactive", "period_s": 5}
-    raw["faults"] = {"fail_stop": {"kind": "none"}, "repair_s": 10.0,
-                     "at": [{"at_s": 20.0, "node": "serve"}, {"at_s": 20.0, "node": "spare"}]}
+    raw["faults"] = {
+        "fail_stop": {"kind": "none"},
+        "repair_s": 10.0,
+        "at": [{"at_s": 20.0, "node": "serve"}, {"at_s": 20.0, "node": "spare"}],
+    }
     res = hetsim.run(from_dict(raw))
     sv = _rows(res)["serving"]
     assert sv["requests"] == 300 and sv["fault_requests_waiting"] == 0
@@ -178,6 +184,7 @@ def test_a_faults_block_with_no_fault_changes_no_figure() -> None:
     raw = _raw()
     raw["faults"] = {"fail_stop": {"kind": "none"}}
     none = hetsim.run(from_dict(raw))
+    assert base.rows is not None and none.rows is not None
     for r0, r1 in zip(base.rows, none.rows, strict=True):
         for k, v in r0.items():
             assert r1[k] == v or (isinstance(v, float) and math.isnan(v)), k
@@ -216,7 +223,7 @@ def test_faults_need_a_horizon_and_the_workloads_form() -> None:
     raw = _raw()
     raw["until_s"] = None
     raw["faults"] = {}
-    with pytest.raises(ScenarioError, match="faults.horizon_s"):
+    with pytest.raises(ScenarioError, match=r"faults\.horizon_s"):
         from_dict(raw)
     single = yaml.safe_load(TINY)
     single["faults"] = {}

@@ -67,8 +67,7 @@ SERVING_METRICS = {
 }
 TRAINING_METRICS = {
     "job_failures": "jobs stopped by a failed device in their gang",
-    "fault_steps_lost": "optimizer steps thrown away (run since the last written "
-    "checkpoint)",
+    "fault_steps_lost": "optimizer steps thrown away (run since the last written checkpoint)",
     "fault_tokens_lost": "fault_steps_lost x tokens per step",
     "fault_gpu_s_lost": "GPU-seconds thrown away: the lost steps, the partial step, a "
     "restore or checkpoint in progress",
@@ -178,9 +177,9 @@ def _accelerator_entries(cluster_cfg: Any) -> list[Any]:
 
     out = []
     for e in cluster_cfg.topology().devices():
-        if e.type_name in registry.device_types:
-            if registry.device_types.get(e.type_name).kind in ACCELERATORS:
-                out.append(e)
+        known = e.type_name in registry.device_types
+        if known and registry.device_types.get(e.type_name).kind in ACCELERATORS:
+            out.append(e)
     return out
 
 
@@ -213,11 +212,11 @@ def plan(
     if cfg.sampled() and accel:
         span = cfg.horizon_s if cfg.horizon_s is not None else horizon_s
         assert span is not None  # check_faults refused it
-        for f in sample_fail_stop(cfg.fail_stop, len(accel), float(span), rng, base):
-            d = accel[f.rank]
+        for s in sample_fail_stop(cfg.fail_stop, len(accel), float(span), rng, base):
+            d = accel[s.rank]
             node = cluster.device(d).node
             devs = on_node[node] if cfg.scope == "node" else [d]
-            raw.append((f.start_s, len(cfg.at) + f.fault_id, node, tuple(devs), f.kind,
+            raw.append((s.start_s, len(cfg.at) + s.fault_id, node, tuple(devs), s.kind,
                         cfg.repair_s))  # fmt: skip
     raw.sort(key=lambda r: (r[0], r[1]))
     return [PlannedFault(n, t, node, devs, cause, rep)
@@ -291,9 +290,7 @@ class FaultInjector:
                 self.down[d] = (now, home[d])
                 self.until[d] = now + f.repair_s
                 self.device_failures += 1
-                self.sim.env.timeout(f.repair_s).callbacks.append(
-                    lambda _e, d=d: self._repaired(d)
-                )
+                self.sim.env.timeout(f.repair_s).callbacks.append(lambda _e, d=d: self._repaired(d))
 
     def _repaired(self, d: str) -> None:
         since, home = self.down.pop(d)
@@ -323,8 +320,10 @@ class FaultInjector:
                     live = any(d in w.placement[i.number] for i in w.instances
                                if i.released_s is None)  # fmt: skip
                     if free or live:
-                        raise InvariantViolation(f"faults: {d} under repair is in {name}'s "
-                                                 f"{'free pool' if free else 'instances'}")
+                        raise InvariantViolation(
+                            f"faults: {d} under repair is in {name}'s "
+                            f"{'free pool' if free else 'instances'}"
+                        )
                 elif d in w.granted:
                     raise InvariantViolation(f"faults: {d} under repair is granted to {name}")
 

@@ -120,8 +120,10 @@ class Failover:
         taken = inst._it[1] if inst.busy else []
         ids = sorted({*inst.ids, *inst.waiting, *inst.pending, *taken})
         if len(ids) != inst.outstanding:
-            raise InvariantViolation(f"serving: lost instance {inst.number} holds "
-                                     f"{len(ids)} requests, {inst.outstanding} counted")  # fmt: skip
+            raise InvariantViolation(
+                f"serving: lost instance {inst.number} holds {len(ids)} requests, "
+                f"{inst.outstanding} counted"
+            )
         for i in ids:
             reqs.done.pop(i, None)
             emitted = int(w.times.output[i]) - reqs.left[i]
@@ -138,7 +140,7 @@ class Failover:
         inst._it = (now, [], 0, None)
         inst.ready, inst.busy = False, True  # never starts an iteration again
         inst.set_ready = _never  # type: ignore[method-assign]
-        inst._finish = _void  # type: ignore[method-assign]  # the iteration in flight
+        inst._finish = _void  # type: ignore[method-assign,assignment]  # iteration in flight
         inst.draining, inst.on_drained = False, None
         inst.released_s = now
         self.lost[inst.number] = now

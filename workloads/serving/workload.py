@@ -549,8 +549,8 @@ class ServingWorkload(Workload):
 
     def check_partial(self) -> None:
         """At any moment: every request finished, held by an instance (queued, pending,
-        running), in KV transfer, parked (no instance: failover), or not yet arrived; none finished before its first
-        token or arrival, nor after now."""
+        running), in KV transfer, parked (no instance: failover), or not yet arrived;
+        none finished before its first token or arrival, nor after now."""
         for inst in self.instances:  # decode runs in flight: their iterations until now
             inst.settle(self.sim.now)
         t, n = self.times, len(self.times.arrival_s)
