@@ -173,6 +173,14 @@ def test_sampled_faults_are_seeded_and_use_the_llama3_rate() -> None:
     raw["seed"] = 1
     c = hetsim.run(from_dict(raw))
     assert not c.tables["faults"]["time_s"].equals(a.tables["faults"]["time_s"])
+    # a software fault leaves the device usable: only hardware causes, unless asked
+    software = {c for c, (_, comp) in LLAMA3_COUNTS.items() if comp == "software"}
+    assert not software & set(a.tables["faults"]["cause"]) and not software & set(
+        c.tables["faults"]["cause"]
+    )
+    raw["faults"]["include_software"] = True
+    d = hetsim.run(from_dict(raw))
+    assert len(d.tables["faults"]) >= len(c.tables["faults"])
     # the default rate is the Llama 3 table: 419 interruptions / (16,384 GPUs x 54 days)
     assert sum(n for n, _ in LLAMA3_COUNTS.values()) == 419
     rate = sum(FaultsConfig().fail_stop.rates().values())

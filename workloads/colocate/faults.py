@@ -102,9 +102,10 @@ class FaultsConfig(BaseModel):
 
     * ``fail_stop`` per GPU-day: the Llama 3 405B table (Meta, "The Llama 3 Herd of
       Models", 2024: 419 unexpected interruptions in 54 days on 16,384 H100, 4.74e-4
-      per GPU-day; ``workloads.observability.faults``), scaled by ``rate_scale``; a
-      node fails when any of its GPUs draws a fault (``scope: node``: a node of ``g``
-      GPUs fails at ``g`` times the per-GPU rate);
+      per GPU-day; ``workloads.observability.faults``), scaled by ``rate_scale``, its
+      hardware causes only unless ``include_software`` (356 of 419: 4.02e-4 per
+      GPU-day); a node fails when any of its GPUs draws a fault (``scope: node``: a node
+      of ``g`` GPUs fails at ``g`` times the per-GPU rate);
     * ``repair_s`` 73,440 s (20.4 h): the median time to repair of StepFun's
       InfiniteHBD node-fault trace (fault start to fault end, 584 faults on 400
       servers over 348 days; arXiv:2502.03885), swept in
@@ -119,6 +120,12 @@ class FaultsConfig(BaseModel):
         default_factory=FailStopModel,
         description="sampled faults: rates per GPU-day (kind llama3 scaled by rate_scale, "
         "or rates), or none (kind trace is not supported here)",
+    )
+    include_software: bool = Field(
+        default=False,
+        description="count the table's software causes (software-bug, nccl-watchdog-timeout, "
+        "dependency: 63 of Llama 3's 419) as device failures; false: hardware causes only "
+        "(a software fault stops a job but leaves the device usable)",
     )
     repair_s: PositiveSeconds = Field(
         default=REPAIR_S,
@@ -168,7 +175,10 @@ def check_faults(
         if f.gpu is not None and f.gpu >= nodes[f.node]:
             return f"faults.at[{k}].gpu", f"node {f.node} has {nodes[f.node]} accelerators"
     if cfg.sampled() and cfg.horizon_s is None and until_s is None:
-        return "faults.horizon_s", "required when faults are sampled and until_s is null"
+        return "faults.horizon_s", (
+            "required when faults are sampled (fail_stop kind llama3 "
+            "by default) and until_s is null"
+        )
     return None
 
 
@@ -213,6 +223,8 @@ def plan(
         span = cfg.horizon_s if cfg.horizon_s is not None else horizon_s
         assert span is not None  # check_faults refused it
         for s in sample_fail_stop(cfg.fail_stop, len(accel), float(span), rng, base):
+            if s.cause == "software" and not cfg.include_software:
+                continue  # thinning a Poisson process by cause: still Poisson
             d = accel[s.rank]
             node = cluster.device(d).node
             devs = on_node[node] if cfg.scope == "node" else [d]
