@@ -323,7 +323,13 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
         if built.faults is not None:
             built.faults.start()
 
-    run_to_end(sim, sc, start, done, "the workloads")
+    try:
+        run_to_end(sim, sc, start, done, "the workloads")
+    except InvariantViolation:
+        why = built.faults.stall_reason() if built.faults is not None else None
+        if why is None:
+            raise
+        raise ScenarioError(sc.file, "faults", why) from None
     end_s = sim.now
     for w in members.values():
         if w.done.triggered:

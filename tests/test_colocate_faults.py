@@ -237,3 +237,16 @@ def test_faults_need_a_horizon_and_the_workloads_form() -> None:
     single["faults"] = {}
     with pytest.raises(ScenarioError, match="faults: only with workloads"):
         from_dict(single)
+
+
+def test_serving_that_cannot_recover_stops_with_one_line() -> None:
+    raw = _raw(until_s=100.0)
+    raw["until_s"] = None
+    raw["workloads"]["training"]["steps_per_job"] = 50
+    raw["faults"] = {
+        "fail_stop": {"kind": "none"},
+        "repair_s": 10.0,
+        "at": [{"at_s": 20.0, "node": "serve"}, {"at_s": 20.0, "node": "spare"}],
+    }
+    with pytest.raises(ScenarioError, match="scaling policy brings up no replacement"):
+        hetsim.run(from_dict(raw))

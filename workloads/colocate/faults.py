@@ -56,8 +56,8 @@ FAULT_COLUMNS = ("time_s", "fault", "cause", "node", "devices", "workload", "los
 
 SERVING_METRICS = {
     "fault_instances_lost": "serving instances lost to a failed device",
-    "fault_requests_retried": "requests held by a lost instance, retried on another "
-    "(prefilled again over prompt and emitted tokens)",
+    "fault_requests_retried": "retries of the requests lost instances held (prefilled "
+    "again over prompt and emitted tokens; a request retried twice counts twice)",
     "fault_recompute_tokens": "tokens the retried requests must prefill again",
     "fault_requests_waiting": "requests waiting at the end for an instance (every one "
     "lost, none ready yet); not completed",
@@ -338,6 +338,17 @@ class FaultInjector:
                         )
                 elif d in w.granted:
                     raise InvariantViolation(f"faults: {d} under repair is granted to {name}")
+
+    def stall_reason(self) -> str | None:
+        """Why the run stalled, if faults did it: a serving workload lost every instance
+        and has no autoscaler to bring one up (its requests would wait forever)."""
+        for name in self.failover:
+            w = self.members[name]
+            if w.parked and w.autoscaler.policy.period_s is None:
+                return (f"{name} lost every instance and its scaling policy brings up no "
+                        f"replacement ({len(w.parked)} requests wait): give "
+                        f"workloads.{name}.policies.scaling a policy, or set until_s")  # fmt: skip
+        return None
 
     def repair_spans(self, end_s: float) -> list[tuple[str, str, float, float]]:
         """(device, home, start, end) of every repair, open ones cut at ``end_s``."""
