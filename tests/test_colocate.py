@@ -237,3 +237,20 @@ def test_a_run_cut_by_until_s_accounts_the_work_in_flight() -> None:
     assert rows["cluster"]["makespan_s"] == 150
     assert rows["serving"]["requests"] < 70000
     assert rows["training"]["jobs_completed"] < rows["training"]["jobs_total"]
+
+
+def test_a_finished_job_counts_all_its_steps_despite_rounding() -> None:
+    """Jobs started late (a large start time) with many steps: their finish alarm lands
+    where the division of the run time by the step time falls just short; every job
+    must still end with all its steps (the run checks it and would exit 3)."""
+    raw = {
+        "name": "jobs-rounding",
+        "seed": 0,
+        "cluster": {"nodes": [{"name": "h100", "devices": {"gpu": {"type": "h100-sxm", "count": 8}}}]},
+        "workload": {"kind": "training-jobs", "model": "llama-3-8b", "num_jobs": 12,
+                     "steps_per_job": 20000, "gpus_per_job": 8, "submit_interval_s": 600},
+        "outputs": {"spans": False},
+    }  # fmt: skip
+    row = hetsim.run(from_dict(raw, "jobs-rounding.yaml", Path("."))).summary_row
+    assert row["jobs_completed"] == 12
+    assert row["steps_completed"] == 12 * 20000

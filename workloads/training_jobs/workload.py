@@ -423,14 +423,17 @@ class TrainingJobsWorkload(Workload):
         base = self.step_s[self.cluster.device(job.gang[0]).spec.name][0]
         return base * max((self.slowdown.get(d, 1.0) for d in job.gang), default=1.0)
 
-    def _settle(self, job: Job) -> None:
-        """Count the steps run since ``run_start_s``; the partial step is lost."""
+    def _settle(self, job: Job, *, finished: bool = False) -> None:
+        """Count the steps run since ``run_start_s``; the partial step is lost. A
+        ``finished`` job ran all its steps (its alarm was armed for them: counting them
+        by division could fall one short by rounding)."""
         step_s, now = self._job_step_s(job), self.sim.now
         ran = now - job.run_start_s
-        k = min(int(ran // step_s), self.params.steps_per_job - job.steps_done)
+        left = self.params.steps_per_job - job.steps_done
+        k = left if finished else min(int(ran // step_s), left)
         job.steps_done += k
         self.step_gpu_s += ran * len(job.gang)
-        self.lost_gpu_s += (ran - k * step_s) * len(job.gang)
+        self.lost_gpu_s += max(0.0, ran - k * step_s) * len(job.gang)
         self._meter(job, job.run_start_s, now)
 
     def _meter(self, job: Job, start_s: float, end_s: float) -> None:
@@ -443,7 +446,7 @@ class TrainingJobsWorkload(Workload):
 
     def _finish(self, job: Job) -> None:
         job.alarm = None
-        self._settle(job)
+        self._settle(job, finished=True)
         job.state, job.finish_s = "done", self.sim.now
         self._event(job, "finish", "", job.gang)
         self._release(job)
