@@ -18,9 +18,11 @@ POWER_TRACK_SUFFIX = " power"
 class EnergyMeter:
     """Energy of one device over a run: its idle floor plus each busy interval's draw
     above idle (module doc). ``active_J`` is that energy above idle, ``busy_s`` the busy
-    time reported, ``peak_W`` the highest draw seen (idle if never busy)."""
+    time reported, ``peak_W`` the highest draw seen (idle if never busy). ``log``, when a
+    list (a multi-workload run sets it), gets ``(start_s, J above idle)`` per booking
+    (``nan`` for :meth:`add`'s untimed ones), so the energy can be split by owner."""
 
-    __slots__ = ("_recorder", "active_J", "busy_s", "model", "peak_W", "track")
+    __slots__ = ("_recorder", "active_J", "busy_s", "log", "model", "peak_W", "track")
 
     def __init__(
         self, model: PowerModel, recorder: Recorder | None = None, track: str = ""
@@ -31,6 +33,7 @@ class EnergyMeter:
         self.peak_W = model.idle_W
         self._recorder = recorder
         self.track = track + POWER_TRACK_SUFFIX if track else ""
+        self.log: list[tuple[float, float]] | None = None
 
     def busy(self, start_s: float, end_s: float, utilisation: float = 0.0) -> float:
         """Account the busy interval [start_s, end_s] at compute utilisation
@@ -39,8 +42,11 @@ class EnergyMeter:
         power = m.busy_W(utilisation)
         d = end_s - start_s
         if d > 0:
-            self.active_J += (power - m.idle_W) * d
+            joules = (power - m.idle_W) * d
+            self.active_J += joules
             self.busy_s += d
+            if self.log is not None:
+                self.log.append((start_s, joules))
             if power > self.peak_W:
                 self.peak_W = power
         rec = self._recorder
@@ -55,6 +61,8 @@ class EnergyMeter:
         domains that integrate themselves)."""
         self.active_J += active_J
         self.busy_s += busy_s
+        if self.log is not None:
+            self.log.append((float("nan"), active_J))
         if peak_W is not None and peak_W > self.peak_W:
             self.peak_W = peak_W
 

@@ -306,7 +306,8 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
 
     from hetsim.simulator.engine import Simulation
     from hetsim.simulator.result import Result
-    from hetsim.workloads.colocate.report import cluster_row, member_row
+    from hetsim.workloads.colocate.energy_split import ATTRIBUTED_METRICS, EnergySplit
+    from hetsim.workloads.colocate.report import attribute_energy, cluster_row, member_row
 
     t0 = time.perf_counter()
     col: Colocation = sc.colocation
@@ -314,6 +315,7 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
     built = build_colocated(sc, sim)
     members, kinds, ledger, arb = built.members, built.kinds, built.ledger, built.arbitration
     cluster = built.cluster
+    split = EnergySplit(cluster)
     done = sim.env.all_of([w.done for w in members.values()])
 
     def start() -> None:
@@ -357,14 +359,23 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
     notes: list[str] = []
     for m in col.members:
         w = members[m.name]
+        split.summary_starts()
         row, more, texts = member_row(sc, m.name, w, end_s)
+        split.summary_done(m.name)
         _absent_if_not_finite(row, w.done.triggered)
         rows.append(row)
         metrics.update(more)
         notes += [f"{m.name}: {t}" for t in texts]
     crow, cmetrics = cluster_row(sc, cluster, ledger, used, end_s, arb)
+    if built.faults is None:
+        attribute_energy(split, ledger, end_s, rows, crow, cluster)
+    else:  # a device under repair is owned by nobody
+        from hetsim.workloads.colocate.faults import WithoutRepair
+
+        attribute_energy(split, WithoutRepair(ledger), end_s, rows, crow, cluster)
     rows.append(crow)
     metrics.update(cmetrics)
+    metrics.update(ATTRIBUTED_METRICS)
     if built.faults is not None:
         metrics.update(built.faults.report(rows, crow, end_s))
     flat: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed}

@@ -105,6 +105,8 @@ def test_a_training_node_fault_loses_the_steps_since_the_last_written_checkpoint
     starts = events[events["event"] == "start"]
     assert len(starts) == 2 and starts["time_s"].iloc[1] == pytest.approx(t_fault + 20.0)
     assert _rows(res)["cluster"]["repair_gpu_hours"] == pytest.approx(4 * 20.0 / 3600)
+    # under repair, a device's idle floor is charged to no workload
+    assert _rows(res)["cluster"]["energy_unowned_J"] > 0
 
 
 def test_a_serving_node_fault_retries_its_requests_and_accounts_every_one() -> None:

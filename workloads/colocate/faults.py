@@ -235,6 +235,21 @@ def plan(
             for n, (t, _, node, devs, cause, rep) in enumerate(raw)]  # fmt: skip
 
 
+class WithoutRepair:
+    """A ledger's ownership intervals less the repair ones: a device under repair is
+    owned by no workload (the energy split charges its idle floor to nobody)."""
+
+    def __init__(self, ledger: Any) -> None:
+        self._ledger = ledger
+
+    def all_intervals(self, end_s: float) -> list[tuple[str, str, float, float]]:
+        """Every ownership interval but the repairs, open ones cut at ``end_s``."""
+        return [iv for iv in self._ledger.all_intervals(end_s) if iv[1] != REPAIR]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
+
+
 class FaultInjector:
     """Strikes the planned faults, hands each failed device to repair and back
     (module doc)."""
