@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,59 @@ def test_serving_that_cannot_recover_stops_with_one_line() -> None:
     }
     with pytest.raises(ScenarioError, match="scaling policy brings up no replacement"):
         hetsim.run(from_dict(raw))
+
+
+COLOCATE = Path(__file__).resolve().parents[1] / "scenarios" / "colocate.yaml"
+
+
+def _colocate(arbiter: Any, faults: dict[str, Any]) -> Any:
+    raw = yaml.safe_load(COLOCATE.read_text())
+    raw.pop("sweep")
+    raw["workloads"]["serving"]["requests"]["num_requests"] = 15000  # arrivals to ~150 s
+    raw["until_s"] = 200
+    raw["policies"] = {"arbiter": arbiter}
+    raw["faults"] = faults
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # requests in flight at until_s
+        return hetsim.run(from_dict(raw, str(COLOCATE), COLOCATE.parent))
+
+
+def test_a_failed_lent_gpu_leaves_the_loan_and_returns_to_serving_after_repair() -> None:
+    harvest = {"name": "serving-first", "period_s": 10, "reserve_gpus": 1}
+    base = _colocate(harvest, {"fail_stop": {"kind": "none"}})
+    owners = base.tables["device_owners"]
+    lent = owners[(owners["owner"] == "training") & owners["device"].str.startswith("a100/")]
+    lent = lent[lent["end_s"] - lent["start_s"] > 60.0]
+    assert len(lent), "serving-first lends A100s for a while in this run"
+    d, t0 = lent["device"].iloc[0], float(lent["start_s"].iloc[0])
+    node, gpu = d.split("/")[0], int(d.split("/gpu")[1])
+    t_fault = t0 + 40.0
+    res = _colocate(harvest, {"fail_stop": {"kind": "none"}, "at": [
+        {"at_s": t_fault, "node": node, "gpu": gpu, "repair_s": 30.0}]})  # fmt: skip
+    rows = res.tables["device_owners"]
+    mine = rows[rows["device"] == d].sort_values("start_s")
+    seq = list(zip(mine["owner"], mine["start_s"].round(6), strict=True))
+    k = next(i for i, (o, _) in enumerate(seq) if o == REPAIR)
+    assert seq[k - 1][0] == "training" and seq[k][1] == pytest.approx(t_fault)
+    assert seq[k + 1] == ("serving", pytest.approx(t_fault + 30.0))  # the loan ended
+    # the arbiter saw one GPU fewer lent while it was under repair
+    arb = res.tables["arbiter"]
+    during = arb[(arb["time_s"] > t_fault) & (arb["time_s"] < t_fault + 30.0)]
+    before = base.tables["arbiter"]
+    same = before[(before["time_s"] > t_fault) & (before["time_s"] < t_fault + 30.0)]
+    assert len(during) and (during["lent_gpus"].to_numpy() <= same["lent_gpus"].to_numpy()).all()
+    assert list(res.tables["faults"]["workload"]) == ["training"]  # the borrower was hit
+
+
+def test_both_arbiters_see_the_same_faults_at_one_seed() -> None:
+    faults = {"scope": "gpu", "fail_stop": {"rate_scale": 1e6}, "repair_s": 30.0}
+    a = _colocate("static", faults).tables["faults"]
+    b = _colocate({"name": "serving-first", "period_s": 10}, faults).tables["faults"]
+    key = ["time_s", "fault", "cause", "node"]
+    assert len(a) > 0
+    assert (
+        a[key]
+        .drop_duplicates()
+        .reset_index(drop=True)
+        .equals(b[key].drop_duplicates().reset_index(drop=True))
+    )
