@@ -227,6 +227,8 @@ class Built:
     kinds: dict[str, str]
     ledger: Any
     arbitration: Any
+    #: the cluster fault injector (workloads.colocate.faults); None without ``faults:``
+    faults: Any = None
 
 
 def build_colocated(sc: Any, sim: Any) -> Built:
@@ -288,7 +290,16 @@ def build_colocated(sc: Any, sim: Any) -> Built:
     harvest = {n: members[n] for n, k in kinds.items() if k == "training-jobs"}
     deferral = SharedDeferral(sim, col.sharing.model, col.shared, factors, serving, harvest)
     arb = Arbitration(sim, ledger, members, kinds, arbiter, deferral)
-    return Built(cluster, members, kinds, ledger, arb)
+    faults = None
+    if col.faults is not None:
+        from hetsim.workloads.colocate.faults import FaultInjector
+
+        try:
+            faults = FaultInjector(sim, col.faults, cluster, ledger, members, kinds, arb,
+                                   sc.until_s, sc.base_dir)  # fmt: skip
+        except ValueError as e:
+            raise ScenarioError(sc.file, "faults", _one_line(e)) from None
+    return Built(cluster, members, kinds, ledger, arb, faults)
 
 
 def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -> Any:
@@ -315,8 +326,16 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
         for w in members.values():
             w.start()
         arb.start()
+        if built.faults is not None:
+            built.faults.start()
 
-    run_to_end(sim, sc, start, done, "the workloads")
+    try:
+        run_to_end(sim, sc, start, done, "the workloads")
+    except InvariantViolation:
+        why = built.faults.stall_reason() if built.faults is not None else None
+        if why is None:
+            raise
+        raise ScenarioError(sc.file, "faults", why) from None
     end_s = sim.now
     for w in members.values():
         if w.done.triggered:
@@ -330,6 +349,11 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
             used[name] = arb.serving_spans(name, end_s)
         elif hasattr(w, "busy_spans"):
             used[name] = w.busy_spans(end_s)
+    if built.faults is not None:
+        from hetsim.workloads.colocate.faults import REPAIR
+
+        built.faults.check()
+        used[REPAIR] = []  # under repair: owned by no workload, used by none
     ledger.check(end_s, used)
     owner_table = sim.recorder.table("device_owners", ("device", "owner", "start_s", "end_s"))
     for interval in sorted(ledger.all_intervals(end_s)):
@@ -347,10 +371,17 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
         metrics.update(more)
         notes += [f"{m.name}: {t}" for t in texts]
     crow, cmetrics = cluster_row(sc, cluster, ledger, used, end_s, arb)
-    attribute_energy(split, ledger, end_s, rows, crow, cluster)
+    if built.faults is None:
+        attribute_energy(split, ledger, end_s, rows, crow, cluster)
+    else:  # a device under repair is owned by nobody
+        from hetsim.workloads.colocate.faults import WithoutRepair
+
+        attribute_energy(split, WithoutRepair(ledger), end_s, rows, crow, cluster)
     rows.append(crow)
     metrics.update(cmetrics)
     metrics.update(ATTRIBUTED_METRICS)
+    if built.faults is not None:
+        metrics.update(built.faults.report(rows, crow, end_s))
     flat: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed}
     for row in rows:
         for k, v in row.items():

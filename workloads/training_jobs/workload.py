@@ -17,7 +17,17 @@ costs (``checkpoint``):
   node's CPU to the GPU over the cluster's links (shared with every other workload);
 * a preemption checkpoints: each rank's share is copied GPU -> CPU over the links, then
   written to storage at ``storage_Bps``; only then are the GPUs released. The partial
-  step in flight is lost (counted in ``lost_gpu_s``).
+  step in flight is lost (counted in ``lost_gpu_s``);
+* a periodic checkpoint (``checkpoint.interval_steps``; none by default) is taken
+  asynchronously: at every ``interval_steps``-th step each rank's share is copied GPU ->
+  CPU over the links and then written to storage while the job runs on (the snapshot's
+  stall is not modelled; one is skipped while the last is still being written); it is
+  the job's restart point once the write ends.
+
+A device that fails (:meth:`fail`, the cluster fault injector of
+:mod:`workloads.colocate.faults`) leaves the workload at once; a job whose gang holds
+it loses the steps since its last written checkpoint (periodic, or the one a preemption
+wrote) and waits at the head of the queue to restart (a restore, as after a preemption).
 
 On a GPU it shares with serving (``sharing:``), the arbiter may *pause* training
 (:meth:`set_paused`): a gang holding a paused GPU stops stepping (the step in flight is
@@ -33,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_serializer
 
 from hetsim.devices.cluster import Cluster
 from hetsim.simulator.engine import Alarm, InvariantViolation, Simulation
@@ -92,6 +102,20 @@ class CheckpointCost(BaseModel):
     restart_s: Seconds = Field(
         default=30.0, description="restart overhead of a (re)started job (s)"
     )
+    interval_steps: PositiveInt | None = Field(
+        default=None,
+        description="optimizer steps between periodic (asynchronous) checkpoints; null: a "
+        "job saves only when preempted (a failed job restarts from its last saved step)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        """Without periodic checkpoints, the resolved block is the one from before the
+        field existed (resolved scenarios of existing runs stay byte-identical)."""
+        out: dict[str, Any] = handler(self)
+        if out.get("interval_steps", 0) is None:
+            del out["interval_steps"]
+        return out
 
 
 class TrainingJobsParams(WorkloadParams):
@@ -141,6 +165,12 @@ class Job:
     alarm: Alarm | None = None
     finish_s: float = math.nan
     started_once: bool = False
+    #: steps in the last checkpoint written to storage (where a failed job restarts)
+    saved_steps: int = 0
+    #: when the preemption checkpoint in progress began
+    checkpoint_start_s: float = 0.0
+    #: the version (gang) whose periodic checkpoint is being written; None: none
+    writing: int | None = None
 
 
 @workloads.register("training-jobs")
@@ -194,6 +224,12 @@ class TrainingJobsWorkload(Workload):
         self.restore_s = 0.0
         self.lost_gpu_s = 0.0
         self.step_gpu_s = 0.0
+        #: device failures (:meth:`fail`): jobs stopped, steps and GPU-seconds thrown away
+        self.failures = 0
+        self.fault_steps_lost = 0
+        self.fault_gpu_s_lost = 0.0
+        #: periodic checkpoints written (``checkpoint.interval_steps``)
+        self.checkpoints_saved = 0
         #: (device, start_s, end_s, job) of every gang occupancy, closed at release
         self.busy: list[tuple[str, float, float, int]] = []
         self.events = sim.recorder.table("training_job_events", JOB_COLUMNS)
@@ -361,6 +397,7 @@ class TrainingJobsWorkload(Workload):
                 self._event(job, "pause", "", gang)
                 return
             self._arm(job)
+            self._next_snapshot(job, job.steps_done)
 
         self.sim.env.timeout(p.checkpoint.restart_s + read_s).callbacks.append(copies)
 
@@ -368,6 +405,56 @@ class TrainingJobsWorkload(Workload):
         step_s = self._job_step_s(job)
         left = self.params.steps_per_job - job.steps_done
         job.alarm = Alarm(self.sim, job.run_start_s + left * step_s, lambda _e: self._finish(job))
+
+    def _next_snapshot(self, job: Job, after: int) -> None:
+        """Schedule the periodic checkpoint after step ``after`` of the running segment
+        (none without ``interval_steps``, nor at the job's last step: it finishes)."""
+        every = self.params.checkpoint.interval_steps
+        if every is None:
+            return
+        step = (after // every + 1) * every
+        if step >= self.params.steps_per_job:
+            return
+        at = job.run_start_s + (step - job.steps_done) * self._job_step_s(job)
+        version = job.version
+
+        def snap(_e: object) -> None:
+            if job.version == version and job.state == "running":
+                self._snapshot(job, step)
+
+        self.sim.env.timeout(max(0.0, at - self.sim.now)).callbacks.append(snap)
+
+    def _snapshot(self, job: Job, step: int) -> None:
+        """Step ``step`` is done: copy each rank's share to its host, write it to
+        storage (the job runs on); it becomes the restart point when written, unless the
+        gang was stopped meanwhile. Skipped while the last one is still being written."""
+        version = job.version
+        self._next_snapshot(job, step)
+        if job.writing == version:
+            return
+        job.writing = version
+        events = []
+        for d in job.gang:
+            host = self.cluster.host_of(d)
+            if host is not None:
+                events.append(self.cluster.copy(d, host, self.share_bytes, "checkpoint"))
+
+        def written(_e: object) -> None:
+            if job.writing == version:
+                job.writing = None
+            if job.version == version and job.state != "done":
+                job.saved_steps = max(job.saved_steps, step)
+                self.checkpoints_saved += 1
+                self._event(job, "checkpoint-saved", "", job.gang)
+
+        def to_storage(_e: object) -> None:
+            write_s = self.state_bytes / self.params.checkpoint.storage_Bps
+            self.sim.env.timeout(write_s).callbacks.append(written)
+
+        if events:
+            self.sim.env.all_of(events).callbacks.append(to_storage)
+        else:
+            to_storage(None)
 
     def _job_step_s(self, job: Job) -> float:
         """The gang type's step time, on a shared GPU slowed by its slowest device."""
@@ -421,7 +508,8 @@ class TrainingJobsWorkload(Workload):
         if job.state == "running":  # a paused job was settled when it paused
             self._settle(job)
         job.state = "checkpointing"
-        start = self.sim.now
+        start = job.checkpoint_start_s = self.sim.now
+        version = job.version
         self._event(job, "preempt", "", job.gang)
         events = []
         for d in job.gang:
@@ -430,11 +518,16 @@ class TrainingJobsWorkload(Workload):
                 events.append(self.cluster.copy(d, host, self.share_bytes, "checkpoint"))
 
         def written(_e: object) -> None:
+            if job.version != version:  # the gang failed meanwhile (fail)
+                return
             self.checkpoint_s += self.sim.now - start
+            job.saved_steps = job.steps_done
             self._event(job, "checkpointed", "", job.gang)
             self._release(job, requeue=True)
 
         def to_storage(_e: object) -> None:
+            if job.version != version:
+                return
             write_s = self.state_bytes / self.params.checkpoint.storage_Bps
             self.sim.env.timeout(write_s).callbacks.append(written)
 
@@ -442,6 +535,57 @@ class TrainingJobsWorkload(Workload):
             self.sim.env.all_of(events).callbacks.append(to_storage)
         else:
             to_storage(None)
+
+    # ---- device failures (workloads.colocate.faults) ---------------------------------------
+    def fail(self, devices: list[str]) -> list[tuple[int, int, float, str]]:
+        """``devices`` failed now and leave the workload (a reclaim pending on one is
+        dropped: the caller takes the device). A job whose gang holds one stops: the
+        steps since its last written checkpoint are lost (``steps_done`` goes back to
+        it), its gang is released (the healthy devices to the free pool or to their
+        pending reclaim) and it waits at the head of the queue to restart. Returns per
+        job stopped: (job, steps lost, GPU-seconds lost, the state it was in)."""
+        for d in devices:
+            if d not in self.granted:
+                raise InvariantViolation(f"training-jobs: {d} failed, not granted")
+            self._reclaims.pop(d, None)
+        jobs = sorted({j for d in devices if (j := self.granted[d]) is not None})
+        out = [self._fail_job(self.jobs[j]) for j in jobs]
+        for d in devices:
+            del self.granted[d]
+        self._request_pass()
+        return out
+
+    def _fail_job(self, job: Job) -> tuple[int, int, float, str]:
+        """Stop ``job`` on a failure: count what ran, roll back, release, requeue."""
+        now, n, was = self.sim.now, len(job.gang), job.state
+        step_s = self._job_step_s(job)
+        wasted_s = 0.0  # gang time thrown away besides whole steps
+        if was == "running":
+            if job.alarm is not None:
+                job.alarm.cancel()
+                job.alarm = None
+            ran = now - job.run_start_s
+            k = min(int(ran // step_s), self.params.steps_per_job - job.steps_done)
+            job.steps_done += k
+            self.step_gpu_s += ran * n
+            self._meter(job, job.run_start_s, now)
+            wasted_s = ran - k * step_s
+        elif was == "restoring":
+            self.restore_s += now - job.gang_start_s
+            wasted_s = now - job.gang_start_s
+        elif was == "checkpointing":
+            self.checkpoint_s += now - job.checkpoint_start_s
+            wasted_s = now - job.checkpoint_start_s
+        lost = job.steps_done - job.saved_steps
+        gpu_s = (lost * step_s + wasted_s) * n
+        job.steps_done = job.saved_steps
+        job.version += 1  # restore, checkpoint and snapshot callbacks in flight: void
+        self.failures += 1
+        self.fault_steps_lost += lost
+        self.fault_gpu_s_lost += gpu_s
+        self._event(job, f"fail-{was}", "", job.gang)
+        self._release(job, requeue=True)
+        return job.number, lost, gpu_s, was
 
     def _release(self, job: Job, requeue: bool = False) -> None:
         now = self.sim.now
