@@ -67,7 +67,9 @@ def test_tee_verify_energy_by_hand() -> None:
     flops = float(dnn_table("vgg16-imagenet").fwd_flops.sum()) * 16
     c = flops / compute_roof_flops(device_spec("titan-xp"), "fp32")
     d = row["gpu_s"]
-    gpu_J = gpu.idle_W * T + n * ((gpu.memory_W - gpu.idle_W) * d + (gpu.limit_W - gpu.memory_W) * min(c, d))
+    gpu_J = gpu.idle_W * T + n * (
+        (gpu.memory_W - gpu.idle_W) * d + (gpu.limit_W - gpu.memory_W) * min(c, d)
+    )
     cpu_J = cpu.idle_W * T + n * (cpu.limit_W - cpu.idle_W) * row["tee_s"]
     rows = _rows(res)
     assert rows["box/gpu"]["energy_J"] == pytest.approx(gpu_J, rel=1e-9)

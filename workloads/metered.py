@@ -83,9 +83,9 @@ def metered_columns(
     cluster = w.cluster
     rep = energy_report(cluster, end_s)
     used = list(devices)
-    for device, names in (copies or {}).items():
-        rep = with_copies(rep, device, names)
-        used += list(names)
+    for device, twins in (copies or {}).items():
+        rep = with_copies(rep, device, twins)
+        used += list(twins)
     record_tables(w.sim.recorder, rep)
     out: dict[str, Any] = dict(energy_columns(cluster, end_s, rep))
     own = devices_J(rep, cluster, used)
@@ -101,11 +101,11 @@ def metered_columns(
     grid, cfg = cluster.load_grid(), cluster.config.carbon
     accel_s: dict[str, float] = {}
     own_s: dict[str, float] = {}
-    names = set(used)
+    mine = set(used)
     for r in rep.rows:
         if r.kind != "cpu":
             accel_s[r.type] = accel_s.get(r.type, 0.0) + end_s
-            if r.device in names:
+            if r.device in mine:
                 own_s[r.type] = own_s.get(r.type, 0.0) + end_s
     out.update(carbon_columns(rep.total_J, end_s, accel_s, cfg, grid))
     own_g = carbon_columns(own, end_s, own_s, cfg, grid)["carbon_g"]

@@ -48,8 +48,10 @@ METRICS: dict[str, str] = {
     "gpu.sustained<-lender and gpu.gemm.<format>_scale<-lender for a borrowed clock ratio "
     "or format scale",
     # energy (workloads/metered.py): each layer-step's busy time on the GPU and the CPU
-    **metered_metrics({"output_token": "tokens decoded (decode steps x batch; the prefill's "
-                       "energy included)"}, "output_token"),
+    **metered_metrics(
+        {"output_token": "tokens decoded (decode steps x batch; the prefill's energy included)"},
+        "output_token",
+    ),
 }
 
 

@@ -61,8 +61,10 @@ METRICS: dict[str, str] = {
     "h2d_busy_frac": "host-to-device copy engine busy seconds / end time",
     "cpu_bandwidth_GBps": "modelled CPU DRAM bandwidth at the configured threads/sockets",
     # energy (workloads/metered.py): each layer-step's busy time on the GPU and the CPU
-    **metered_metrics({"output_token": "tokens generated (batch x decode steps; the "
-                       "prefill's energy included)"}, "output_token"),
+    **metered_metrics(
+        {"output_token": "tokens generated (batch x decode steps; the prefill's energy included)"},
+        "output_token",
+    ),
 }
 
 
@@ -447,8 +449,16 @@ class OffloadWorkload(Workload):
         kv_copy = self.copies.h2d_s(kv_bytes, plan.pinned) if kv_bytes > 0 else 0.0
         if kv_disk_b > 0 and self.disk is not None:  # on through the staging buffer
             kv_copy += self.copies.h2d_s(kv_disk_b, self.disk.staging_pinned)
-        return LayerWork(wcopy, kv_copy, lin + gpu_att, 0.0, 0.0, wdisk, kv_rd,
-                         c.linear_flops(seqs * new) + c.attention_flops(seqs, new, ctx))
+        return LayerWork(
+            wcopy,
+            kv_copy,
+            lin + gpu_att,
+            0.0,
+            0.0,
+            wdisk,
+            kv_rd,
+            c.linear_flops(seqs * new) + c.attention_flops(seqs, new, ctx),
+        )
 
     def _weights_copy(self, plan: OffloadPlan) -> tuple[float, float]:
         """One layer's streamed weights to the GPU: (copy time, disk time of its disk share).
@@ -712,8 +722,11 @@ class OffloadWorkload(Workload):
             out["disk_busy_frac"] = c.disk_busy_s / span
         tokens = p.batch * len(self.decode_steps)
         # a plan with every layer on the CPU computes nothing on the GPU
-        used = (self.cpu_name,) if pl.cpu_layers == self.model.layers else (self.gpu_name,
-                                                                           self.cpu_name)
+        used = (
+            (self.cpu_name,)
+            if pl.cpu_layers == self.model.layers
+            else (self.gpu_name, self.cpu_name)
+        )
         out.update(metered_columns(self, end_s, used, {"output_token": tokens},
                                    "output_token"))  # fmt: skip
         return out

@@ -159,9 +159,13 @@ class TeeCollabWorkload(Workload):
         "accel_utilisation": "accelerator compute seconds / step_s",
         "makespan_s": "end time of the last step",
         # energy (workloads/metered.py): each step's accelerator and CPU busy time
-        **metered_metrics({"step": "training steps completed",
-                           "token": "tokens trained (steps x batch_sequences x seq_len)"},
-                          "token"),
+        **metered_metrics(
+            {
+                "step": "training steps completed",
+                "token": "tokens trained (steps x batch_sequences x seq_len)",
+            },
+            "token",
+        ),
     }
 
     def __init__(
@@ -262,8 +266,10 @@ class TeeCollabWorkload(Workload):
         row, _, _, _, _, traffic = stage_row(cfg, self.plan, Toggles())
         fwd, bwd = compute_times(cfg, self.plan, traffic, Toggles(verify=False))
         per = s.layers * cfg.micro_batches
-        flops = 2.0 * s.params / s.layers * cfg.tokens_mb + 2.0 * cfg.tokens_mb * cfg.seq_len * s.hidden
-        flops *= per * (1.0 + (3.0 if cfg.recompute else 2.0))
+        # one layer's forward on a micro-batch (compute_times' count), backward 2x or 3x
+        fwd_flops = 2.0 * s.params / s.layers * cfg.tokens_mb
+        fwd_flops += 2.0 * cfg.tokens_mb * cfg.seq_len * s.hidden
+        flops = per * fwd_flops * (1.0 + (3.0 if cfg.recompute else 2.0))
         dev = self.cluster.device(self.accel_name)
         roof = compute_roof_flops(dev.spec, self.params.dtype, cap_ratio(dev.spec))
         cpu = self.cluster.device(self.cpu_name)
@@ -349,10 +355,16 @@ class TeeCollabWorkload(Workload):
             "cpu_threads": self.cpu_threads,
             "accel_utilisation": (r.forward_s + r.backward_s) / r.step_s,
             "makespan_s": end_s,
-            **metered_columns(self, end_s, (self.accel_name, self.cpu_name),
-                              {"step": self._steps_done,
-                               "token": self._steps_done * p.batch_sequences * p.seq_len},
-                              "token"),
+            **metered_columns(
+                self,
+                end_s,
+                (self.accel_name, self.cpu_name),
+                {
+                    "step": self._steps_done,
+                    "token": self._steps_done * p.batch_sequences * p.seq_len,
+                },
+                "token",
+            ),
         }
 
 

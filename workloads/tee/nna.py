@@ -127,8 +127,9 @@ class TeeNnaWorkload(Workload):
         "depth": "meta-key prefetch depth of the plan",
         "makespan_s": "end time of the last step",
         # energy (workloads/metered.py): each step's TEE (CPU) and NNA busy time
-        **metered_metrics({"step": "training steps completed",
-                           "sample": "samples trained (steps x batch)"}),
+        **metered_metrics(
+            {"step": "training steps completed", "sample": "samples trained (steps x batch)"}
+        ),
     }
 
     def __init__(
@@ -264,7 +265,8 @@ class TeeNnaWorkload(Workload):
             if k == TEE:
                 tee_flops += float(op_flops[i])
                 continue
-            nna = op.nna_s if m == 1 else tuple(m * x for x in self.view.micro[m][i].nna_s)
+            micro = self.view.micro or {}
+            nna = op.nna_s if m == 1 else tuple(m * x for x in micro[m][i].nna_s)
             for d in range(len(self.nnas)) if k == DECOMPOSE else (k,):
                 busy[d] += nna[d]
                 flops[d] += float(op_flops[i])
@@ -333,9 +335,12 @@ class TeeNnaWorkload(Workload):
             "decomposed_ops": sum(1 for k in self.plan.placement if k == DECOMPOSE),
             "depth": self.plan.depth,
             "makespan_s": end_s,
-            **metered_columns(self, end_s, (self.cpu, *self.nnas),
-                              {"step": self._done_steps,
-                               "sample": self._done_steps * self.params.batch}),
+            **metered_columns(
+                self,
+                end_s,
+                (self.cpu, *self.nnas),
+                {"step": self._done_steps, "sample": self._done_steps * self.params.batch},
+            ),
         }
 
 

@@ -115,8 +115,9 @@ class TeeVerifyWorkload(Workload):
         "enclave_batch_s": "seconds of one baseline batch in the enclave",
         "makespan_s": "end time of the last batch",
         # energy (workloads/metered.py): each batch's GPU and enclave (CPU) busy time
-        **metered_metrics({"batch": "verified batches completed",
-                           "image": "images verified (batches x batch)"}),
+        **metered_metrics(
+            {"batch": "verified batches completed", "image": "images verified (batches x batch)"}
+        ),
     }
 
     def __init__(
@@ -234,6 +235,10 @@ class TeeVerifyWorkload(Workload):
             "tee_s": float(self.tee_s.sum()),
             "enclave_batch_s": self.enclave_batch_s,
             "makespan_s": end_s,
-            **metered_columns(self, end_s, (self.gpu, self.cpu),
-                              {"batch": self._done, "image": self._done * p.batch}),
+            **metered_columns(
+                self,
+                end_s,
+                (self.gpu, self.cpu),
+                {"batch": self._done, "image": self._done * p.batch},
+            ),
         }
