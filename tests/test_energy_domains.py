@@ -15,6 +15,7 @@ import hetsim
 from hetsim.devices.catalogue import device_spec
 from hetsim.devices.energy import power_series
 from hetsim.devices.energy_meter import EnergyMeter
+from hetsim.devices.kernels import kernel_fits
 from hetsim.devices.power import compute_roof_flops, dram_W, power_model
 from hetsim.simulator.recorder import Recorder
 from hetsim.simulator.registry import workloads
@@ -123,6 +124,31 @@ def test_moe_gpu_and_cpu_energy_follow_the_busy_times() -> None:
     assert row["tokens_per_J"] == pytest.approx(tokens / row["energy_devices_J"])
 
 
+def test_moe_decode_gpu_energy_by_hand() -> None:
+    """AdapMoE's Mixtral-8x7B decode on an RTX 4090, every expert on the GPU: the GPU's
+    energy is idle over the run, memory_W over its busy time, and the limit's excess over
+    memory_W for the time its FLOPs take at the compute roof, the FLOPs counted from the
+    model's shapes (32 layers, h 4096, attention 41,943,040 weights, experts 3 h 14336,
+    vocab 32,000; one token per step over a context of 64 + step)."""
+    res = _run("adapmoe", **{"workload.phase": "decode", "workload.output_tokens": 4})
+    row, rows = res.summary_row, _rows(res)
+    gpu = rows["desktop/gpu"]
+    T = gpu["energy_J"] / gpu["avg_power_W"]
+    layers, h, attn, ffn, vocab = 32, 4096, 41943040, 14336, 32000
+    pairs = int(res.tables["layers"]["gpu_experts"].sum())  # one token: pairs = experts
+    assert row["gpu_expert_share"] == 1.0
+    flops = sum(layers * (2 * attn + 4 * (64 + i + 1) * h) + 2 * vocab * h for i in range(4))
+    flops += pairs * 6 * h * ffn
+    spec = device_spec("rtx-4090")
+    roof = compute_roof_flops(spec, "fp16", kernel_fits(spec).clock_ratio)
+    pm = power_model(spec)
+    busy = row["gpu_busy_frac"] * T
+    expect = pm.idle_W * T + (pm.memory_W - pm.idle_W) * busy
+    expect += (pm.limit_W - pm.memory_W) * flops / roof  # decode: below the roof throughout
+    assert gpu["energy_J"] == pytest.approx(expect, rel=1e-9)
+    assert gpu["busy_s"] == pytest.approx(busy, rel=1e-9)
+
+
 def test_moe_more_tokens_more_energy_and_tp_peers_counted() -> None:
     few = _run("adapmoe", **{"workload.output_tokens": 4}).summary_row
     more = _run("adapmoe", **{"workload.output_tokens": 8}).summary_row
@@ -155,6 +181,32 @@ def test_offload_energy_follows_the_busy_times_and_the_tokens() -> None:
     assert more["energy_J"] > row["energy_J"]
     tokens = 4 * res.scenario["workload"]["batch"]
     assert row["energy_per_output_token_J"] == pytest.approx(row["energy_devices_J"] / tokens)
+
+
+def test_offload_gpu_energy_by_hand() -> None:
+    """OPT-30B streamed from host memory to a T4 (weights on the CPU, KV and attention on
+    the GPU, one micro-batch of 8): the GPU's FLOPs from the model's shapes (48 layers,
+    h 7168, 30e9 parameters less the 2 V h embeddings, vocab 50,272), a prompt of 512 and
+    two decode steps."""
+    plan = {"name": "fixed", "weights_gpu": 0.0, "weights_cpu": 1.0, "overlap": True,
+            "pinned": True}  # fmt: skip
+    res = _run("flexgen", **{"policies.placement": plan, "workload.batch": 8,
+                             "workload.output_tokens": 2})  # fmt: skip
+    row, gpu = res.summary_row, _rows(res)["vm/gpu"]
+    assert row["plan"].endswith("att gpu overlap 1 mb 1 pinned 1") and row["cpu_busy_frac"] == 0
+    T = gpu["energy_J"] / gpu["avg_power_W"]
+    L, h, V, B = 48, 7168, 50272, 8
+    per_layer = (30.0e9 - 2 * V * h) / L
+    flops = 0.0
+    for new, ctx in ((512, 0), (1, 512), (1, 513)):
+        att = 4.0 * B * new * (ctx + (new + 1) / 2.0) * h
+        flops += L * (2.0 * per_layer * B * new + att) + 2.0 * V * h * B
+    spec = device_spec("t4")
+    pm = power_model(spec)
+    busy = row["gpu_busy_frac"] * T
+    expect = pm.idle_W * T + (pm.memory_W - pm.idle_W) * busy
+    expect += (pm.limit_W - pm.memory_W) * flops / compute_roof_flops(spec, "fp16")
+    assert gpu["energy_J"] == pytest.approx(expect, rel=1e-9)
 
 
 def test_offload_all_cpu_plan_leaves_the_gpu_out_of_the_run_devices() -> None:
