@@ -66,6 +66,30 @@ class EnergyMeter:
         if peak_W is not None and peak_W > self.peak_W:
             self.peak_W = peak_W
 
+    def window(self, start_s: float, end_s: float, busy_s: float, compute_s: float = 0.0) -> float:
+        """Account ``busy_s`` seconds of kernels run inside the window [start_s, end_s]
+        without saying where in it: their energy above idle as one interval whose work
+        would take ``compute_s`` at the full compute roof
+        (:meth:`~hetsim.devices.power.PowerModel.interval_J`), their draw at that mean
+        utilisation as a peak candidate, and, with spans on, the window's mean draw
+        (``idle_W`` + that energy / the window) on the power track from ``start_s`` and
+        ``idle_W`` from ``end_s``, so the track integrates to what the meter holds. For
+        mechanisms that price a layer or a step as a whole. Returns the busy draw, W."""
+        m = self.model
+        if busy_s <= 0:
+            return m.idle_W
+        extra = m.interval_J(busy_s, compute_s)
+        power = m.busy_W(compute_s / busy_s)
+        self.active_J += extra
+        self.busy_s += busy_s
+        if power > self.peak_W:
+            self.peak_W = power
+        rec = self._recorder
+        if rec is not None and rec.record_spans and self.track and end_s > start_s:
+            rec.counter(self.track, start_s, m.idle_W + extra / (end_s - start_s))
+            rec.counter(self.track, end_s, m.idle_W)
+        return power
+
     def energy_J(self, horizon_s: float) -> float:
         """Energy over a run of ``horizon_s`` seconds (idle outside the busy intervals)."""
         return self.model.idle_W * max(horizon_s, 0.0) + self.active_J

@@ -240,6 +240,7 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
             derive={"hit_rate": ("hits", "experts")},
             ratio=True,
         ),
+        *ENERGY_FIGURES,
     ),
     "elastic": (
         F(
@@ -278,21 +279,25 @@ FIGURES["tee-collab"] = (
     F("time-split", "summary", "summary_bars",
       ("step_s", "plain_step_s", "stall_s", "reencrypt_s", "verify_s", "metadata_s",
        "crypto_s"), "Step time and its parts"),
+    *ENERGY_FIGURES,
 )  # fmt: skip
 FIGURES["tee-nna"] = (
     F("time-split", "summary", "summary_bars",
       ("step_s", "tee_only_step_s", "tee_work_s", "nna_work_s", "metakey_s", "overhead_s"),
       "Step time and its parts"),
+    *ENERGY_FIGURES,
 )  # fmt: skip
 FIGURES["tee-verify"] = (
     F("time-split", "summary", "summary_bars",
       ("batch_s", "enclave_batch_s", "gpu_s", "copy_s", "tee_s"), "Batch time and its parts"),
+    *ENERGY_FIGURES,
 )  # fmt: skip
 FIGURES["offload"] = (
     F("step-time", "steps", "bars", ("step_s",), "Time per step (prefill, then decode)",
       x="step", derive={"step_s": ("end_s", "start_s")}),
     F("time-split", "summary", "summary_bars", ("ttft_s", "tbt_mean_s"),
       "Time to first token and mean time between tokens"),
+    *ENERGY_FIGURES,
 )  # fmt: skip
 FIGURES["observability-faults"] = FIGURES["observability"]
 
