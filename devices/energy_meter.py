@@ -82,6 +82,8 @@ class EnergyMeter:
         power = m.busy_W(compute_s / busy_s)
         self.active_J += extra
         self.busy_s += busy_s
+        if self.log is not None:
+            self.log.append((start_s, extra))
         if power > self.peak_W:
             self.peak_W = power
         rec = self._recorder
