@@ -27,8 +27,8 @@ each run's totals, per device type average and peak power, and energy per unit o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -223,6 +223,27 @@ def run_energy(
     out.update(carbon_columns(rep.total_J, horizon_s, accel_s, cluster.config.carbon,
                               cluster.load_grid()))  # fmt: skip
     return rep, out
+
+
+def devices_J(report: EnergyReport, cluster: Cluster, devices: Iterable[str]) -> float:
+    """Energy of the named devices over ``report``'s run: their rows, plus the installed
+    DRAM of the CPUs among them (what a workload that computes on those devices alone
+    draws; a name without a row adds nothing)."""
+    names = set(devices)
+    total = sum(r.energy_J for r in report.rows if r.device in names)
+    for r in report.rows:
+        if r.device in names and r.kind == "cpu":
+            total += dram_W(cluster.memory(r.device).capacity_bytes) * max(report.horizon_s, 0.0)
+    return total
+
+
+def with_copies(report: EnergyReport, device: str, names: Sequence[str]) -> EnergyReport:
+    """``report`` with one more row per name in ``names``, each a copy of ``device``'s
+    row: devices a mechanism runs as identical twins of a cluster device that the
+    cluster does not hold (an MoE run's tensor-parallel GPU peers)."""
+    row = next(r for r in report.rows if r.device == device)
+    extra = tuple(replace(row, device=n) for n in names)
+    return replace(report, rows=report.rows + extra)
 
 
 def per_unit(energy_J: float, units: Mapping[str, float]) -> dict[str, float]:

@@ -15,7 +15,10 @@ consult it:
   link spec through :func:`link` (``link_max_eff``: a link's achieved fraction of its
   per-direction rate);
 * :func:`devices.host_copy.pageable_ratios` returns ``host_copy`` (the pageable / pinned
-  copy ratios) when it is given.
+  copy ratios) when it is given;
+* :func:`devices.power.power_model` applies ``gpu_power`` (GPU power coefficients by name,
+  e.g. ``memory_activity``) to every GPU after the run's own ``power_coefficients`` and
+  before ``devices/power.yaml``.
 
 Outside a ``with applied(...)`` block nothing changes: every function is the identity.
 """
@@ -39,10 +42,12 @@ class FitOverrides:
     memory_max_eff: Mapping[str, float] = field(default_factory=dict)
     link_max_eff: Mapping[str, float] = field(default_factory=dict)
     host_copy: Mapping[str, float | None] = field(default_factory=dict)
+    gpu_power: Mapping[str, float] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         """Whether nothing is overridden."""
-        return not (self.cpu or self.memory_max_eff or self.link_max_eff or self.host_copy)
+        return not (self.cpu or self.memory_max_eff or self.link_max_eff or self.host_copy
+                    or self.gpu_power)  # fmt: skip
 
 
 _ACTIVE: list[FitOverrides] = []
@@ -94,6 +99,12 @@ def device(spec: DeviceSpec) -> DeviceSpec:
     return dataclasses.replace(
         spec, memory_efficiency=_curve(spec.memory_efficiency, o.memory_max_eff[spec.name])
     )
+
+
+def gpu_power(name: str) -> float | None:
+    """The refitted GPU power coefficient ``name``, when the overrides give one."""
+    o = active()
+    return None if o is None else o.gpu_power.get(name)
 
 
 def link(spec: LinkSpec) -> LinkSpec:

@@ -24,6 +24,7 @@ import numpy as np
 
 from hetsim.simulator import registry
 from hetsim.simulator.plugins import load_plugins
+from hetsim.workloads.colocate.view import ArbiterView
 from hetsim.workloads.queueing.view import DispatchView, ServerView
 from hetsim.workloads.serving.view import InstanceView, RouteView
 
@@ -34,6 +35,7 @@ METHODS: dict[str, str] = {
     "serving.routing": "route",
     "serving.batching": "plan",
     "serving.scaling": "decide",
+    "colocate.arbiter": "decide",
 }
 
 
@@ -100,3 +102,18 @@ def route_view(
     """A ``serving.routing`` view: a request to place on one of ``instances``
     (``extra``: the optional fields, e.g. ``cached_tokens``)."""
     return RouteView(now_s, request_id, prompt_tokens, stage, -1, tuple(instances), **extra)  # type: ignore[arg-type]
+
+
+def arbiter_view(
+    *, now_s: float = 0.0, rate_per_s: float | None = 10.0, busy_gpus: int = 2,
+    free_gpus: int = 8, rps_per_gpu: float = 10.0, lent_gpus: int = 0,
+    returning_gpus: int = 0, lendable_gpus: int | None = None, waiting_jobs: int = 1,
+    gang_gpus: int = 1, restore_s: float = 0.0, checkpoint_s: float = 0.0, **extra: Any,
+) -> ArbiterView:  # fmt: skip
+    """A ``colocate.arbiter`` view: serving's load estimate and GPUs, the harvesters'
+    (``lendable_gpus``: all of serving's free GPUs unless given; ``extra``: the shared-GPU
+    fields, e.g. ``shared_gpus``)."""
+    lendable = free_gpus if lendable_gpus is None else lendable_gpus
+    return ArbiterView(now_s, rate_per_s, busy_gpus, free_gpus, rps_per_gpu, lent_gpus,
+                       returning_gpus, lendable, waiting_jobs, gang_gpus, restore_s,
+                       checkpoint_s, **extra)  # fmt: skip

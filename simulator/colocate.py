@@ -87,6 +87,8 @@ class Colocation:
     sharing: SharingConfig
     #: device -> the workloads naming it (only devices with two or more)
     shared: dict[str, tuple[str, ...]]
+    #: the validated ``faults:`` block (workloads.colocate.faults.FaultsConfig); None: none
+    faults: Any = None
 
     @property
     def kind(self) -> str:
@@ -115,11 +117,18 @@ class ColocatedWorkloads:
         return WorkEstimate(sum(e.events for e in parts), mem, "; ".join(e.basis for e in parts))
 
 
-def _stand_in(members: list[Member]) -> type[ColocatedWorkloads]:
+def _stand_in(members: list[Member], faults: bool = False) -> type[ColocatedWorkloads]:
     from hetsim.workloads.colocate.report import CLUSTER_METRICS
 
     metrics = {f"{m.name}.{k}": v for m in members for k, v in m.cls.metrics.items()}
     metrics.update({f"cluster.{k}": v for k, v in CLUSTER_METRICS.items()})
+    if faults:  # the fault columns (workloads.colocate.faults)
+        from hetsim.workloads.colocate import faults as f
+
+        for m in members:
+            more = f.SERVING_METRICS if m.params.kind == "serving" else f.TRAINING_METRICS
+            metrics.update({f"{m.name}.{k}": v for k, v in more.items()})
+        metrics.update({f"cluster.{k}": v for k, v in f.CLUSTER_METRICS.items()})
     return type("ColocatedWorkloads", (ColocatedWorkloads,), {"metrics": metrics})
 
 
@@ -135,5 +144,8 @@ def resolved_colocation(col: Colocation) -> dict[str, Any]:
         }  # fmt: skip
     a = col.arbiter
     arbiter = {"name": a.name, **a.params.model_dump(mode="json")}
-    return {"workloads": wl, "sharing": col.sharing.model_dump(mode="json"),
-            "policies": {"arbiter": arbiter}}  # fmt: skip
+    out = {"workloads": wl, "sharing": col.sharing.model_dump(mode="json"),
+           "policies": {"arbiter": arbiter}}  # fmt: skip
+    if col.faults is not None:
+        out["faults"] = col.faults.model_dump(mode="json")
+    return out

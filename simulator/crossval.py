@@ -19,6 +19,9 @@ held before that part was fitted (a reconstruction, named in the part's docstrin
 row that no registered part touches has no cross-validated value (``cv_error`` empty);
 the report says how many rows of each group were cross-validated.
 
+The GPU power part (``memory_activity``, devices/power_fit.py) re-runs only the energy
+rows: no time or throughput reads it.
+
 Parts not (yet) registered: the GPU kernel fits (``devices/kernel_calibration.py``:
 Vidur operator times, GEMV memory curves, attention), the collective fits, the AMX/Zen
 thread interpolation's functional form and the barrier cost (one source each, no prior
@@ -277,10 +280,37 @@ def _host_copy_part() -> Part:
     return Part("host-copy", cal, refit, _host_copy_part.__doc__ or "")
 
 
+GPU_POWER = "gpu-power"
+"""The name a GPU power-coefficient refit touches; only rows that read an energy
+(:data:`simulator.fidelity` group ``energy``) are re-run for it, since no timing reads
+``memory_activity``."""
+
+POWER_PRIOR = 0.092
+"""``memory_activity`` before the component fit: the low end of Ma et al. 2026's H200
+decode range, read as a memory-streaming kernel (the fallback of a fold with no point)."""
+
+
+def _power_part() -> Part:
+    """The memory-bound GPU draw ``memory_activity`` (devices/power_fit.py,
+    devices/data/power_measurements.csv; each source weighted once). Prior: 0.092
+    (:data:`POWER_PRIOR`)."""
+    from hetsim.devices import power_fit
+
+    rows = [r for r in power_fit.load_table() if r.use == "memory"]
+    cal = [CalPoint(GPU_POWER, r.id, r.source, r.device) for r in rows]
+
+    def refit(keep: Keep) -> FitOverrides:
+        kept = [r for r, c in zip(rows, cal, strict=True) if keep(c)]
+        value = power_fit.fit_memory_activity(kept) if kept else POWER_PRIOR
+        return FitOverrides(gpu_power={"memory_activity": value})
+
+    return Part(GPU_POWER, cal, refit, _power_part.__doc__ or "")
+
+
 def parts() -> list[Part]:
     """Every registered part."""
     return [_gemv_part(), _amx_part(), _dequant_part(), _die_part(), _dram_part(),
-            _pcie_part(), _host_copy_part()]  # fmt: skip
+            _pcie_part(), _host_copy_part(), _power_part()]  # fmt: skip
 
 
 # ---- folds and what they touch ---------------------------------------------------------
@@ -292,6 +322,7 @@ def merge(overrides: Sequence[FitOverrides]) -> FitOverrides:
     mem: dict[str, float] = {}
     link: dict[str, float] = {}
     host: dict[str, float | None] = {}
+    power: dict[str, float] = {}
     for o in overrides:
         for k, v in o.cpu.items():
             cur = cpu.setdefault(k, {})
@@ -303,7 +334,9 @@ def merge(overrides: Sequence[FitOverrides]) -> FitOverrides:
         mem.update(o.memory_max_eff)
         link.update(o.link_max_eff)
         host.update(o.host_copy)
-    return FitOverrides(cpu=cpu, memory_max_eff=mem, link_max_eff=link, host_copy=host)
+        power.update(o.gpu_power)
+    return FitOverrides(cpu=cpu, memory_max_eff=mem, link_max_eff=link, host_copy=host,
+                        gpu_power=power)  # fmt: skip
 
 
 def folds(registered: Sequence[Part]) -> list[Fold]:
@@ -350,6 +383,7 @@ def only_changed(base: FitOverrides, fold: FitOverrides) -> FitOverrides:
         memory_max_eff=moved(base.memory_max_eff, fold.memory_max_eff),
         link_max_eff=moved(base.link_max_eff, fold.link_max_eff),
         host_copy=dict(fold.host_copy) if dict(base.host_copy) != dict(fold.host_copy) else {},
+        gpu_power=moved(base.gpu_power, fold.gpu_power),
     )
 
 
@@ -367,6 +401,8 @@ def changed_names(base: FitOverrides, fold: FitOverrides) -> set[str]:
                 out.add(k)
     if dict(base.host_copy) != dict(fold.host_copy):
         out.add("host-copy")
+    if dict(base.gpu_power) != dict(fold.gpu_power):
+        out.add(GPU_POWER)
     return out
 
 
@@ -421,16 +457,19 @@ def cross_validate(
     items: Sequence[tuple[str, Path, Callable[[], float | None]]],
     registered: Sequence[Part] | None = None,
     progress: Callable[[str], None] | None = None,
+    energy_rows: frozenset[str] = frozenset(),
 ) -> dict[str, RowCV]:
     """Re-run each ``(row id, scenario path, run)`` under every fold that changes a value
-    its scenario can read; ``run`` returns the row's prediction (None: it failed)."""
+    its scenario can read; ``run`` returns the row's prediction (None: it failed). Rows
+    in ``energy_rows`` also read the GPU power coefficients (:data:`GPU_POWER`)."""
     from hetsim.devices import fit_overrides
 
     registered = parts() if registered is None else registered
     base = refit_all(registered)
     fold_list = [(f, refit_all(registered, f.keeps)) for f in folds(registered)]
     touched = {f.label: changed_names(base, o) for f, o in fold_list}
-    names = {rid: scenario_names(path) for rid, path, _ in items}
+    names = {rid: scenario_names(path) | ({GPU_POWER} if rid in energy_rows else set())
+             for rid, path, _ in items}  # fmt: skip
     out: dict[str, RowCV] = {rid: RowCV() for rid, _, _ in items}
     for f, o in fold_list:
         todo = [(rid, run) for rid, _, run in items if names[rid] & touched[f.label]]

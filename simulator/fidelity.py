@@ -355,7 +355,8 @@ def cross_validate(
         return lambda: run_row(o.id, o.row, o.published, rows_dir).predicted
 
     items = [(o.id, rows_dir / o.row.scenario, rerun(o)) for o in outcomes if o.ok]
-    got = crossval.cross_validate(items, progress=progress)
+    energy = frozenset(o.id for o in outcomes if o.ok and o.row.group == "energy")
+    got = crossval.cross_validate(items, progress=progress, energy_rows=energy)
     for o in outcomes:
         if o.ok:
             o.cv = got[o.id]

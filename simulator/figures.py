@@ -77,7 +77,21 @@ ENERGY_FIGURES = (
 )  # fmt: skip
 
 
+#: a multi-workload run (workloads/colocate/, docs/colocate.md)
+COLOCATE_FIGURES = (
+    *ENERGY_FIGURES,
+    F("gpus-per-workload", "device_owners", "occupancy", ("start_s", "end_s"),
+      "Accelerators owned by each workload", hue="owner"),
+    F("arbiter-over-time", "arbiter", "series",
+      ("rate_estimate_per_s", "serving_busy_gpus", "lent_gpus"),
+      "Serving load estimate, serving's busy GPUs and GPUs lent", x="time_s"),
+    F("attainment-over-time", "windows", "series", ("attainment", "ttft_p90_s"),
+      "Serving SLO attainment and TTFT per window", x="start_s"),
+)  # fmt: skip
+
+
 FIGURES: dict[str, tuple[FigureSpec, ...]] = {
+    "colocate": COLOCATE_FIGURES,
     "queueing": (
         *ENERGY_FIGURES,
         F(
@@ -227,6 +241,7 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
             derive={"hit_rate": ("hits", "experts")},
             ratio=True,
         ),
+        *ENERGY_FIGURES,
     ),
     "elastic": (
         *ENERGY_FIGURES,
@@ -267,21 +282,25 @@ FIGURES["tee-collab"] = (
     F("time-split", "summary", "summary_bars",
       ("step_s", "plain_step_s", "stall_s", "reencrypt_s", "verify_s", "metadata_s",
        "crypto_s"), "Step time and its parts"),
+    *ENERGY_FIGURES,
 )  # fmt: skip
 FIGURES["tee-nna"] = (
     F("time-split", "summary", "summary_bars",
       ("step_s", "tee_only_step_s", "tee_work_s", "nna_work_s", "metakey_s", "overhead_s"),
       "Step time and its parts"),
+    *ENERGY_FIGURES,
 )  # fmt: skip
 FIGURES["tee-verify"] = (
     F("time-split", "summary", "summary_bars",
       ("batch_s", "enclave_batch_s", "gpu_s", "copy_s", "tee_s"), "Batch time and its parts"),
+    *ENERGY_FIGURES,
 )  # fmt: skip
 FIGURES["offload"] = (
     F("step-time", "steps", "bars", ("step_s",), "Time per step (prefill, then decode)",
       x="step", derive={"step_s": ("end_s", "start_s")}),
     F("time-split", "summary", "summary_bars", ("ttft_s", "tbt_mean_s"),
       "Time to first token and mean time between tokens"),
+    *ENERGY_FIGURES,
 )  # fmt: skip
 FIGURES["observability-faults"] = FIGURES["observability"]
 FIGURES["collective"] = ENERGY_FIGURES
@@ -556,19 +575,26 @@ def _occupancy(spec: FigureSpec, frame: pd.DataFrame) -> Any:
     ax = axes[0]
     pairs = list(zip(spec.columns[::2], spec.columns[1::2], strict=True))
     names = ("in the system",) if len(pairs) == 1 else ("queued", "running")
-    for (a, b), name in zip(pairs, names, strict=True):
-        start = frame[a].to_numpy(dtype=float)
-        end = frame[b].to_numpy(dtype=float)
+    if spec.hue:  # one line per hue value of the (single) pair
+        groups = [(str(k), part) for k, part in frame.groupby(spec.hue, sort=True)]
+        lines = [(pairs[0], label, part) for label, part in groups]
+    else:
+        lines = [(pair, name, frame) for pair, name in zip(pairs, names, strict=True)]
+    unit = "s"
+    for (a, b), name, part in lines:
+        start = part[a].to_numpy(dtype=float)
+        end = part[b].to_numpy(dtype=float)
         end = np.where(np.isfinite(end), end, np.nanmax(end) if np.isfinite(end).any() else 0)
         times = np.concatenate([start, end])
         steps = np.concatenate([np.ones(len(start)), -np.ones(len(end))])
         order = np.lexsort((-steps, times))  # an arrival before a departure at one instant
-        scale, unit = _time_scale(times)
+        scale, unit = _time_scale(frame[[a, b]].to_numpy(dtype=float).ravel())
         ax.step(times[order] / scale, np.cumsum(steps[order]), where="post", label=name)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("count")
-    if len(pairs) > 1:
-        ax.legend(fontsize="small", frameon=False)
+    if len(lines) > 1:
+        ax.legend(title=axis_label(spec.hue) if spec.hue else None, fontsize="small",
+                  frameon=False)  # fmt: skip
     return fig
 
 
@@ -652,6 +678,8 @@ def _figures(
     import matplotlib.pyplot as plt
 
     kind = str((scenario.get("workload") or {}).get("kind", ""))
+    if not kind and scenario.get("workloads"):
+        kind = "colocate"  # several workloads on one cluster
     name = str(scenario.get("name", folder.name))
     summary = _read_summary(folder)
     for spec in FIGURES.get(kind, ()):

@@ -224,9 +224,11 @@ def reference_models() -> list[tuple[str, Any]]:
     from hetsim.devices.cluster import ClusterConfig
     from hetsim.simulator.plugins import load_plugins
     from hetsim.simulator.scenario import ScenarioModel
+    from hetsim.workloads.colocate.faults import FaultsConfig
 
     load_plugins()
-    out: list[tuple[str, Any]] = [("top level", ScenarioModel), ("cluster", ClusterConfig)]
+    out: list[tuple[str, Any]] = [("top level", ScenarioModel), ("cluster", ClusterConfig),
+                                  ("faults", FaultsConfig)]  # fmt: skip
     out += [(f"workload kind {e.name}", e.obj) for e in _shipped(registry.workloads)]
     for point in registry.policies.decision_points():
         out += [(f"policy {point}: {e.name}", e.obj)
@@ -239,6 +241,7 @@ def reference_page() -> str:
     from hetsim.devices.cluster import ClusterConfig
     from hetsim.simulator.plugins import load_plugins
     from hetsim.simulator.scenario import ScenarioModel
+    from hetsim.workloads.colocate.faults import FaultsConfig
 
     load_plugins()
     lines = [
@@ -256,6 +259,9 @@ def reference_page() -> str:
         "## `cluster`",
         "",
         *_md_table(field_rows(ClusterConfig)),
+        "## `faults` (with `workloads:`)",
+        "",
+        *_md_table(field_rows(FaultsConfig)),
         "## `workload` (by `kind`)",
         "",
     ]

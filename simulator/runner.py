@@ -227,6 +227,8 @@ class Built:
     kinds: dict[str, str]
     ledger: Any
     arbitration: Any
+    #: the cluster fault injector (workloads.colocate.faults); None without ``faults:``
+    faults: Any = None
 
 
 def build_colocated(sc: Any, sim: Any) -> Built:
@@ -236,6 +238,7 @@ def build_colocated(sc: Any, sim: Any) -> Built:
     from hetsim.simulator.boundary import csv_field_limit
     from hetsim.workloads.colocate.arbitration import Arbitration
     from hetsim.workloads.colocate.cluster_view import ClusterView
+    from hetsim.workloads.colocate.deferral import SharedDeferral
     from hetsim.workloads.colocate.ledger import Ledger
     from hetsim.workloads.colocate.sharing import PoolShare, fraction, share_serving, slowdowns
     from hetsim.workloads.colocate.sim_view import SimulationView
@@ -283,8 +286,20 @@ def build_colocated(sc: Any, sim: Any) -> Built:
         elif kinds[m.name] == "training-jobs":
             members[m.name].slowdown = factors[m.name]
     arbiter = col.arbiter.cls(col.arbiter.params, rng=sim.rng("policy.arbiter"))
-    arb = Arbitration(sim, ledger, members, kinds, arbiter)
-    return Built(cluster, members, kinds, ledger, arb)
+    serving = next((n for n, k in kinds.items() if k == "serving"), "")
+    harvest = {n: members[n] for n, k in kinds.items() if k == "training-jobs"}
+    deferral = SharedDeferral(sim, col.sharing.model, col.shared, factors, serving, harvest)
+    arb = Arbitration(sim, ledger, members, kinds, arbiter, deferral)
+    faults = None
+    if col.faults is not None:
+        from hetsim.workloads.colocate.faults import FaultInjector
+
+        try:
+            faults = FaultInjector(sim, col.faults, cluster, ledger, members, kinds, arb,
+                                   sc.until_s, sc.base_dir)  # fmt: skip
+        except ValueError as e:
+            raise ScenarioError(sc.file, "faults", _one_line(e)) from None
+    return Built(cluster, members, kinds, ledger, arb, faults)
 
 
 def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -> Any:
@@ -295,7 +310,8 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
 
     from hetsim.simulator.engine import Simulation
     from hetsim.simulator.result import Result
-    from hetsim.workloads.colocate.report import cluster_row, member_row
+    from hetsim.workloads.colocate.energy_split import ATTRIBUTED_METRICS, EnergySplit
+    from hetsim.workloads.colocate.report import attribute_energy, cluster_row, member_row
 
     t0 = time.perf_counter()
     col: Colocation = sc.colocation
@@ -303,14 +319,23 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
     built = build_colocated(sc, sim)
     members, kinds, ledger, arb = built.members, built.kinds, built.ledger, built.arbitration
     cluster = built.cluster
+    split = EnergySplit(cluster)
     done = sim.env.all_of([w.done for w in members.values()])
 
     def start() -> None:
         for w in members.values():
             w.start()
         arb.start()
+        if built.faults is not None:
+            built.faults.start()
 
-    run_to_end(sim, sc, start, done, "the workloads")
+    try:
+        run_to_end(sim, sc, start, done, "the workloads")
+    except InvariantViolation:
+        why = built.faults.stall_reason() if built.faults is not None else None
+        if why is None:
+            raise
+        raise ScenarioError(sc.file, "faults", why) from None
     end_s = sim.now
     for w in members.values():
         if w.done.triggered:
@@ -324,6 +349,11 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
             used[name] = arb.serving_spans(name, end_s)
         elif hasattr(w, "busy_spans"):
             used[name] = w.busy_spans(end_s)
+    if built.faults is not None:
+        from hetsim.workloads.colocate.faults import REPAIR
+
+        built.faults.check()
+        used[REPAIR] = []  # under repair: owned by no workload, used by none
     ledger.check(end_s, used)
     owner_table = sim.recorder.table("device_owners", ("device", "owner", "start_s", "end_s"))
     for interval in sorted(ledger.all_intervals(end_s)):
@@ -333,14 +363,25 @@ def simulate_colocated(sc: Any, *, progress: bool = False, warn: bool = False) -
     notes: list[str] = []
     for m in col.members:
         w = members[m.name]
+        split.summary_starts()
         row, more, texts = member_row(sc, m.name, w, end_s)
+        split.summary_done(m.name)
         _absent_if_not_finite(row, w.done.triggered)
         rows.append(row)
         metrics.update(more)
         notes += [f"{m.name}: {t}" for t in texts]
     crow, cmetrics = cluster_row(sc, cluster, ledger, used, end_s, arb)
+    if built.faults is None:
+        attribute_energy(split, ledger, end_s, rows, crow, cluster)
+    else:  # a device under repair is owned by nobody
+        from hetsim.workloads.colocate.faults import WithoutRepair
+
+        attribute_energy(split, WithoutRepair(ledger), end_s, rows, crow, cluster)
     rows.append(crow)
     metrics.update(cmetrics)
+    metrics.update(ATTRIBUTED_METRICS)
+    if built.faults is not None:
+        metrics.update(built.faults.report(rows, crow, end_s))
     flat: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed}
     for row in rows:
         for k, v in row.items():

@@ -101,6 +101,12 @@ class ScenarioModel(BaseModel):
         description="With workloads: how a GPU two workloads list in devices: is shared "
         "(model exclusive, time-sliced or partition; docs/colocate.md).",
     )
+    faults: dict[str, Any] | None = Field(
+        default=None,
+        description="With workloads: fail-stop faults of nodes or GPUs, sampled per "
+        "GPU-day and/or listed at given times, each device lost to its owner for a repair "
+        "time (docs/colocate.md).",
+    )
     policies: dict[str, Any] = Field(
         default_factory=dict,
         description="Policy per decision point of the workload, by name or as {name, "
@@ -284,6 +290,8 @@ def from_dict(
         return colocated_scenario(file, base, raw, top, cluster)
     if top.sharing:
         raise ScenarioError(file, "sharing", "only with workloads: (several workloads)")
+    if top.faults is not None:
+        raise ScenarioError(file, "faults", "only with workloads: (several workloads)")
     wl_cls, workload = _validate_workload(file, top.workload, base)
     policies = _validate_policies(file, wl_cls, top.policies)
     _validate_sweep(file, top.sweep)
@@ -528,15 +536,35 @@ def colocated_scenario(file: str, base: Path, raw: dict[str, Any], top: Any, clu
     shared = {d: tuple(o) for d, o in claimed.items() if len(o) > 1}
     _check_sharing(file, sharing, shared, {m[0]: m[2].kind for m in members})
     arbiter = _arbiter_choice(file, top.policies.get("arbiter", "static"))
+    faults = _faults(file, top, cluster, {m[0]: m[2].kind for m in members}, shared)
     _validate_sweep(file, top.sweep)
-    col = Colocation(tuple(Member(*m) for m in members), arbiter, sharing, shared)
+    col = Colocation(tuple(Member(*m) for m in members), arbiter, sharing, shared, faults)
     return Scenario(
         file=file, base_dir=base, raw=copy.deepcopy(raw), name=top.name, seed=top.seed,
-        until_s=top.until_s, cluster=cluster, workload_cls=_stand_in(list(col.members)),
+        until_s=top.until_s, cluster=cluster,
+        workload_cls=_stand_in(list(col.members), faults is not None),
         workload=col, policies={},
         outputs=top.outputs, sweep=top.sweep, plugins=tuple(top.plugins),
         catalogue=tuple(top.catalogue), colocation=col,
     )  # fmt: skip
+
+
+def _faults(
+    file: str, top: Any, cluster: Any, kinds: dict[str, str], shared: dict[str, Any]
+) -> Any:
+    """The validated ``faults:`` block (workloads.colocate.faults), None without one."""
+    if top.faults is None:
+        return None
+    from hetsim.workloads.colocate.faults import FaultsConfig, check_faults
+
+    try:
+        cfg = FaultsConfig.model_validate(top.faults)
+    except ValidationError as e:
+        raise from_validation(file, "faults", e, top.faults, FaultsConfig) from None
+    problem = check_faults(cfg, cluster, kinds, shared, top.until_s)
+    if problem is not None:
+        raise ScenarioError(file, *problem)
+    return cfg
 
 
 def _check_sharing(

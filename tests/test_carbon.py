@@ -155,9 +155,11 @@ ENERGY_SERVING = ROOT / "scenarios" / "energy-serving.yaml"
 @pytest.fixture(scope="module")
 def serving_rows() -> dict[str, dict]:
     over = {"workload.requests.rate_per_s": 16, "workload.requests.num_requests": 600}
+    deps = {"energy": "energy", "cauchy": "cauchy", "colocated": "colocated",
+            "colocated-W": {"name": "colocated", "objective": "energy"}}  # fmt: skip
     return {
-        dep: hetsim.run(ENERGY_SERVING, overrides={**over, "policies.deployment": dep}).summary_row
-        for dep in ("energy", "cauchy", "colocated")
+        k: hetsim.run(ENERGY_SERVING, overrides={**over, "policies.deployment": d}).summary_row
+        for k, d in deps.items()
     }
 
 
@@ -169,6 +171,26 @@ def test_energy_policy_uses_less_power_per_token(serving_rows: dict[str, dict]) 
     assert e["tokens_per_J_deployed"] > h["tokens_per_J_deployed"]
     assert e["slo_attainment"] >= 0.9  # still under the SLOs it sized for
     assert "@" in e["deployment"]  # it chose a power cap
+
+
+def test_least_power_homogeneous_fleet(serving_rows: dict[str, dict]) -> None:
+    w, h = serving_rows["colocated-W"], serving_rows["colocated"]
+    # the energy objective spends no fewer $/h and gets no fewer tokens per joule than
+    # the cheapest homogeneous fleet, on one GPU type, within the SLOs it sized for
+    assert w["usd_per_hour"] >= h["usd_per_hour"]
+    assert w["tokens_per_J_deployed"] >= h["tokens_per_J_deployed"]
+    assert len({part.split(":")[1] for part in w["deployment"].split("+")}) == 1
+    assert w["slo_attainment"] >= 0.9
+    again = hetsim.run(
+        ENERGY_SERVING,
+        overrides={
+            "workload.requests.rate_per_s": 16,
+            "workload.requests.num_requests": 600,
+            "policies.deployment": {"name": "colocated", "objective": "energy"},
+        },
+    ).summary_row
+    for k in ("deployment", "energy_J", "tokens_per_J_deployed", "slo_attainment"):
+        assert again[k] == w[k]  # deterministic for the seed
 
 
 def test_power_cap_options_default_changes_nothing() -> None:

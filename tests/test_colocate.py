@@ -237,3 +237,45 @@ def test_a_run_cut_by_until_s_accounts_the_work_in_flight() -> None:
     assert rows["cluster"]["makespan_s"] == 150
     assert rows["serving"]["requests"] < 70000
     assert rows["training"]["jobs_completed"] < rows["training"]["jobs_total"]
+
+
+def test_a_finished_job_counts_all_its_steps_despite_rounding() -> None:
+    """Jobs started late (a large start time) with many steps: their finish alarm lands
+    where the division of the run time by the step time falls just short; every job
+    must still end with all its steps (the run checks it and would exit 3)."""
+    raw = {
+        "name": "jobs-rounding",
+        "seed": 0,
+        "cluster": {"nodes": [{"name": "h100", "devices": {"gpu": {"type": "h100-sxm", "count": 8}}}]},
+        "workload": {"kind": "training-jobs", "model": "llama-3-8b", "num_jobs": 12,
+                     "steps_per_job": 20000, "gpus_per_job": 8, "submit_interval_s": 600},
+        "outputs": {"spans": False},
+    }  # fmt: skip
+    row = hetsim.run(from_dict(raw, "jobs-rounding.yaml", Path("."))).summary_row
+    assert row["jobs_completed"] == 12
+    assert row["steps_completed"] == 12 * 20000
+
+
+def test_energy_split_adds_up_and_charges_training_its_own_gpus() -> None:
+    """Static partition, short run: the training workload is charged its 4 H100s' idle
+    floor over the run plus its steps' draw above idle (its own step_energy_J less the
+    idle part of the metered GPU-seconds), plus a share of host energy; the parts and
+    the unowned rest add up to the cluster's energy_J."""
+    raw = _raw()
+    raw["until_s"] = 120
+    raw["workloads"]["serving"]["requests"]["num_requests"] = 3000
+    raw["policies"] = {"arbiter": "static"}
+    res = hetsim.run(from_dict(raw, str(COLOCATE), COLOCATE.parent))
+    rows = {r["workload"]: r for r in res.rows}
+    cl, tr, sv = rows["cluster"], rows["training"], rows["serving"]
+    parts = tr["energy_attributed_J"] + sv["energy_attributed_J"] + cl["energy_unowned_J"]
+    assert parts == pytest.approx(cl["energy_J"], rel=1e-9)
+    from hetsim.devices.catalogue import device_spec
+    from hetsim.devices.power import power_model
+
+    idle = power_model(device_spec("h100-sxm")).idle_W
+    end = cl["makespan_s"]
+    expect = 4 * idle * end + tr["step_energy_J"] - idle * tr["step_gpu_s"]
+    assert tr["energy_attributed_accelerator_J"] == pytest.approx(expect, rel=1e-6)
+    assert 0 < tr["energy_attributed_host_J"] < cl["energy_host_J"]
+    assert sv["carbon_attributed_g"] > 0 and tr["carbon_attributed_g"] > 0

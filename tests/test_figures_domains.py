@@ -143,3 +143,29 @@ def test_stage_memory_table_is_the_summary_peak(tmp_path: Path) -> None:
     names = sorted(p.name for p in (out / "figures").iterdir())
     shown = ("iteration-breakdown", "memory-per-stage", "energy-by-device", "power-over-time")
     assert names == sorted(f"{n}.{f}" for n in shown for f in ("png", "svg"))
+
+
+def test_gpus_per_workload_counts_each_owners_devices_over_time() -> None:
+    """Ownership intervals -> per owner, devices held at each instant: serving holds two
+    GPUs over [0, 10], then one over [5, 10] goes to training: 2, then 1 with training 1."""
+    owners = pd.DataFrame(
+        {"device": ["g0", "g1", "g1"], "owner": ["serving", "serving", "training"],
+         "start_s": [0.0, 0.0, 5.0], "end_s": [10.0, 5.0, 10.0]}
+    )  # fmt: skip
+    fig = DRAW["occupancy"](_spec("colocate", "gpus-per-workload"), owners)
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    serving, training = lines["serving"], lines["training"]
+    # step "post": the count after each time point
+    assert list(zip(serving.get_xdata(), serving.get_ydata(), strict=True)) == [
+        (0.0, 1.0), (0.0, 2.0), (5.0, 1.0), (10.0, 0.0)]  # fmt: skip
+    assert list(training.get_ydata()) == [1.0, 0.0]
+    plt.close(fig)
+
+
+def test_a_multi_workload_run_draws_the_colocate_figures(tmp_path: Path) -> None:
+    out = tmp_path / "colo"
+    code = main(["run", "colocate", "--set", "workloads.serving.requests.num_requests=3000",
+                 "--set", "until_s=120", "--out", str(out), "--plots", "-q"])  # fmt: skip
+    assert code == 0
+    names = {p.name for p in (out / "figures").glob("*.png")}
+    assert {"gpus-per-workload.png", "arbiter-over-time.png", "attainment-over-time.png"} <= names

@@ -25,7 +25,7 @@ import pytest
 from tests.conftest import ROOT
 
 LAYER_DIRS = ("simulator", "devices", "workloads", "schedulers")
-APP_ENGINE_MODULES = ("apidoc", "cli", "colocate", "crossval", "docs", "fidelity", "figures", "plugins", "reference", "runner",
+APP_ENGINE_MODULES = ("apidoc", "cli", "colocate", "crossval", "docs", "energy_diagnosis", "fidelity", "figures", "plugins", "reference", "runner",
                       "scenario", "sweeps", "sweep_design", "user_catalogue")  # fmt: skip
 APP_MODULES = {
     "hetsim",

@@ -5,8 +5,10 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from hetsim.schedulers.serving._milp import min_cost_counts
+from hetsim.schedulers.serving._pools import pools
 from hetsim.schedulers.serving.batch_sarathi import SarathiBatching, SarathiBatchParams
 from hetsim.schedulers.serving.batch_vllm import VllmBatching, VllmBatchParams
 from hetsim.schedulers.serving.deploy_cauchy import CauchyDeployment, CauchyParams
@@ -100,6 +102,63 @@ def test_cauchy_pairs_fast_prefill_with_cheap_decode() -> None:
     assert {s.group for s in got} == {0}
     colo = ColocatedDeployment(ColocatedParams(), RNG).deploy(view)
     assert [s.gpu_type for s in colo] == ["fast"] * 4  # ceil(12 / 3.5) = 4 < 8 x 1.0 cheap
+
+
+def _fleet_cost(specs: tuple, configs: tuple[ConfigView, ...]) -> tuple[float, float]:
+    """($/h, W at goodput) of a deployment, from the configs its instances run."""
+    by_key = {(c.gpu_type, c.tp, c.power_cap_w): c for c in configs}
+    chosen = [by_key[(s.gpu_type, s.tp, s.power_cap_w)] for s in specs]
+    return sum(c.usd_per_hour for c in chosen), sum(c.colocated_W for c in chosen)
+
+
+def test_colocated_energy_objective_picks_the_least_power_fleet() -> None:
+    # (type, tp, gpus, $/h, kv, G_P, G_D, G_colo, buckets, cap W, colocated W)
+    configs = (
+        ConfigView("fast", 1, 1, 8.0, 10**6, 20.0, 4.0, 3.5, (), None, 600.0),
+        ConfigView("fast", 1, 1, 8.0, 10**6, 14.0, 3.0, 2.5, (), 350.0, 330.0),
+        ConfigView("cheap", 1, 1, 2.0, 10**6, 2.0, 3.0, 1.0, (), None, 300.0),
+    )
+    view = DeploymentView(7.0, 1000.0, 200.0, 1.0, 0.05, (("fast", 4), ("cheap", 8)), configs)
+    # by hand: fast 2 x (8 $/h, 600 W) = 16 $/h, 1200 W; fast@350 3 x = 24 $/h, 990 W;
+    # cheap 7 x = 14 $/h, 2100 W
+    usd = ColocatedDeployment(ColocatedParams(), RNG).deploy(view)
+    watts = ColocatedDeployment(ColocatedParams(objective="energy"), RNG).deploy(view)
+    assert [(s.gpu_type, s.power_cap_w) for s in usd] == [("cheap", None)] * 7
+    assert [(s.gpu_type, s.power_cap_w) for s in watts] == [("fast", 350.0)] * 3
+    assert [s.group for s in watts] == [0, 1, 2]  # one routing group per instance
+    assert _fleet_cost(usd, configs) == (14.0, 2100.0)
+    assert _fleet_cost(watts, configs) == (24.0, 990.0)
+
+
+def test_colocated_objectives_each_win_their_own_cost() -> None:
+    """On random views: the energy objective's fleet draws no more W than the usd
+    objective's, and the usd one costs no more $/h (both minimise over the same
+    feasible homogeneous fleets)."""
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        configs = tuple(
+            ConfigView(
+                t, tp, tp, float(rng.uniform(1, 10)) * tp, 10**6, 1.0, 1.0,
+                float(rng.uniform(0.5, 6)), (), cap, float(rng.uniform(100, 900)) * tp,
+            )
+            for t in ("a", "b", "c") for tp in (1, 2) for cap in (None, 300.0)
+        )  # fmt: skip
+        view = DeploymentView(
+            float(rng.uniform(1, 20)), 1000.0, 200.0, 1.0, 0.05,
+            (("a", 16), ("b", 16), ("c", 16)), configs,
+        )  # fmt: skip
+        u = _fleet_cost(ColocatedDeployment(ColocatedParams(), RNG).deploy(view), configs)
+        e = _fleet_cost(
+            ColocatedDeployment(ColocatedParams(objective="energy"), RNG).deploy(view), configs
+        )
+        assert e[1] <= u[1] + 1e-9
+        assert u[0] <= e[0] + 1e-9
+
+
+def test_energy_objective_prices_colocated_pools_only() -> None:
+    view = DeploymentView(1.0, 1000.0, 200.0, 1.0, 0.05, (("fast", 4),), _configs())
+    with pytest.raises(ValueError, match="mixed"):
+        pools(view, [("prefill", list(_configs()))], 0.0, "energy")
 
 
 def _inst(n: int, group: int, queued: int, running: int, free: int, g: float) -> InstanceView:

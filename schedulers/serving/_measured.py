@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from hetsim.schedulers.serving._pools import Objective, unit_price
 from hetsim.workloads.serving.view import (
     ConfigView,
     DeploymentView,
@@ -15,23 +16,32 @@ from hetsim.workloads.serving.view import (
 )
 
 
-def per_cost(c: ConfigView, rps: float) -> float:
-    """Requests/s per $/h (per GPU when unpriced): what a shortlist ranks by."""
-    return rps / (c.usd_per_hour if c.usd_per_hour > 0 else c.gpus)
+def per_cost(c: ConfigView, rps: float, objective: Objective = "usd") -> float:
+    """Requests/s per unit of cost (:func:`~hetsim.schedulers.serving._pools.unit_price`:
+    per $/h, per GPU when unpriced; or per W): what a shortlist ranks by."""
+    price = unit_price(c, objective)
+    return rps / (price if price > 0 else c.gpus)
 
 
 def measured_colocated(
-    view: DeploymentView, configs: list[ConfigView], shortlist: int | None, budget: SearchBudget
+    view: DeploymentView,
+    configs: list[ConfigView],
+    shortlist: int | None,
+    budget: SearchBudget,
+    objective: Objective = "usd",
 ) -> list[ConfigView]:
-    """With the run's simulator (``view.simulate``), the ``shortlist`` configs with the
-    best predicted colocated goodput per dollar (None: all), each with one instance's
-    goodput bisected on sub-simulations; the per-bucket rates (Melange's) are scaled by
-    the same measured / predicted ratio. Configs measured at 0 are dropped, unmeasured
-    ones too (no policy mixes the two estimators). Without a simulator: ``configs``."""
+    """With the run's simulator (``view.simulate``), the ``shortlist`` configs (None:
+    all) with the best predicted colocated goodput per dollar, or per W under
+    ``objective: energy`` (the draw kept at the predicted goodput's, as the energy
+    deployment keeps it), each with one instance's goodput bisected on sub-simulations;
+    the per-bucket rates (Melange's) are scaled by the same measured / predicted ratio.
+    Configs measured at 0 are dropped, unmeasured ones too (no policy mixes the two
+    estimators). Without a simulator: ``configs``."""
     if view.simulate is None:
         return configs
     ranked = sorted(
-        (c for c in configs if c.colocated_rps > 0), key=lambda c: -per_cost(c, c.colocated_rps)
+        (c for c in configs if c.colocated_rps > 0),
+        key=lambda c: -per_cost(c, c.colocated_rps, objective),
     )
     out = []
     for c in ranked[:shortlist] if shortlist is not None else ranked:

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec, Role
+
+#: what a deployment minimises: dollars per hour, or the watts its GPUs draw
+Objective = Literal["usd", "energy"]
+
+
+def unit_price(c: ConfigView, objective: Objective = "usd") -> float:
+    """What one instance of ``c`` costs under ``objective``: the $/h of its GPUs
+    (``usd``), or their draw in W serving colocated at its goodput (``energy``,
+    ``ConfigView.colocated_W``, the run's power model)."""
+    return c.colocated_W if objective == "energy" else c.usd_per_hour
 
 
 def demand(view: DeploymentView, headroom: float) -> float:
@@ -24,14 +35,20 @@ def fits(view: DeploymentView, use: dict[str, int]) -> bool:
 
 
 def pools(
-    view: DeploymentView, roles: list[tuple[Role, list[ConfigView]]], headroom: float
+    view: DeploymentView,
+    roles: list[tuple[Role, list[ConfigView]]],
+    headroom: float,
+    objective: Objective = "usd",
 ) -> tuple[float, tuple[InstanceSpec, ...]] | None:
     """Cheapest feasible pools: for each role, the config (among its candidates) and
-    count meeting the demand at least cost, as ($/h, instances); None when no choice
-    fits availability.
+    count meeting the demand at least cost (:func:`unit_price` under ``objective``), as
+    (cost, instances); None when no choice fits availability. Watts are priced for
+    colocated (``mixed``) pools only: ``colocated_W`` is the draw serving both phases.
 
     Roles are sized independently, then checked together against availability.
     """
+    if objective == "energy" and any(role != "mixed" for role, _ in roles):
+        raise ValueError("pools: objective energy prices colocated (mixed) pools only")
     rate = demand(view, headroom)
     best: tuple[float, tuple[InstanceSpec, ...]] | None = None
     options = [[(c, count_for(rate, _goodput(role, c))) for c in cands] for role, cands in roles]
@@ -43,7 +60,7 @@ def pools(
         for c, n in combo:
             assert n is not None
             use[c.gpu_type] = use.get(c.gpu_type, 0) + n * c.gpus
-            cost += n * c.usd_per_hour
+            cost += n * unit_price(c, objective)
         if fits(view, use) and (best is None or cost < best[0]):
             specs = tuple(
                 InstanceSpec(role, c.gpu_type, c.tp, 0, power_cap_w=c.power_cap_w)

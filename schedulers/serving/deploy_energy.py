@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from hetsim.schedulers.serving._milp import min_cost_counts
-from hetsim.schedulers.serving._pools import demand
+from hetsim.schedulers.serving._pools import demand, unit_price
 from hetsim.simulator.registry import policies
 from hetsim.workloads.serving.view import ConfigView, DeploymentView, InstanceSpec, SearchBudget
 
@@ -86,7 +86,7 @@ class EnergyDeployment:
             [[c.gpus if c.gpu_type == t else 0 for c in cands] for t in types], dtype=float
         ).reshape(len(types), len(cands))
         x = min_cost_counts(
-            np.array([c.colocated_W for c in cands]),
+            np.array([unit_price(c, "energy") for c in cands]),
             np.array([c.colocated_rps for c in cands]),
             use,
             np.array([n for _, n in view.available], dtype=float),

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from hetsim.devices.carbon import CARBON_METRICS, carbon_columns
-from hetsim.devices.power import cluster_duty_cycle, type_power_model
+from hetsim.devices.power import cluster_duty_cycle
+from hetsim.workloads.cluster.power_cap import inventory_power_models
 
 if TYPE_CHECKING:
     from hetsim.devices.cluster import Cluster
@@ -44,8 +45,9 @@ METRICS = {
     "skipped_rows": "trace rows skipped as bad (only with skip_bad_rows)",
     "energy_J": "GPU energy of the inventory over the makespan, J: every GPU at its idle "
     "power (devices/power.yaml) plus, per allocated GPU-second, cluster_duty_cycle x "
-    "(power limit - idle) (a kernel runs that share of allocated time, at the limit); "
-    "hosts not included; job times come from the traces, so a power cap does not apply",
+    "(f x (power limit - idle) + (1 - f) x (memory-bound draw - idle)) (a kernel runs "
+    "that share of allocated time; f = execution.compute_bound_fraction of it at the "
+    "power limit, cluster.accelerator_power_cap_w if set); hosts not included",
     "avg_power_W": "energy_J / makespan_s",
     "peak_power_W": "highest per-GPU draw of any type (its power limit if allocated, else idle)",
     "avg_power_W_by_type": "'type:W' pairs joined by ';': a type's energy / (its GPUs x "
@@ -143,22 +145,23 @@ def summarise(wl: ClusterOutcome, end_s: float) -> dict[str, float | int | str]:
 
 def _energy(wl: ClusterOutcome, busy: np.ndarray, span: float, completed: int) -> dict[str, Any]:
     """Energy of the inventory over the makespan (:data:`CLUSTER_ENERGY_METRICS`): every
-    GPU idles, and an allocated GPU-second adds ``duty x (limit - idle)`` (devices/power.py
-    ``cluster_duty_cycle``: the share of allocated time a kernel runs, at the power limit)."""
+    GPU idles, and an allocated GPU-second adds ``duty x (f (limit - idle) + (1 - f)
+    (memory_W - idle))`` (devices/power.py ``cluster_duty_cycle``: the share of allocated
+    time a kernel runs; ``f``: ``execution.compute_bound_fraction``, the share of kernel
+    time at the power limit, the run's cap if any; the rest draws the memory-bound power)."""
     duty = cluster_duty_cycle()
-    coefficients = wl.cluster.config.power_coefficients
-    over = tuple((k, float(v)) for k, v in coefficients.items())
+    f = wl.params.execution.compute_bound_fraction
     total, avg, peak = 0.0, {}, {}
-    try:
-        models = [type_power_model(name, overrides=over) for name in wl.types]
-    except KeyError:  # a GPU type of the user's inventory with no power data: no energy
+    models = inventory_power_models(wl.types, wl.cluster.config)
+    if models is None:  # a GPU type of the user's inventory with no power data: no energy
         nan = float("nan")
         return {"energy_J": nan, "avg_power_W": nan, "peak_power_W": nan,
                 "avg_power_W_by_type": "", "peak_power_W_by_type": "",
                 "energy_per_job_J": nan}  # fmt: skip
     for t, (name, pm) in enumerate(zip(wl.types, models, strict=True)):
         gpus = float(wl.pool.total[t])
-        e = pm.idle_W * gpus * span + duty * (pm.limit_W - pm.idle_W) * float(busy[t])
+        kernel_W = f * (pm.limit_W - pm.idle_W) + (1.0 - f) * (pm.memory_W - pm.idle_W)
+        e = pm.idle_W * gpus * span + duty * kernel_W * float(busy[t])
         total += e
         avg[name] = e / (gpus * span) if gpus > 0 else 0.0
         peak[name] = pm.limit_W if busy[t] > 0 else pm.idle_W

@@ -316,6 +316,20 @@ class Execution(_Strict):
         "packing merge jobs with different GPU counts; the group holds the largest count, "
         "a smaller member runs on a subset of those GPUs",
     )
+    compute_bound_fraction: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="share of a job's GPU-stage time (the per-iteration time its kernels "
+        "run) in compute-bound kernels: they draw the power limit and a power cap "
+        "(cluster.accelerator_power_cap_w) stretches them by 1 / its clock ratio "
+        "(devices/power.py); the rest draws the memory-bound power and keeps its time "
+        "(workloads/cluster/power_cap.py). Default 1.0: the domain's energy reading of a "
+        "running kernel (at the power limit: Seren/Kalos A100 p90-95 power at the 400 W "
+        "limit, Hu et al., NSDI'24) and the reading under which dvfs_exponent was derived "
+        "from a whole training step (Factryze: an H100 at 600 W loses 10-15%); an upper "
+        "bound on a cap's slowdown. Swept 0.25-1 in cluster-power-cap-robustness.yaml",
+    )
     window: PositiveInt = Field(64, description="queued jobs considered per pass")
     pack_window: PositiveInt = Field(
         16, description="queued jobs and open running groups offered to packing per pass"

@@ -16,6 +16,7 @@ the groups on a node re-times the others there.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,6 +43,11 @@ from hetsim.workloads.cluster.metrics import JOB_COLUMNS, METRICS, summarise
 from hetsim.workloads.cluster.model import GpuPool, Group, inventory
 from hetsim.workloads.cluster.pairs import pair_slowdowns, read_pair_table
 from hetsim.workloads.cluster.params import ClusterParams
+from hetsim.workloads.cluster.power_cap import (
+    check_no_node_caps,
+    gpu_stage_stretch,
+    inventory_power_models,
+)
 from hetsim.workloads.cluster.scheduling_pass import SchedulingPass
 from hetsim.workloads.cluster.timeline import GpuTimeline
 from hetsim.workloads.paths import resolve_path
@@ -82,6 +88,12 @@ class ClusterWorkload(Workload):
         self.pool = GpuPool(self.types, nodes)
         rngs = {k: sim.rng(f"cluster.{k}") for k in ("jobs", "deadlines")}
         self.jobs = build_jobs(params, self.types, base_dir, rngs)
+        check_no_node_caps(cluster.config)
+        if cluster.config.accelerator_power_cap_w is not None:  # workloads.cluster.power_cap
+            models = inventory_power_models(self.types, cluster.config, strict=True)
+            assert models is not None
+            stretch = gpu_stage_stretch(models, ex.compute_bound_fraction)
+            self.jobs = replace(self.jobs, speed=self.jobs.speed / stretch[None, :])
         self._check_every_job_fits()
         #: declared job lengths: the only job lengths policies see (workload.estimates)
         self.lengths = DurationEstimator(

@@ -11,7 +11,10 @@ recorded in the :class:`~workloads.colocate.ledger.Ledger`). With a serving work
 * **reclaim** ``n``: lent GPUs go back, idle ones first, then those of running gangs,
   whose jobs are checkpointed (:mod:`workloads.training_jobs.workload`); each returns
   to serving's free pool when released, and serving's own autoscaler may then scale out
-  onto it (a cold start: the serving moving cost).
+  onto it (a cold start: the serving moving cost);
+* **shared_train_gpus** ``n``: on GPUs serving shares with training (``sharing:``),
+  training computes on the first ``n`` and is paused on the rest
+  (:mod:`workloads.colocate.deferral`).
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ class Arbitration:
 
     def __init__(
         self, sim: Simulation, ledger: Ledger, members: dict[str, Any], kinds: dict[str, str],
-        policy: Any,
+        policy: Any, deferral: Any = None,
     ) -> None:  # fmt: skip
         self.sim, self.ledger, self.policy = sim, ledger, policy
         self.members, self.kinds = members, kinds
+        self.deferral = deferral
         serving = [n for n, k in kinds.items() if k == "serving"]
         self.serving: str = serving[0] if serving else ""
         self.harvesters = [n for n, k in kinds.items() if k == "training-jobs"]
@@ -105,10 +109,17 @@ class Arbitration:
         live = [i for i in w.instances if i.released_s is None]
         per = [i.goodput_rps / i.cost.tp for i in live if i.role != "decode"]
         waiting = sum(len(self.members[h].queue) for h in self.harvesters)
+        h = self.members[next((h for h in self.harvesters if self.members[h].queue),
+                              self.harvesters[0])]  # fmt: skip
+        restore_s, checkpoint_s = h.predicted_move_s()
+        d = self.deferral
+        run, paused = d.slowdowns() if d is not None else (1.0, 1.0)
         return ArbiterView(
             self.sim.now, rate, w.autoscaler.gpus_now, len(self.serving_free()),
             sum(per) / len(per) if per else 0.0, len(self.lent), len(self.returning),
-            len(self._lendable()), waiting,
+            len(self._lendable()), waiting, h.params.gpus_per_job, restore_s, checkpoint_s,
+            len(d.devices) if d is not None else 0, d.allowed if d is not None else 0,
+            run, paused,
         )  # fmt: skip
 
     def step(self) -> None:
@@ -123,6 +134,8 @@ class Arbitration:
             self.reclaim(reclaim)
         elif lend:
             self.lend(lend)
+        if d.shared_train_gpus is not None and self.deferral is not None:
+            self.deferral.set(d.shared_train_gpus)
 
     def lend(self, n: int) -> None:
         """Lend ``n`` of serving's free GPUs (nodes with most free first)."""

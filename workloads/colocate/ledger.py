@@ -48,6 +48,10 @@ class Ledger:
         self.intervals.append((device, owner, since, self.sim.now))
         self.changes += 1
 
+    def owners(self, device: str) -> tuple[str, ...]:
+        """The current owners of ``device`` (sorted; one unless it is shared)."""
+        return tuple(sorted(self._owners.get(device, ())))
+
     def move(self, device: str, src: str, dst: str) -> None:
         """``device`` passes from ``src`` to ``dst`` at this instant."""
         self.release(device, src)

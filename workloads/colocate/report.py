@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from hetsim.devices.carbon import CARBON_METRICS, carbon_columns
 from hetsim.devices.energy import ENERGY_METRICS, energy_columns
+from hetsim.simulator.engine import InvariantViolation
 from hetsim.simulator.overload import METRICS as OVERLOAD_METRICS
 from hetsim.simulator.overload import load_check
+from hetsim.workloads.colocate.energy_split import UNOWNED_METRICS, EnergySplit, carbon_of
 
 CLUSTER_METRICS = {
     "makespan_s": "simulated end time of the run",
@@ -20,6 +23,8 @@ CLUSTER_METRICS = {
     "ownership_changes": "times a GPU passed from one workload to another",
     "arbiter": "the arbiter policy",
     **{k: f"{v} (every device of the cluster, every workload)" for k, v in ENERGY_METRICS.items()},
+    **UNOWNED_METRICS,
+    **{k: f"{v} (every device of the cluster, every workload)" for k, v in CARBON_METRICS.items()},
 }
 
 
@@ -81,6 +86,36 @@ def cluster_row(
     row["ownership_changes"] = ledger.changes
     row["arbiter"] = sc.colocation.arbiter.name
     return row, CLUSTER_METRICS
+
+
+def attribute_energy(
+    split: EnergySplit, ledger: Any, end_s: float, rows: list[dict[str, Any]],
+    crow: dict[str, Any], cluster: Any,
+) -> None:  # fmt: skip
+    """Add each workload's share of the energy and carbon to its row, the unowned rest and
+    the whole cluster's carbon to the cluster row; the shares must add up to the
+    cluster's ``energy_J``."""
+    names = [str(r["workload"]) for r in rows]
+    parts, unowned = split.split(ledger, end_s, names)
+    type_s = split.owned_type_s(ledger, end_s)
+    for r in rows:
+        w = str(r["workload"])
+        r.update(parts[w])
+        r["carbon_attributed_g"] = carbon_of(parts[w]["energy_attributed_J"], end_s,
+                                             dict(type_s.get(w, {})), cluster)  # fmt: skip
+    crow["energy_unowned_J"] = unowned
+    total = sum(p["energy_attributed_J"] for p in parts.values()) + unowned
+    if abs(total - float(crow["energy_J"])) > 1e-6 * max(1.0, float(crow["energy_J"])):
+        raise InvariantViolation(
+            f"energy split: the workloads' shares add to {total:.6g} J, the cluster used "
+            f"{float(crow['energy_J']):.6g} J"
+        )
+    accel_s: dict[str, float] = {}
+    for d in cluster.device_names(("gpu", "npu")):
+        t = cluster.device(d).spec.name
+        accel_s[t] = accel_s.get(t, 0.0) + end_s
+    crow.update(carbon_columns(float(crow["energy_J"]), end_s, accel_s, cluster.config.carbon,
+                               cluster.load_grid()))  # fmt: skip
 
 
 def _union(spans: list[tuple[float, float]]) -> float:

@@ -23,6 +23,7 @@ gang); other kinds may not hold a shared device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hetsim.devices.memory import MemoryPool, OutOfMemory
@@ -96,27 +97,29 @@ class PoolShare:
 
 
 class _ScaledTransformer:
-    """An iteration price ``factor`` times slower (serving on a shared GPU)."""
+    """An iteration price ``factor()`` times slower (serving on a shared GPU; the factor
+    is read at each price, so a pause of the other owner takes effect at once)."""
 
-    def __init__(self, inner: Any, factor: float) -> None:
+    def __init__(self, inner: Any, factor: Callable[[], float]) -> None:
         self._inner, self._factor = inner, factor
 
     def step_s(self, *args: Any, **kwargs: Any) -> float:
         """The inner step time x factor."""
-        return float(self._inner.step_s(*args, **kwargs)) * self._factor
+        return float(self._inner.step_s(*args, **kwargs)) * self._factor()
 
     def decode_steps_s(self, *args: Any, **kwargs: Any) -> Any:
         """The inner decode-run step times x factor."""
-        return [float(t) * self._factor for t in self._inner.decode_steps_s(*args, **kwargs)]
+        f = self._factor()
+        return [float(t) * f for t in self._inner.decode_steps_s(*args, **kwargs)]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
 class _ScaledCost:
-    """A serving instance's cost with its transformer priced ``factor`` times slower."""
+    """A serving instance's cost with its transformer priced ``factor()`` times slower."""
 
-    def __init__(self, inner: Any, factor: float) -> None:
+    def __init__(self, inner: Any, factor: Callable[[], float]) -> None:
         self._inner = inner
         self.transformer = _ScaledTransformer(inner.transformer, factor)
 
@@ -126,15 +129,16 @@ class _ScaledCost:
 
 def share_serving(w: Any, factors: dict[str, float]) -> None:
     """Price each serving instance placed on a shared device by its slowest device's
-    factor (applied as it is loaded, before its first iteration)."""
+    factor, read from ``factors`` at each iteration (the arbiter's deferral sets a
+    device's factor to 1 while training is paused there)."""
     if not factors:
         return
     load = w.load
 
     def shared_load(inst: Any, devs: list[str], on_ready: Any = None) -> None:
-        f = max((factors.get(d, 1.0) for d in devs), default=1.0)
-        if f != 1.0:
-            inst.cost = _ScaledCost(inst.cost, f)
+        if any(factors.get(d, 1.0) != 1.0 for d in devs):
+            mine = tuple(devs)
+            inst.cost = _ScaledCost(inst.cost, lambda: max(factors.get(d, 1.0) for d in mine))
             inst._step_s = inst.cost.transformer.step_s
         load(inst, devs, on_ready)
 

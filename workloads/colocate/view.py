@@ -29,10 +29,26 @@ class ArbiterView(NamedTuple):
     lendable_gpus: int
     #: harvesting jobs waiting for GPUs
     harvest_waiting_jobs: int
+    #: GPUs of one harvesting job's gang (lent GPUs are used in these units)
+    harvest_gang_gpus: int = 1
+    #: predicted (re)start of a job on lent GPUs, from its workload's profile (s)
+    harvest_restore_s: float = 0.0
+    #: predicted checkpoint of a preempted job, from its workload's profile (s)
+    harvest_checkpoint_s: float = 0.0
+    #: GPUs serving shares with a harvesting workload (``sharing:``; never lent)
+    shared_gpus: int = 0
+    #: of those, the ones training computes on now (the rest: paused, deferral.py)
+    shared_train_gpus: int = 0
+    #: serving's slowdown on a shared GPU while training runs there (the sharing model)
+    shared_slowdown: float = 1.0
+    #: serving's slowdown on a shared GPU while training is paused there
+    shared_paused_slowdown: float = 1.0
 
 
 class ArbiterDecision(NamedTuple):
-    """GPUs to lend from serving to the harvesting workloads, and to take back."""
+    """GPUs to lend from serving to the harvesting workloads, and to take back; and on
+    how many of the shared GPUs training may compute (None: unchanged)."""
 
     lend: int = 0
     reclaim: int = 0
+    shared_train_gpus: int | None = None

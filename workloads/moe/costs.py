@@ -51,7 +51,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -100,6 +100,18 @@ class StepCosts:
     dense_ffn_gpu_s: float
     lm_head_s: float
     handoff_s: float = 0.0  # GPU->CPU hidden states + CPU->GPU expert output, per layer
+
+
+class StepFlops(NamedTuple):
+    """FLOPs of a step's dense work (the module doc's counts, the whole model's: a GPU
+    of a tensor-parallel group does 1/gpu_tp of them): per layer attention, shared
+    experts and dense FFN, and the step's LM head. The energy accounting's compute
+    utilisation (:mod:`hetsim.devices.power`)."""
+
+    attention: float
+    shared: float
+    dense_ffn: float
+    lm_head: float
 
 
 _UNIT: dict[int, tuple[int, ...]] = {}
@@ -359,6 +371,18 @@ class MoECosts:
             return 0.0
         nbytes = float(tokens) * self.model.hidden * self.dense_precision.activation_bytes
         return 2.0 * self.tp_allreduce_s(nbytes)
+
+    def step_flops(self, tokens: int, context: int, seqs: int = 1) -> StepFlops:
+        """:class:`StepFlops` of a step over ``tokens`` new tokens of ``seqs`` sequences
+        after ``context`` tokens each (the counts :meth:`_attention` and the FFN prices
+        use)."""
+        m = self.model
+        new = tokens / seqs
+        mean_ctx = context + (new + 1) / 2.0
+        attention = 2.0 * m.attention_params * tokens + 4.0 * tokens * mean_ctx * m.hidden
+        shared = 6.0 * m.hidden * m.shared_experts * m.shared_ffn * tokens
+        return StepFlops(attention, shared, 6.0 * m.hidden * m.dense_ffn * tokens,
+                         2.0 * m.vocab * m.hidden * seqs)  # fmt: skip
 
     def step(self, tokens: int, context: int, seqs: int = 1) -> StepCosts:
         """Dense per-layer work of a step over ``tokens`` new tokens of ``seqs``

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from hetsim.workloads.metered import metered_metrics
 from hetsim.workloads.moe.view import Placement
 
 METRICS: dict[str, str] = {
@@ -46,6 +47,11 @@ METRICS: dict[str, str] = {
     "borrowed_fits": "gpu.class<-lender for every GPU class not fitted on this GPU; "
     "gpu.sustained<-lender and gpu.gemm.<format>_scale<-lender for a borrowed clock ratio "
     "or format scale",
+    # energy (workloads/metered.py): each layer-step's busy time on the GPU and the CPU
+    **metered_metrics(
+        {"output_token": "tokens decoded (decode steps x batch; the prefill's energy included)"},
+        "output_token",
+    ),
 }
 
 

@@ -33,6 +33,7 @@ from hetsim.devices.cluster import Cluster
 from hetsim.devices.cpu import CpuModel, cpu_kernels
 from hetsim.devices.lowbit_kernels import lowbit_kernel, peak_flops
 from hetsim.devices.memory import OutOfMemory
+from hetsim.devices.power import compute_roof_flops
 from hetsim.devices.roofline import op_time_s
 from hetsim.devices.secure_copy import SecureCopy
 from hetsim.devices.sustained import DEFAULT_GPU_CLOCKS, GPU_CLOCKS_DESCRIPTION, GpuClocks
@@ -42,8 +43,16 @@ from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import policies as policy_registry
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams
+from hetsim.workloads.metered import metered_columns
 from hetsim.workloads.models.moe import ModelRef, MoEModel, resolve_model
-from hetsim.workloads.moe.costs import MoECosts, StepCosts, cpu_override, read_only, unit_loads
+from hetsim.workloads.moe.costs import (
+    MoECosts,
+    StepCosts,
+    StepFlops,
+    cpu_override,
+    read_only,
+    unit_loads,
+)
 from hetsim.workloads.moe.engines import expert_table_s, load_engine
 from hetsim.workloads.moe.layer import (
     check_placement,
@@ -382,6 +391,19 @@ class MoEWorkload(Workload):
             "cpu": cluster.device(self.cpu_name).track,
             "pcie": rec.track(f"{self.gpu_name} pcie h2d", group="links", kind="link"),
         }
+        # energy (devices/energy.py): each layer-step's GPU and CPU busy seconds on the
+        # devices' meters, with the seconds its FLOPs take at each one's compute roof
+        self._gpu_meter = cluster.device(self.gpu_name).energy
+        self._cpu_meter = cluster.device(self.cpu_name).energy
+        roof = compute_roof_flops(cluster.device(self.gpu_name).spec,
+                                  self.costs.dense_precision.math_dtype(),
+                                  self.costs.fits.clock_ratio)  # fmt: skip
+        self._gpu_s_per_flop = 1.0 / (params.gpu_tp * roof) if roof > 0 else 0.0
+        cpu_roof = compute_roof_flops(self.costs.cpu, params.cpu_dtype)
+        self._cpu_s_per_flop = 1.0 / cpu_roof if cpu_roof > 0 else 0.0
+        # the last MoE layer's (GPU busy, GPU compute, CPU busy, CPU compute) seconds,
+        # booked when its barrier is reached (a run cut by until_s books none in flight)
+        self._layer_energy = (0.0, 0.0, 0.0, 0.0)
 
     # ---- set-up -------------------------------------------------------------------
     @staticmethod
@@ -636,13 +658,18 @@ class MoEWorkload(Workload):
             step_start = env.now
             seqs = self.params.batch if phase == "decode" else 1
             costs = self.costs.step(t1 - t0, context, seqs)
+            self._flops = flops = self.costs.step_flops(t1 - t0, context, seqs)
+            gpu_meter, s_per_flop = self._gpu_meter, self._gpu_s_per_flop
             experts = 0.0
             for layer in range(m.layers):
+                start = env.now
                 if layer < m.dense_layers:
                     dense = costs.attention_gpu_s + costs.dense_ffn_gpu_s
                     self.counters.gpu_busy_s += dense
                     if not advance(dense):
                         yield env.timeout(dense)
+                    gpu_meter.window(start, env.now, dense,
+                                     (flops.attention + flops.dense_ffn) * s_per_flop)  # fmt: skip
                     continue
                 moe_layer = layer - m.dense_layers
                 end, per_token = self._moe_layer(index, phase, t0, t1, moe_layer, costs)
@@ -650,9 +677,14 @@ class MoEWorkload(Workload):
                 delay = end - env.now
                 if not advance(delay):
                     yield env.timeout(delay)
+                g_busy, g_compute, c_busy, c_compute = self._layer_energy
+                gpu_meter.window(start, env.now, g_busy, g_compute)
+                self._cpu_meter.window(start, env.now, c_busy, c_compute)
+            start = env.now
             self.counters.gpu_busy_s += costs.lm_head_s
             if not advance(costs.lm_head_s):
                 yield env.timeout(costs.lm_head_s)
+            gpu_meter.window(start, env.now, costs.lm_head_s, flops.lm_head * s_per_flop)
             per_layer = experts / m.moe_layers
             self._steps_tbl.append(index, phase, t1 - t0, step_start, env.now, per_layer)
         self.done.succeed()
@@ -699,6 +731,7 @@ class MoEWorkload(Workload):
         activated = self.counters.add_layer(
             phase, mask, ids_t, loads, hits, placed, copied, used, gbusy, cbusy, stall
         )
+        self._layer_energy = self._layer_work(placed, ids_t, loads, gbusy, cbusy, copied)
         for track, name, s, e in out:
             self.sim.recorder.span(self.tracks[track], name, s, e)
         self._layer_row((
@@ -706,6 +739,33 @@ class MoEWorkload(Workload):
             copied, len(placed.cpu), gbusy, cbusy, stall,
         ))  # fmt: skip
         return end, activated / (t1 - t0)
+
+    def _layer_work(
+        self, placed: Any, ids: tuple[int, ...], loads: tuple[int, ...], gpu_busy_s: float,
+        cpu_busy_s: float, copied: int,
+    ) -> tuple[float, float, float, float]:  # fmt: skip
+        """(GPU busy, GPU compute, CPU busy, CPU compute) seconds of a MoE layer-step
+        for its devices' meters: the timeline's busy time (with kt-kernel's layer load,
+        also each copied expert's GPU repack and CPU write), and the time of its FLOPs
+        (attention and shared experts where they ran, each expert's on its tokens) at
+        each device's compute roof (a GPU of a tensor-parallel group: its 1/gpu_tp)."""
+        flops: StepFlops = self._flops
+        per_expert = self.model.expert_flops(1)
+        if len(ids) and loads is unit_loads(len(ids)):  # decode: one token per expert
+            gpu_pairs, cpu_pairs = len(placed.gpu), len(placed.cpu)
+        else:
+            by_id = dict(zip(ids, loads, strict=True))
+            gpu_pairs = sum(map(by_id.__getitem__, placed.gpu))
+            cpu_pairs = sum(map(by_id.__getitem__, placed.cpu))
+        dense = flops.attention + flops.shared
+        gpu_flops = per_expert * gpu_pairs + (0.0 if placed.dense_on_cpu else dense)
+        cpu_flops = per_expert * cpu_pairs + (dense if placed.dense_on_cpu else 0.0)
+        stages = self._load_stages
+        if stages is not None and copied:
+            gpu_busy_s += copied * stages.repack_s
+            cpu_busy_s += copied * stages.write_s
+        return (gpu_busy_s, gpu_flops * self._gpu_s_per_flop,
+                cpu_busy_s, cpu_flops * self._cpu_s_per_flop)  # fmt: skip
 
     def _route_token(self, index: int, phase: Phase, t: int) -> None:
         """Decode token ``t`` routed at every layer from the policy's decision for the
@@ -816,4 +876,10 @@ class MoEWorkload(Workload):
         c = self.counters
         out.update(moe_trust(self.costs, self.params.prompt_tokens, float(self.model.top_k),
                              c.gpu_busy_s, c.cpu_busy_s))  # fmt: skip
+        phases = self._steps_tbl.column("phase") if len(self._steps_tbl) else np.zeros(0)
+        decoded = int((phases == "decode").sum()) * self.params.batch
+        peers = [f"{self.gpu_name} tp{k}" for k in range(1, self.params.gpu_tp)]
+        out.update(metered_columns(self, end_s, (self.gpu_name, self.cpu_name),
+                                   {"output_token": decoded}, "output_token",
+                                   {self.gpu_name: peers} if peers else None))  # fmt: skip
         return out

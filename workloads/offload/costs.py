@@ -171,6 +171,15 @@ class DenseCosts:
         kv = float(seqs * (context + new) * self.kv_bytes_per_token_layer)
         return flops, kv
 
+    def linear_flops(self, tokens: int) -> float:
+        """FLOPs of one layer's weight GEMMs over ``tokens`` tokens (the energy
+        accounting's compute utilisation; :mod:`hetsim.devices.power`)."""
+        return 2.0 * self.layer_params * tokens
+
+    def attention_flops(self, seqs: int, new: int, context: int) -> float:
+        """FLOPs of one layer's attention over ``seqs`` sequences (as the prices)."""
+        return self._attention_work(seqs, new, context)[0]
+
     @_memo
     def gpu_attention_s(self, seqs: int, new: int, context: int) -> float:
         """GPU attention of one layer over ``seqs`` sequences."""

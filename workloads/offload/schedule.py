@@ -66,6 +66,8 @@ class LayerWork:
     gpu_post_s: float  # per micro-batch: after attention (0 if no CPU attention)
     weights_disk_s: float = 0.0  # disk time of the following layer's disk-resident weights
     kv_disk_read_s: float = 0.0  # per micro-batch, disk-resident KV read into host memory
+    gpu_flops: float = 0.0  # per micro-batch, FLOPs of gpu_pre_s + gpu_post_s (energy)
+    cpu_flops: float = 0.0  # per micro-batch, FLOPs of cpu_attention_s (energy)
 
 
 def zigzag_order(layer: int, batches: int) -> list[int]:

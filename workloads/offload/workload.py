@@ -18,6 +18,7 @@ line for SGX; EPC paging of models larger than the EPC is not modelled).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -29,11 +30,13 @@ from hetsim.devices.enclave import enclave_preset, protected_bytes
 from hetsim.devices.first_touch import PARALLEL_FAULTERS, THREAD_FIRST_TOUCH_BPS, FirstTouch
 from hetsim.devices.host_copy import pageable_ratios
 from hetsim.devices.memory import OutOfMemory
+from hetsim.devices.power import cap_ratio, compute_roof_flops
 from hetsim.devices.secure_copy import SecureCopy
 from hetsim.devices.storage import storage_spec
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams, check_steps
+from hetsim.workloads.metered import metered_columns, metered_metrics
 from hetsim.workloads.models.dense import model_spec
 from hetsim.workloads.models.moe import moe_models
 from hetsim.workloads.offload.costs import CopyPaths, DenseCosts, DiskPath
@@ -57,6 +60,11 @@ METRICS: dict[str, str] = {
     "cpu_busy_frac": "CPU busy seconds / end time",
     "h2d_busy_frac": "host-to-device copy engine busy seconds / end time",
     "cpu_bandwidth_GBps": "modelled CPU DRAM bandwidth at the configured threads/sockets",
+    # energy (workloads/metered.py): each layer-step's busy time on the GPU and the CPU
+    **metered_metrics(
+        {"output_token": "tokens generated (batch x decode steps; the prefill's energy included)"},
+        "output_token",
+    ),
 }
 
 
@@ -311,6 +319,13 @@ class OffloadWorkload(Workload):
         self.decode_steps: list[float] = []
         self.clocks = Clocks()
         self.h2d_bytes = 0.0
+        # energy (devices/energy.py): seconds per FLOP at each device's compute roof
+        gspec = cluster.device(self.gpu_name).spec
+        roof = compute_roof_flops(gspec, p.gpu_dtype, cap_ratio(gspec))
+        self._gpu_s_per_flop = 1.0 / roof if roof > 0 else 0.0
+        cpu_roof = compute_roof_flops(cspec, "fp32")
+        self._cpu_s_per_flop = 1.0 / cpu_roof if cpu_roof > 0 else 0.0
+        self._work_s: list[tuple[float, float, float, float]] = []  # the step's (_step)
 
     # ---- set-up -------------------------------------------------------------------
     def _link(self, cluster: Cluster, cpu: str) -> Any:
@@ -425,13 +440,25 @@ class OffloadWorkload(Workload):
             # q, k, v to the host and the attention output back, each a small copy
             act = 2.0 * self.model.hidden * seqs * new
             cpu_att += self.copies.h2d_s(3 * act, plan.pinned) + self.copies.d2h_s(act)
+            att_flops = c.attention_flops(seqs, new, ctx)
             return LayerWork(wcopy, 0.0, lin * share + gpu_att * plan.kv_gpu, cpu_att,
-                             lin * (1 - share), wdisk, kv_rd)  # fmt: skip
+                             lin * (1 - share), wdisk, kv_rd,
+                             c.linear_flops(seqs * new) + att_flops * plan.kv_gpu,
+                             att_flops * kv_host)  # fmt: skip
         kv_bytes = seqs * ctx * c.host_kv_bytes_per_token_layer * (kv_host - plan.kv_disk)
         kv_copy = self.copies.h2d_s(kv_bytes, plan.pinned) if kv_bytes > 0 else 0.0
         if kv_disk_b > 0 and self.disk is not None:  # on through the staging buffer
             kv_copy += self.copies.h2d_s(kv_disk_b, self.disk.staging_pinned)
-        return LayerWork(wcopy, kv_copy, lin + gpu_att, 0.0, 0.0, wdisk, kv_rd)
+        return LayerWork(
+            wcopy,
+            kv_copy,
+            lin + gpu_att,
+            0.0,
+            0.0,
+            wdisk,
+            kv_rd,
+            c.linear_flops(seqs * new) + c.attention_flops(seqs, new, ctx),
+        )
 
     def _weights_copy(self, plan: OffloadPlan) -> tuple[float, float]:
         """One layer's streamed weights to the GPU: (copy time, disk time of its disk share).
@@ -459,22 +486,29 @@ class OffloadWorkload(Workload):
 
     def _step(self, plan: OffloadPlan, c: Clocks, start: float, new: int, ctx: int,
               lm_tokens: int) -> tuple[list[float], float]:  # fmt: skip
-        """Layer ends of one step from ``start`` (advancing ``c``) and the LM head time."""
+        """Layer ends of one step from ``start`` (advancing ``c``) and the LM head time;
+        each layer's and the LM head's energy work in :attr:`_work_s` (:meth:`_meter`)."""
         m, p = self.model, self.params
         micro, batches = self._micro(plan), plan.gpu_batches
         gpu_layers = m.layers - plan.cpu_layers
         shared = p.copies_share_cpu_thread and not plan.pinned
         ends = []
+        # per layer, then the LM head: (GPU busy, GPU compute, CPU busy, CPU compute) s
+        work: list[tuple[float, float, float, float]] = []
+        self._work_s = work
         t = start
         for layer in range(m.layers):
             if layer < gpu_layers:
                 w = self._work(plan, micro, new, ctx)
                 if layer == gpu_layers - 1 and plan.cpu_layers:
-                    w = LayerWork(0.0, w.kv_copy_s, w.gpu_pre_s, w.cpu_attention_s, w.gpu_post_s,
-                                  0.0, w.kv_disk_read_s)  # fmt: skip
+                    w = replace(w, next_weights_copy_s=0.0, weights_disk_s=0.0)
                 if self.disk is not None:
                     self.disk_read_bytes += self._disk_reads(plan, w, micro, ctx)
                 t = run_layer(c, layer, batches, w, t, plan.overlap, host_shared=shared)
+                work.append((batches * (w.gpu_pre_s + w.gpu_post_s),
+                             batches * w.gpu_flops * self._gpu_s_per_flop,
+                             batches * w.cpu_attention_s,
+                             batches * w.cpu_flops * self._cpu_s_per_flop))  # fmt: skip
                 # new KV to host memory: its own D2H engine, off the critical path, unless
                 # a pageable copy holds the host thread that issues the next weights
                 kv_w = batches * self.copies.d2h_s(
@@ -505,13 +539,19 @@ class OffloadWorkload(Workload):
                 c.cpu_busy_s += dt
                 t = max(t, c.cpu_s) + dt
                 c.cpu_s = t
+                flops = self.costs.linear_flops(p.batch * new)
+                flops += self.costs.attention_flops(p.batch, new, ctx)
+                work.append((0.0, 0.0, dt, flops * self._cpu_s_per_flop))
             ends.append(t)
+        lm_flops = 2.0 * self.costs.lm_params * lm_tokens
         if plan.cpu_layers == m.layers:
             lm = self.costs.lm_head_cpu_s(lm_tokens)
             c.cpu_busy_s += lm
+            work.append((0.0, 0.0, lm, lm_flops * self._cpu_s_per_flop))
         else:
             lm = self.costs.lm_head_gpu_s(lm_tokens)
             c.gpu_busy_s += lm
+            work.append((lm, lm_flops * self._gpu_s_per_flop, 0.0, 0.0))
             if p.embeddings_streamed:
                 # the LM head's and the next embedding's fetches come before the next step's
                 # first layer in trace order: they take the copy engine at the step's end and
@@ -588,9 +628,14 @@ class OffloadWorkload(Workload):
         for index, (phase, new, ctx) in enumerate(self._phases()):
             start = env.now
             ends, lm = self._step(plan, c, start, new, ctx, self.params.batch)
-            for end in ends:
+            work = self._work_s
+            for end, w in zip(ends, work, strict=False):
+                t0 = env.now
                 yield env.timeout(max(end - env.now, 0.0))
+                self._meter(t0, env.now, w)
+            t0 = env.now
             yield env.timeout(lm)
+            self._meter(t0, env.now, work[-1])
             if c.d2h_s > env.now:  # the step's KV writes finish before the next step
                 yield env.timeout(c.d2h_s - env.now)
             if c.disk_s > env.now:  # and those to disk
@@ -603,6 +648,12 @@ class OffloadWorkload(Workload):
             self.steps_tbl.append(index, phase, start, env.now)
         self.h2d_bytes = self._h2d_bytes()
         self.done.succeed()
+
+    def _meter(self, start_s: float, end_s: float, w: tuple[float, float, float, float]) -> None:
+        """A layer's (or the LM head's) GPU and CPU work on the devices' meters, over
+        the window [start_s, end_s] it ran in (:meth:`EnergyMeter.window`)."""
+        self.cluster.device(self.gpu_name).energy.window(start_s, end_s, w[0], w[1])
+        self.cluster.device(self.cpu_name).energy.window(start_s, end_s, w[2], w[3])
 
     def _h2d_bytes(self) -> float:
         plan, c, p = self.plan, self.costs, self.params
@@ -669,4 +720,13 @@ class OffloadWorkload(Workload):
             out["disk_read_bytes"] = self.disk_read_bytes
             out["disk_write_bytes"] = self.disk_write_bytes
             out["disk_busy_frac"] = c.disk_busy_s / span
+        tokens = p.batch * len(self.decode_steps)
+        # a plan with every layer on the CPU computes nothing on the GPU
+        used = (
+            (self.cpu_name,)
+            if pl.cpu_layers == self.model.layers
+            else (self.gpu_name, self.cpu_name)
+        )
+        out.update(metered_columns(self, end_s, used, {"output_token": tokens},
+                                   "output_token"))  # fmt: skip
         return out

@@ -134,6 +134,9 @@ class ServingWorkload(Workload):
         self._arrival = req.arrival_s.tolist()
         self.entry_of = np.full(len(req), -1, dtype=np.int64)
         self.decode_of = np.full(len(req), -1, dtype=np.int64)
+        #: requests waiting for any entry instance (every one lost to a device failure:
+        #: workloads.serving.failover); always empty without faults
+        self.parked: list[int] = []
         self.autoscaler = Autoscaler(self, policies["scaling"])
 
     # ---- build -----------------------------------------------------------------------
@@ -546,8 +549,8 @@ class ServingWorkload(Workload):
 
     def check_partial(self) -> None:
         """At any moment: every request finished, held by an instance (queued, pending,
-        running), in KV transfer, or not yet arrived; none finished before its first
-        token or arrival, nor after now."""
+        running), in KV transfer, parked (no instance: failover), or not yet arrived;
+        none finished before its first token or arrival, nor after now."""
         for inst in self.instances:  # decode runs in flight: their iterations until now
             inst.settle(self.sim.now)
         t, n = self.times, len(self.times.arrival_s)
@@ -557,9 +560,9 @@ class ServingWorkload(Workload):
                 f"serving: {self._finished} requests counted finished, {int(done.sum())} "
                 "have a finish time"
             )
-        arrived = int((self.entry_of >= 0).sum())
+        arrived = int((self.entry_of != -1).sum())  # -2: parked on arrival (failover)
         in_transfer = int((self.decode_of >= 0).sum()) - len(self.kv_transfer_s)
-        held = sum(s.outstanding for s in self.instances)
+        held = sum(s.outstanding for s in self.instances) + len(self.parked)
         conserve("serving requests", n, self._finished, held + in_transfer, n - arrived)
         late = np.flatnonzero(done & ((t.finish_s < t.first_token_s) | (t.finish_s > self.sim.now)
                                       | (t.first_token_s < t.arrival_s)))  # fmt: skip

@@ -26,16 +26,20 @@ from pydantic import Field, PositiveInt
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.mee import aes_engine
+from hetsim.devices.power import cap_ratio, compute_roof_flops
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.limits import Seconds
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams, check_steps
+from hetsim.workloads.metered import metered_columns, metered_metrics
 from hetsim.workloads.tee.collab_costs import (
     CollabConfig,
     StepResult,
     Toggles,
     accel_footprint,
+    compute_times,
     cpu_thread_shares,
+    stage_row,
     step,
     streams,
 )
@@ -154,6 +158,14 @@ class TeeCollabWorkload(Workload):
         "cpu_threads": "CPU threads running Adam and any software re-encryption",
         "accel_utilisation": "accelerator compute seconds / step_s",
         "makespan_s": "end time of the last step",
+        # energy (workloads/metered.py): each step's accelerator and CPU busy time
+        **metered_metrics(
+            {
+                "step": "training steps completed",
+                "token": "tokens trained (steps x batch_sequences x seq_len)",
+            },
+            "token",
+        ),
     }
 
     def __init__(
@@ -185,6 +197,7 @@ class TeeCollabWorkload(Workload):
         self.plain_cfg = self._fit(_plain_plan(len(view.streams)))
         self.result = step(self.cfg, self.plan)
         self._attribute()
+        self._energy = self._step_work()
         self._steps_done = 0
         self._rows = sim.recorder.table("steps", ("step", "start_s", "end_s"))
 
@@ -241,6 +254,32 @@ class TeeCollabWorkload(Workload):
             "metadata_s": no_xv.step_s - plain.step_s,
         }
 
+    def _step_work(self) -> list[tuple[Any, float, float]]:
+        """(meter, busy seconds, compute-roof seconds) of one step per device: the
+        accelerator's forward and backward kernels (their FLOPs, recompute included, at
+        its compute roof; verification stalls idle), and the CPU stage (its transfer
+        passes, software crypto and Adam; a busy CPU draws its power limit whatever its
+        utilisation, devices/power.py). The accelerator side of a transfer (its crypto
+        and copy engines) and the link draw nothing above idle: the power model has no
+        term for them."""
+        cfg, s = self.cfg, self.shape
+        row, _, _, _, _, traffic = stage_row(cfg, self.plan, Toggles())
+        fwd, bwd = compute_times(cfg, self.plan, traffic, Toggles(verify=False))
+        per = s.layers * cfg.micro_batches
+        # one layer's forward on a micro-batch (compute_times' count), backward 2x or 3x
+        fwd_flops = 2.0 * s.params / s.layers * cfg.tokens_mb
+        fwd_flops += 2.0 * cfg.tokens_mb * cfg.seq_len * s.hidden
+        flops = per * fwd_flops * (1.0 + (3.0 if cfg.recompute else 2.0))
+        dev = self.cluster.device(self.accel_name)
+        roof = compute_roof_flops(dev.spec, self.params.dtype, cap_ratio(dev.spec))
+        cpu = self.cluster.device(self.cpu_name)
+        cpu_roof = compute_roof_flops(cpu.spec, "fp32")
+        adam = self.params.adam_flops_per_param * s.params
+        return [
+            (dev.energy, per * (fwd + bwd), flops / roof if roof > 0 else 0.0),
+            (cpu.energy, s.layers * row[3], adam / cpu_roof if cpu_roof > 0 else 0.0),
+        ]
+
     # ---- running ------------------------------------------------------------------
     def start(self) -> None:
         """Allocate memory and start the step process."""
@@ -267,6 +306,8 @@ class TeeCollabWorkload(Workload):
         def step_end(i: int, start: float, end: float) -> None:
             self._rows.append(i, start, end)
             self._steps_done += 1
+            for meter, busy, compute in self._energy:
+                meter.window(start, end, busy, compute)
 
         p = self.params
         yield from run_repeated(
@@ -314,6 +355,16 @@ class TeeCollabWorkload(Workload):
             "cpu_threads": self.cpu_threads,
             "accel_utilisation": (r.forward_s + r.backward_s) / r.step_s,
             "makespan_s": end_s,
+            **metered_columns(
+                self,
+                end_s,
+                (self.accel_name, self.cpu_name),
+                {
+                    "step": self._steps_done,
+                    "token": self._steps_done * p.batch_sequences * p.seq_len,
+                },
+                "token",
+            ),
         }
 
 

@@ -24,9 +24,11 @@ from pydantic import Field, PositiveInt
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.cpu import cpu_kernels
 from hetsim.devices.enclave import EnclaveSpec
+from hetsim.devices.power import cap_ratio, compute_roof_flops
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams, check_steps
+from hetsim.workloads.metered import metered_columns, metered_metrics
 from hetsim.workloads.tee.dag import makespan_s, run_repeated
 from hetsim.workloads.tee.models import dnn_table
 from hetsim.workloads.tee.nna_costs import (
@@ -124,6 +126,10 @@ class TeeNnaWorkload(Workload):
         "decomposed_ops": "ops decomposed across the NNAs",
         "depth": "meta-key prefetch depth of the plan",
         "makespan_s": "end time of the last step",
+        # energy (workloads/metered.py): each step's TEE (CPU) and NNA busy time
+        **metered_metrics(
+            {"step": "training steps completed", "sample": "samples trained (steps x batch)"}
+        ),
     }
 
     def __init__(
@@ -157,6 +163,7 @@ class TeeNnaWorkload(Workload):
             a.duration_s - b.duration_s for a, b in zip(self.tasks, bare, strict=True)
         )
         self.exposed_overhead_s = self.step_s - makespan_s(bare)
+        self._energy = self._step_work()
         self._done_steps = 0
 
     def _config(self) -> NnaCostConfig:
@@ -240,6 +247,38 @@ class TeeNnaWorkload(Workload):
         keys = sum(t.duration_s for t in self.tasks if t.name.endswith(" metakey"))
         return tee, nna, keys
 
+    def _step_work(self) -> list[tuple[Any, float, float]]:
+        """(meter, busy seconds, compute-roof seconds) of one step per device: the CPU
+        runs every TEE task (the FLOPs of the ops kept in the TEE at its compute roof;
+        a busy CPU draws its power limit whatever its utilisation, devices/power.py);
+        each NNA computes its ops (masked or a decomposed share: the op's FLOPs at its
+        compute roof in ``nna_dtype``), the link time of its tasks drawing nothing above
+        idle (the power model has no term for copies)."""
+        t, p, plan = self.table, self.params, self.plan
+        m = plan.micro_batches
+        op_flops = 3.0 * t.fwd_flops * p.batch  # forward and both backward GEMMs
+        tee, _, _ = self._busy_s()
+        busy = [0.0] * len(self.nnas)
+        flops = [0.0] * len(self.nnas)
+        tee_flops = 0.0
+        for i, (op, k) in enumerate(zip(self.view.ops, plan.placement, strict=True)):
+            if k == TEE:
+                tee_flops += float(op_flops[i])
+                continue
+            micro = self.view.micro or {}
+            nna = op.nna_s if m == 1 else tuple(m * x for x in micro[m][i].nna_s)
+            for d in range(len(self.nnas)) if k == DECOMPOSE else (k,):
+                busy[d] += nna[d]
+                flops[d] += float(op_flops[i])
+        cpu = self.cluster.device(self.cpu)
+        cpu_roof = compute_roof_flops(cpu.spec, p.tee_dtype)
+        out = [(cpu.energy, tee, tee_flops / cpu_roof if cpu_roof > 0 else 0.0)]
+        for d, name in enumerate(self.nnas):
+            dev = self.cluster.device(name)
+            roof = compute_roof_flops(dev.spec, p.nna_dtype, cap_ratio(dev.spec))
+            out.append((dev.energy, busy[d], flops[d] / roof if roof > 0 else 0.0))
+        return out
+
     def start(self) -> None:
         """Start the step process."""
         self.sim.env.process(self._run())
@@ -247,8 +286,10 @@ class TeeNnaWorkload(Workload):
     def _run(self) -> Any:
         """Each step's task graph as SimPy processes; spans for the first step."""
 
-        def step_end(_i: int, _start: float, _end: float) -> None:
+        def step_end(_i: int, start: float, end: float) -> None:
             self._done_steps += 1
+            for meter, busy, compute in self._energy:
+                meter.window(start, end, busy, compute)
 
         yield from run_repeated(self.sim, self.tasks, self.step_s, self.params.steps, 1, step_end)
         self.done.succeed()
@@ -294,6 +335,12 @@ class TeeNnaWorkload(Workload):
             "decomposed_ops": sum(1 for k in self.plan.placement if k == DECOMPOSE),
             "depth": self.plan.depth,
             "makespan_s": end_s,
+            **metered_columns(
+                self,
+                end_s,
+                (self.cpu, *self.nnas),
+                {"step": self._done_steps, "sample": self._done_steps * self.params.batch},
+            ),
         }
 
 

@@ -24,9 +24,11 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from hetsim.devices.cluster import Cluster
 from hetsim.devices.enclave import EnclaveSpec
+from hetsim.devices.power import cap_ratio, compute_roof_flops
 from hetsim.simulator.engine import InvariantViolation, Simulation
 from hetsim.simulator.registry import workloads
 from hetsim.workloads.base import Workload, WorkloadParams, check_steps
+from hetsim.workloads.metered import metered_columns, metered_metrics
 from hetsim.workloads.tee.dag import Task, makespan_s, run_repeated
 from hetsim.workloads.tee.models import dnn_table
 from hetsim.workloads.tee.secure import tee_preset
@@ -112,6 +114,10 @@ class TeeVerifyWorkload(Workload):
         "tee_s": "enclave seconds per verified batch (checks, nonlinearity, paging, crossings)",
         "enclave_batch_s": "seconds of one baseline batch in the enclave",
         "makespan_s": "end time of the last batch",
+        # energy (workloads/metered.py): each batch's GPU and enclave (CPU) busy time
+        **metered_metrics(
+            {"batch": "verified batches completed", "image": "images verified (batches x batch)"}
+        ),
     }
 
     def __init__(
@@ -149,6 +155,7 @@ class TeeVerifyWorkload(Workload):
         self.enclave_batch_s = float(enclave_forward_s(t, cspec, cfg).sum())
         self.tasks = self._tasks()
         self.batch_s = makespan_s(self.tasks)
+        self._energy = self._batch_work(cfg)
         self._done = 0
         self._ends: list[float] = []
 
@@ -167,14 +174,31 @@ class TeeVerifyWorkload(Workload):
                 tasks.append(Task(f"{name} {res}", res, float(dur), deps))
         return tasks
 
+    def _batch_work(self, cfg: VerifyCostConfig) -> list[tuple[Any, float, float]]:
+        """(meter, busy seconds, compute-roof seconds) of one verified batch per device:
+        the GPU's linear layers (their FLOPs at its compute roof in ``gpu_dtype``) and
+        the enclave's checks, nonlinearity, paging and crossings on the CPU (a busy CPU
+        draws its power limit whatever its utilisation, devices/power.py: booked
+        memory-bound); the copies draw nothing above idle (no term for them)."""
+        t, p = self.table, self.params
+        gpu = self.cluster.device(self.gpu)
+        roof = compute_roof_flops(gpu.spec, p.gpu_dtype, cap_ratio(gpu.spec))
+        flops = float(t.fwd_flops.sum()) * p.batch
+        return [
+            (gpu.energy, float(self.gpu_s.sum()), flops / roof if roof > 0 else 0.0),
+            (self.cluster.device(self.cpu).energy, float(self.tee_s.sum()), 0.0),
+        ]
+
     def start(self) -> None:
         """Start the batch process."""
         self.sim.env.process(self._run())
 
     def _run(self) -> Any:
-        def batch_end(_i: int, _start: float, end: float) -> None:
+        def batch_end(_i: int, start: float, end: float) -> None:
             self._done += 1
             self._ends.append(end)
+            for meter, busy, compute in self._energy:
+                meter.window(start, end, busy, compute)
 
         yield from run_repeated(
             self.sim, self.tasks, self.batch_s, self.params.batches, 1, batch_end
@@ -211,4 +235,10 @@ class TeeVerifyWorkload(Workload):
             "tee_s": float(self.tee_s.sum()),
             "enclave_batch_s": self.enclave_batch_s,
             "makespan_s": end_s,
+            **metered_columns(
+                self,
+                end_s,
+                (self.gpu, self.cpu),
+                {"batch": self._done, "image": self._done * p.batch},
+            ),
         }

@@ -17,7 +17,21 @@ costs (``checkpoint``):
   node's CPU to the GPU over the cluster's links (shared with every other workload);
 * a preemption checkpoints: each rank's share is copied GPU -> CPU over the links, then
   written to storage at ``storage_Bps``; only then are the GPUs released. The partial
-  step in flight is lost (counted in ``lost_gpu_s``).
+  step in flight is lost (counted in ``lost_gpu_s``);
+* a periodic checkpoint (``checkpoint.interval_steps``; none by default) is taken
+  asynchronously: at every ``interval_steps``-th step each rank's share is copied GPU ->
+  CPU over the links and then written to storage while the job runs on (the snapshot's
+  stall is not modelled; one is skipped while the last is still being written); it is
+  the job's restart point once the write ends.
+
+A device that fails (:meth:`fail`, the cluster fault injector of
+:mod:`workloads.colocate.faults`) leaves the workload at once; a job whose gang holds
+it loses the steps since its last written checkpoint (periodic, or the one a preemption
+wrote) and waits at the head of the queue to restart (a restore, as after a preemption).
+
+On a GPU it shares with serving (``sharing:``), the arbiter may *pause* training
+(:meth:`set_paused`): a gang holding a paused GPU stops stepping (the step in flight is
+lost, the memory stays: no checkpoint) and resumes when the pause is lifted.
 """
 
 from __future__ import annotations
@@ -29,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_serializer
 
 from hetsim.devices.cluster import Cluster
 from hetsim.simulator.engine import Alarm, InvariantViolation, Simulation
@@ -49,7 +63,7 @@ METRICS = {
     "tokens_per_s": "tokens_trained / run end time",
     "gpu_s": "GPU-seconds held by gangs (restore, steps, checkpoint)",
     "step_gpu_s": "GPU-seconds of gangs running steps (useful and lost)",
-    "lost_gpu_s": "GPU-seconds of partial steps discarded at a preemption",
+    "lost_gpu_s": "GPU-seconds of partial steps discarded at a preemption or a pause",
     "job_preemptions": "jobs stopped by reclaim (each paid a checkpoint)",
     "checkpoint_s": "job-seconds spent writing checkpoints at preemption",
     "restore_s": "job-seconds spent (re)starting: restart, storage read, host-to-GPU copy",
@@ -88,6 +102,20 @@ class CheckpointCost(BaseModel):
     restart_s: Seconds = Field(
         default=30.0, description="restart overhead of a (re)started job (s)"
     )
+    interval_steps: PositiveInt | None = Field(
+        default=None,
+        description="optimizer steps between periodic (asynchronous) checkpoints; null: a "
+        "job saves only when preempted (a failed job restarts from its last saved step)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        """Without periodic checkpoints, the resolved block is the one from before the
+        field existed (resolved scenarios of existing runs stay byte-identical)."""
+        out: dict[str, Any] = handler(self)
+        if out.get("interval_steps", 0) is None:
+            del out["interval_steps"]
+        return out
 
 
 class TrainingJobsParams(WorkloadParams):
@@ -127,9 +155,9 @@ class Job:
     number: int
     submit_s: float
     steps_done: int = 0
-    state: Literal["pending", "waiting", "restoring", "running", "checkpointing", "done"] = (
-        "pending"
-    )
+    state: Literal[
+        "pending", "waiting", "restoring", "running", "paused", "checkpointing", "done"
+    ] = "pending"
     gang: list[str] = field(default_factory=list)
     run_start_s: float = 0.0
     gang_start_s: float = 0.0
@@ -137,6 +165,12 @@ class Job:
     alarm: Alarm | None = None
     finish_s: float = math.nan
     started_once: bool = False
+    #: steps in the last checkpoint written to storage (where a failed job restarts)
+    saved_steps: int = 0
+    #: when the preemption checkpoint in progress began
+    checkpoint_start_s: float = 0.0
+    #: the version (gang) whose periodic checkpoint is being written; None: none
+    writing: int | None = None
 
 
 @workloads.register("training-jobs")
@@ -183,11 +217,19 @@ class TrainingJobsWorkload(Workload):
         self.granted_peak = 0
         #: device -> factor its steps take longer on a shared GPU (simulator.colocate)
         self.slowdown: dict[str, float] = {}
+        #: shared GPUs training may not compute on now (the arbiter's deferral)
+        self.paused: set[str] = set()
         self.preemptions = 0
         self.checkpoint_s = 0.0
         self.restore_s = 0.0
         self.lost_gpu_s = 0.0
         self.step_gpu_s = 0.0
+        #: device failures (:meth:`fail`): jobs stopped, steps and GPU-seconds thrown away
+        self.failures = 0
+        self.fault_steps_lost = 0
+        self.fault_gpu_s_lost = 0.0
+        #: periodic checkpoints written (``checkpoint.interval_steps``)
+        self.checkpoints_saved = 0
         #: (device, start_s, end_s, job) of every gang occupancy, closed at release
         self.busy: list[tuple[str, float, float, int]] = []
         self.events = sim.recorder.table("training_job_events", JOB_COLUMNS)
@@ -242,6 +284,34 @@ class TrainingJobsWorkload(Workload):
         for j in sorted(stop):
             self._preempt(self.jobs[j])
 
+    def predicted_move_s(self) -> tuple[float, float]:
+        """(restore, checkpoint) seconds of one move of a job, predicted from the
+        ``checkpoint`` profile alone: ``restart_s`` + state / ``storage_Bps`` and
+        state / ``storage_Bps`` (the host copies, contended links, are left out)."""
+        c = self.params.checkpoint
+        io_s = self.state_bytes / c.storage_Bps
+        return c.restart_s + io_s, io_s
+
+    def set_paused(self, devices: set[str]) -> None:
+        """Training may not compute on ``devices`` (shared GPUs) from now: a running gang
+        holding one stops stepping (its step in flight is lost, its memory stays), a
+        paused gang holding none resumes, and no new gang forms on them."""
+        self.paused = set(devices)
+        for job in self.jobs:
+            hit = bool(self.paused.intersection(job.gang))
+            if job.state == "running" and hit:
+                if job.alarm is not None:
+                    job.alarm.cancel()
+                    job.alarm = None
+                self._settle(job)
+                job.state = "paused"
+                self._event(job, "pause", "", job.gang)
+            elif job.state == "paused" and not hit:
+                job.state, job.run_start_s = "running", self.sim.now
+                self._event(job, "resume", "", job.gang)
+                self._arm(job)
+        self._request_pass()
+
     def free_devices(self) -> list[str]:
         """Granted devices no gang holds."""
         return [d for d, j in self.granted.items() if j is None]
@@ -278,7 +348,7 @@ class TrainingJobsWorkload(Workload):
     def _find_gang(self) -> list[str] | None:
         free: dict[tuple[str, str], list[str]] = {}
         for d, j in self.granted.items():
-            if j is None and d not in self._reclaims:
+            if j is None and d not in self._reclaims and d not in self.paused:
                 dev = self.cluster.device(d)
                 ok = dev.spec.name in self.step_s and self.cluster.memory(d).can_fit(
                     self.step_s[dev.spec.name][1]
@@ -322,7 +392,12 @@ class TrainingJobsWorkload(Workload):
                 return
             self.restore_s += self.sim.now - now
             job.state, job.run_start_s, job.started_once = "running", self.sim.now, True
+            if self.paused.intersection(gang):  # deferred while it restored
+                job.state = "paused"
+                self._event(job, "pause", "", gang)
+                return
             self._arm(job)
+            self._next_snapshot(job, job.steps_done)
 
         self.sim.env.timeout(p.checkpoint.restart_s + read_s).callbacks.append(copies)
 
@@ -331,19 +406,72 @@ class TrainingJobsWorkload(Workload):
         left = self.params.steps_per_job - job.steps_done
         job.alarm = Alarm(self.sim, job.run_start_s + left * step_s, lambda _e: self._finish(job))
 
+    def _next_snapshot(self, job: Job, after: int) -> None:
+        """Schedule the periodic checkpoint after step ``after`` of the running segment
+        (none without ``interval_steps``, nor at the job's last step: it finishes)."""
+        every = self.params.checkpoint.interval_steps
+        if every is None:
+            return
+        step = (after // every + 1) * every
+        if step >= self.params.steps_per_job:
+            return
+        at = job.run_start_s + (step - job.steps_done) * self._job_step_s(job)
+        version = job.version
+
+        def snap(_e: object) -> None:
+            if job.version == version and job.state == "running":
+                self._snapshot(job, step)
+
+        self.sim.env.timeout(max(0.0, at - self.sim.now)).callbacks.append(snap)
+
+    def _snapshot(self, job: Job, step: int) -> None:
+        """Step ``step`` is done: copy each rank's share to its host, write it to
+        storage (the job runs on); it becomes the restart point when written, unless the
+        gang was stopped meanwhile. Skipped while the last one is still being written."""
+        version = job.version
+        self._next_snapshot(job, step)
+        if job.writing == version:
+            return
+        job.writing = version
+        events = []
+        for d in job.gang:
+            host = self.cluster.host_of(d)
+            if host is not None:
+                events.append(self.cluster.copy(d, host, self.share_bytes, "checkpoint"))
+
+        def written(_e: object) -> None:
+            if job.writing == version:
+                job.writing = None
+            if job.version == version and job.state != "done":
+                job.saved_steps = max(job.saved_steps, step)
+                self.checkpoints_saved += 1
+                self._event(job, "checkpoint-saved", "", job.gang)
+
+        def to_storage(_e: object) -> None:
+            write_s = self.state_bytes / self.params.checkpoint.storage_Bps
+            self.sim.env.timeout(write_s).callbacks.append(written)
+
+        if events:
+            self.sim.env.all_of(events).callbacks.append(to_storage)
+        else:
+            to_storage(None)
+
     def _job_step_s(self, job: Job) -> float:
         """The gang type's step time, on a shared GPU slowed by its slowest device."""
         base = self.step_s[self.cluster.device(job.gang[0]).spec.name][0]
         return base * max((self.slowdown.get(d, 1.0) for d in job.gang), default=1.0)
 
-    def _settle(self, job: Job) -> None:
-        """Count the steps run since ``run_start_s``; the partial step is lost."""
+    def _settle(self, job: Job, *, finished: bool = False) -> None:
+        """Count the steps run since ``run_start_s``; the partial step is lost. A
+        ``finished`` job ran all its steps (its alarm was armed for them: counting them
+        by division could fall one short by rounding)."""
         step_s, now = self._job_step_s(job), self.sim.now
         ran = now - job.run_start_s
-        k = min(int(ran // step_s), self.params.steps_per_job - job.steps_done)
+        left = self.params.steps_per_job - job.steps_done
+        k = left if finished else min(int(ran // step_s), left)
         job.steps_done += k
         self.step_gpu_s += ran * len(job.gang)
-        self.lost_gpu_s += (ran - k * step_s) * len(job.gang)
+        self.lost_gpu_s += max(0.0, ran - k * step_s) * len(job.gang)
         self._meter(job, job.run_start_s, now)
 
     def _meter(self, job: Job, start_s: float, end_s: float) -> None:
@@ -356,7 +484,7 @@ class TrainingJobsWorkload(Workload):
 
     def _finish(self, job: Job) -> None:
         job.alarm = None
-        self._settle(job)
+        self._settle(job, finished=True)
         job.state, job.finish_s = "done", self.sim.now
         self._event(job, "finish", "", job.gang)
         self._release(job)
@@ -377,9 +505,11 @@ class TrainingJobsWorkload(Workload):
         if job.alarm is not None:
             job.alarm.cancel()
             job.alarm = None
-        self._settle(job)
+        if job.state == "running":  # a paused job was settled when it paused
+            self._settle(job)
         job.state = "checkpointing"
-        start = self.sim.now
+        start = job.checkpoint_start_s = self.sim.now
+        version = job.version
         self._event(job, "preempt", "", job.gang)
         events = []
         for d in job.gang:
@@ -388,11 +518,16 @@ class TrainingJobsWorkload(Workload):
                 events.append(self.cluster.copy(d, host, self.share_bytes, "checkpoint"))
 
         def written(_e: object) -> None:
+            if job.version != version:  # the gang failed meanwhile (fail)
+                return
             self.checkpoint_s += self.sim.now - start
+            job.saved_steps = job.steps_done
             self._event(job, "checkpointed", "", job.gang)
             self._release(job, requeue=True)
 
         def to_storage(_e: object) -> None:
+            if job.version != version:
+                return
             write_s = self.state_bytes / self.params.checkpoint.storage_Bps
             self.sim.env.timeout(write_s).callbacks.append(written)
 
@@ -400,6 +535,57 @@ class TrainingJobsWorkload(Workload):
             self.sim.env.all_of(events).callbacks.append(to_storage)
         else:
             to_storage(None)
+
+    # ---- device failures (workloads.colocate.faults) ---------------------------------------
+    def fail(self, devices: list[str]) -> list[tuple[int, int, float, str]]:
+        """``devices`` failed now and leave the workload (a reclaim pending on one is
+        dropped: the caller takes the device). A job whose gang holds one stops: the
+        steps since its last written checkpoint are lost (``steps_done`` goes back to
+        it), its gang is released (the healthy devices to the free pool or to their
+        pending reclaim) and it waits at the head of the queue to restart. Returns per
+        job stopped: (job, steps lost, GPU-seconds lost, the state it was in)."""
+        for d in devices:
+            if d not in self.granted:
+                raise InvariantViolation(f"training-jobs: {d} failed, not granted")
+            self._reclaims.pop(d, None)
+        jobs = sorted({j for d in devices if (j := self.granted[d]) is not None})
+        out = [self._fail_job(self.jobs[j]) for j in jobs]
+        for d in devices:
+            del self.granted[d]
+        self._request_pass()
+        return out
+
+    def _fail_job(self, job: Job) -> tuple[int, int, float, str]:
+        """Stop ``job`` on a failure: count what ran, roll back, release, requeue."""
+        now, n, was = self.sim.now, len(job.gang), job.state
+        step_s = self._job_step_s(job)
+        wasted_s = 0.0  # gang time thrown away besides whole steps
+        if was == "running":
+            if job.alarm is not None:
+                job.alarm.cancel()
+                job.alarm = None
+            ran = now - job.run_start_s
+            k = min(int(ran // step_s), self.params.steps_per_job - job.steps_done)
+            job.steps_done += k
+            self.step_gpu_s += ran * n
+            self._meter(job, job.run_start_s, now)
+            wasted_s = ran - k * step_s
+        elif was == "restoring":
+            self.restore_s += now - job.gang_start_s
+            wasted_s = now - job.gang_start_s
+        elif was == "checkpointing":
+            self.checkpoint_s += now - job.checkpoint_start_s
+            wasted_s = now - job.checkpoint_start_s
+        lost = job.steps_done - job.saved_steps
+        gpu_s = (lost * step_s + wasted_s) * n
+        job.steps_done = job.saved_steps
+        job.version += 1  # restore, checkpoint and snapshot callbacks in flight: void
+        self.failures += 1
+        self.fault_steps_lost += lost
+        self.fault_gpu_s_lost += gpu_s
+        self._event(job, f"fail-{was}", "", job.gang)
+        self._release(job, requeue=True)
+        return job.number, lost, gpu_s, was
 
     def _release(self, job: Job, requeue: bool = False) -> None:
         now = self.sim.now
@@ -427,7 +613,7 @@ class TrainingJobsWorkload(Workload):
 
     def _counts(self) -> dict[str, int]:
         states: list[str] = [j.state for j in self.jobs]
-        names = ("pending", "waiting", "restoring", "running", "checkpointing", "done")
+        names = ("pending", "waiting", "restoring", "running", "paused", "checkpointing", "done")
         return {s: states.count(s) for s in names}
 
     def check(self) -> None:
@@ -441,7 +627,7 @@ class TrainingJobsWorkload(Workload):
         """Jobs: done, holding a gang, queued or not yet submitted; steps never past the
         total; a queued job is in the queue once."""
         c, n = self._counts(), len(self.jobs)
-        held = c["restoring"] + c["running"] + c["checkpointing"]
+        held = c["restoring"] + c["running"] + c["paused"] + c["checkpointing"]
         if c["waiting"] != len(self.queue) or len(set(self.queue)) != len(self.queue):
             raise InvariantViolation(
                 f"training jobs: {c['waiting']} waiting, {len(self.queue)} in the queue"
