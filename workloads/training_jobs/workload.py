@@ -377,11 +377,7 @@ class TrainingJobsWorkload(Workload):
         def copies(_e: object) -> None:
             if job.version != version:
                 return
-            events = []
-            for d in gang:
-                host = self.cluster.host_of(d)
-                if host is not None:
-                    events.append(self.cluster.copy(host, d, self.share_bytes, "restore"))
+            events = self._host_copies(gang, "restore")
             if events:
                 self.sim.env.all_of(events).callbacks.append(lambda _e: run())
             else:
@@ -400,6 +396,17 @@ class TrainingJobsWorkload(Workload):
             self._next_snapshot(job, job.steps_done)
 
         self.sim.env.timeout(p.checkpoint.restart_s + read_s).callbacks.append(copies)
+
+    def _host_copies(self, gang: list[str], what: str) -> list[Any]:
+        """Copy each rank's share of the state between its GPU and its node's CPU over the
+        cluster's links: host -> GPU for a ``restore``, GPU -> host for a ``checkpoint``."""
+        events = []
+        for d in gang:
+            host = self.cluster.host_of(d)
+            if host is not None:
+                src, dst = (host, d) if what == "restore" else (d, host)
+                events.append(self.cluster.copy(src, dst, self.share_bytes, what))
+        return events
 
     def _arm(self, job: Job) -> None:
         step_s = self._job_step_s(job)
@@ -433,11 +440,7 @@ class TrainingJobsWorkload(Workload):
         if job.writing == version:
             return
         job.writing = version
-        events = []
-        for d in job.gang:
-            host = self.cluster.host_of(d)
-            if host is not None:
-                events.append(self.cluster.copy(d, host, self.share_bytes, "checkpoint"))
+        events = self._host_copies(job.gang, "checkpoint")
 
         def written(_e: object) -> None:
             if job.writing == version:
@@ -511,11 +514,7 @@ class TrainingJobsWorkload(Workload):
         start = job.checkpoint_start_s = self.sim.now
         version = job.version
         self._event(job, "preempt", "", job.gang)
-        events = []
-        for d in job.gang:
-            host = self.cluster.host_of(d)
-            if host is not None:
-                events.append(self.cluster.copy(d, host, self.share_bytes, "checkpoint"))
+        events = self._host_copies(job.gang, "checkpoint")
 
         def written(_e: object) -> None:
             if job.version != version:  # the gang failed meanwhile (fail)
