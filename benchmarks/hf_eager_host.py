@@ -11,12 +11,19 @@ with a tiny configuration (hidden 128, 4 heads, FFN 256, vocabulary 1,024) on th
   step time over 8 and 32 layers): with tensors this small the time is the Python, the
   dispatcher and the allocator, not arithmetic;
 * the host time of the leaderboard loop's sampling tail per token (temperature warper,
-  NaN check, softmax, multinomial, the token's transfer), on a 1,024-entry vocabulary.
+  NaN check, softmax, multinomial, the token's transfer), on a 1,024-entry vocabulary;
+* the host time of the loop's text decode at every token: ``batch_decode`` of the whole
+  response so far with transformers' slow (sentencepiece) ``LlamaTokenizer``, as FastChat's
+  base adapter loads it (``use_fast=False``), against the response length. The vocabulary
+  is a stand-in (a 32,000-piece BPE model trained on the installed packages' Python
+  sources; the Llama-2 file is not redistributable): the cost is the tokenizer's Python
+  work per token, not the pieces.
 
 The figures go to ``devices/data/host_dispatch_points.csv`` by hand, with the machine they
 were read on. They need torch and transformers, which hetsim does not depend on::
 
-    python -m venv /tmp/hfenv && /tmp/hfenv/bin/pip install torch==2.13.0 transformers==4.31.0
+    python -m venv /tmp/hfenv
+    /tmp/hfenv/bin/pip install torch==2.13.0 transformers==4.31.0 sentencepiece
     /tmp/hfenv/bin/python benchmarks/hf_eager_host.py
 """
 
@@ -24,7 +31,9 @@ from __future__ import annotations
 
 import platform
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 #: aten calls that launch no kernel by themselves (a cast or copy among them counts when
@@ -119,6 +128,43 @@ def sampling_tail(vocab: int = 1024, repeats: int = 7, steps: int = 200) -> tupl
     return kernels, statistics.median(times)
 
 
+def text_decode(workdir: Path, repeats: int = 7, calls: int = 20) -> tuple[float, float]:
+    """(seconds per response token, seconds per call) of decoding a response of n tokens:
+    slope and intercept of the call time over n = 100 and 800."""
+    import sentencepiece as spm
+    from transformers import LlamaTokenizer
+
+    site = Path(spm.__file__).resolve().parents[1]
+    corpus = workdir / "corpus.txt"
+    with corpus.open("w", encoding="utf-8") as out:
+        for f in sorted(site.rglob("*.py"))[:3000]:
+            out.write(f.read_text(encoding="utf-8", errors="ignore"))
+    prefix = workdir / "standin"
+    spm.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(prefix), vocab_size=32000, model_type="bpe",
+        byte_fallback=True, input_sentence_size=400000, shuffle_input_sentence=True,
+        minloglevel=2,
+    )  # fmt: skip
+    tok = LlamaTokenizer(vocab_file=str(prefix) + ".model")
+    ids = tok(corpus.read_text(encoding="utf-8")[:200000]).input_ids[1:]
+    kw = {"skip_special_tokens": True, "spaces_between_special_tokens": False,
+          "clean_up_tokenization_spaces": True}  # fmt: skip
+    at = {}
+    for n in (100, 800):
+        batch = [ids[:n]]
+        for _ in range(5):
+            tok.batch_decode(batch, **kw)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                tok.batch_decode(batch, **kw)
+            times.append((time.perf_counter() - t0) / calls)
+        at[n] = statistics.median(times)
+    slope = (at[800] - at[100]) / 700
+    return slope, at[100] - 100 * slope
+
+
 def main() -> None:
     import torch
     import transformers
@@ -138,6 +184,10 @@ def main() -> None:
           f"outside the layers: {outside_s * 1e6:.1f} us")  # fmt: skip
     k, s = sampling_tail()
     print(f"sampling tail: {k} kernels, {s * 1e6:.1f} us host")
+    with tempfile.TemporaryDirectory() as tmp:
+        per_token, per_call = text_decode(Path(tmp))
+    print(f"text decode of the response so far: {per_token * 1e6:.2f} us per response token "
+          f"+ {per_call * 1e6:.1f} us per call")  # fmt: skip
 
 
 if __name__ == "__main__":
