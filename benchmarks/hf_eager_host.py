@@ -33,6 +33,7 @@ import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +53,37 @@ def _works(event: Any) -> bool:
     return any(_works(c) for c in event.cpu_children)
 
 
-def _top_level(prof: Any) -> list[Any]:
-    return [
+def _kernels(call: Callable[[], object]) -> int:
+    """Aten calls made from Python by one ``call()`` that do work (module doc)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        call()
+    top = [
         e
         for e in prof.events()
         if e.name.startswith("aten::")
         and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))
     ]
+    return sum(1 for e in top if _works(e))
+
+
+def _median_s(call: Callable[[], object], repeats: int, calls: int, warm: int = 5) -> float:
+    """Median over ``repeats`` of the mean seconds of ``calls`` back-to-back ``call()``."""
+    for _ in range(warm):
+        call()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        times.append((time.perf_counter() - t0) / calls)
+    return statistics.median(times)
 
 
 def decode_step(layers: int, repeats: int = 7, steps: int = 50) -> tuple[int, float]:
     """(kernels, median host seconds) of one batch-1 decode step at 300 cached tokens."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
@@ -79,25 +98,18 @@ def decode_step(layers: int, repeats: int = 7, steps: int = 50) -> tuple[int, fl
     with torch.inference_mode():
         cache = model(torch.randint(0, 1024, (1, 300)), use_cache=True).past_key_values
         token = torch.tensor([[5]])
-        for _ in range(3):
-            model(token, use_cache=True, past_key_values=cache)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            model(token, use_cache=True, past_key_values=cache)
-        kernels = sum(1 for e in _top_level(prof) if _works(e))
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                model(token, use_cache=True, past_key_values=cache)
-            times.append((time.perf_counter() - t0) / steps)
-    return kernels, statistics.median(times)
+
+        def step() -> object:
+            return model(token, use_cache=True, past_key_values=cache)
+
+        step()
+        return _kernels(step), _median_s(step, repeats, steps, warm=3)
 
 
 def sampling_tail(vocab: int = 1024, repeats: int = 7, steps: int = 200) -> tuple[int, float]:
     """(kernels, median host seconds) of the loop's per-token sampling (benchmark.py of
     ml-energy/leaderboard: temperature 0.7, NaN check, softmax, two multinomial draws)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
     from transformers.generation.logits_process import (
         LogitsProcessorList,
         TemperatureLogitsWarper,
@@ -114,18 +126,12 @@ def sampling_tail(vocab: int = 1024, repeats: int = 7, steps: int = 200) -> tupl
 
     with torch.inference_mode():
         logits = torch.randn(1, 1, vocab)
-        for _ in range(100):
-            tail(logits)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            tail(logits)
-        kernels = sum(1 for e in _top_level(prof) if _works(e))
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                tail(logits)
-            times.append((time.perf_counter() - t0) / steps)
-    return kernels, statistics.median(times)
+
+        def once() -> object:
+            return tail(logits)
+
+        once()
+        return _kernels(once), _median_s(once, repeats, steps, warm=100)
 
 
 def text_decode(workdir: Path, repeats: int = 7, calls: int = 20) -> tuple[float, float]:
@@ -149,18 +155,8 @@ def text_decode(workdir: Path, repeats: int = 7, calls: int = 20) -> tuple[float
     ids = tok(corpus.read_text(encoding="utf-8")[:200000]).input_ids[1:]
     kw = {"skip_special_tokens": True, "spaces_between_special_tokens": False,
           "clean_up_tokenization_spaces": True}  # fmt: skip
-    at = {}
-    for n in (100, 800):
-        batch = [ids[:n]]
-        for _ in range(5):
-            tok.batch_decode(batch, **kw)
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                tok.batch_decode(batch, **kw)
-            times.append((time.perf_counter() - t0) / calls)
-        at[n] = statistics.median(times)
+    at = {n: _median_s(lambda n=n: tok.batch_decode([ids[:n]], **kw), repeats, calls)
+          for n in (100, 800)}  # fmt: skip
     slope = (at[800] - at[100]) / 700
     return slope, at[100] - 100 * slope
 
